@@ -1,0 +1,483 @@
+//! The directive tables: which clauses and directives exist in Unbound, and which of them
+//! this crate implements.
+//!
+//! The server list was taken from unbound.conf(5) of Unbound 1.17 (including the module
+//! options that go in `server:`: dns64, EDNS client subnet, ipsecmod), completed with the
+//! aliases and obsolete names Unbound's lexer still accepts and with directives of later
+//! Unbound releases. A name that is in no table is *unknown*.
+
+/// How many values a directive takes on its line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arity {
+    /// Exactly this many tokens.
+    Exactly(usize),
+    /// One quoted token, or, if the first token is bare, every remaining token of the line
+    /// joined with single spaces (`local-data: www.example. A 192.0.2.1`).
+    RestOfLine,
+}
+
+/// Whether a known directive is implemented.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Support<K> {
+    /// Implemented: stored in the data model.
+    Implemented(K),
+    /// Known to Unbound, not supported here: warned about and ignored. Takes at least this
+    /// many values.
+    Unsupported(usize),
+}
+
+/// The clauses (directives without a value that open a section).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ClauseKind {
+    /// `server:`
+    Server,
+    /// `auth-zone:`
+    AuthZone,
+    /// A clause that exists in Unbound but is not supported here.
+    Unsupported,
+}
+
+const CLAUSES: &[(&str, ClauseKind)] = &[
+    ("server", ClauseKind::Server),
+    ("auth-zone", ClauseKind::AuthZone),
+    ("remote-control", ClauseKind::Unsupported),
+    ("forward-zone", ClauseKind::Unsupported),
+    ("stub-zone", ClauseKind::Unsupported),
+    ("view", ClauseKind::Unsupported),
+    ("python", ClauseKind::Unsupported),
+    ("dynlib", ClauseKind::Unsupported),
+    ("cachedb", ClauseKind::Unsupported),
+    ("rpz", ClauseKind::Unsupported),
+    ("dnstap", ClauseKind::Unsupported),
+    ("ipset", ClauseKind::Unsupported),
+    ("dnscrypt", ClauseKind::Unsupported),
+];
+
+/// The clause named `name` (without the colon), if it is one.
+pub(crate) fn clause(name: &str) -> Option<ClauseKind> {
+    CLAUSES.iter().find(|(n, _)| *n == name).map(|&(_, k)| k)
+}
+
+/// The implemented `server:` directives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ServerKey {
+    Interface,
+    Port,
+    DoIp4,
+    DoIp6,
+    DoUdp,
+    DoTcp,
+    NumThreads,
+    SoReuseport,
+    SoRcvbuf,
+    SoSndbuf,
+    AccessControl,
+    LocalZone,
+    LocalData,
+    LocalDataPtr,
+    Identity,
+    Version,
+    HideIdentity,
+    HideVersion,
+    Verbosity,
+    EdnsBufferSize,
+    TcpIdleTimeout,
+    IncomingNumTcp,
+    MaxUdpSize,
+    MinimalResponses,
+    CpuAffinity,
+    Logfile,
+    UseSyslog,
+    Username,
+    Chroot,
+    Directory,
+    Pidfile,
+}
+
+impl ServerKey {
+    pub(crate) fn arity(self) -> Arity {
+        match self {
+            ServerKey::AccessControl | ServerKey::LocalZone => Arity::Exactly(2),
+            ServerKey::LocalData | ServerKey::LocalDataPtr => Arity::RestOfLine,
+            _ => Arity::Exactly(1),
+        }
+    }
+}
+
+use Support::{Implemented as I, Unsupported as U};
+
+/// Every `server:` directive we know of.
+const SERVER: &[(&str, Support<ServerKey>)] = &[
+    // (a) Implemented.
+    ("interface", I(ServerKey::Interface)),
+    ("ip-address", I(ServerKey::Interface)),
+    ("port", I(ServerKey::Port)),
+    ("do-ip4", I(ServerKey::DoIp4)),
+    ("do-ip6", I(ServerKey::DoIp6)),
+    ("do-udp", I(ServerKey::DoUdp)),
+    ("do-tcp", I(ServerKey::DoTcp)),
+    ("num-threads", I(ServerKey::NumThreads)),
+    ("so-reuseport", I(ServerKey::SoReuseport)),
+    ("so-rcvbuf", I(ServerKey::SoRcvbuf)),
+    ("so-sndbuf", I(ServerKey::SoSndbuf)),
+    ("access-control", I(ServerKey::AccessControl)),
+    ("local-zone", I(ServerKey::LocalZone)),
+    ("local-data", I(ServerKey::LocalData)),
+    ("local-data-ptr", I(ServerKey::LocalDataPtr)),
+    ("identity", I(ServerKey::Identity)),
+    ("version", I(ServerKey::Version)),
+    ("hide-identity", I(ServerKey::HideIdentity)),
+    ("hide-version", I(ServerKey::HideVersion)),
+    ("verbosity", I(ServerKey::Verbosity)),
+    ("edns-buffer-size", I(ServerKey::EdnsBufferSize)),
+    ("tcp-idle-timeout", I(ServerKey::TcpIdleTimeout)),
+    ("incoming-num-tcp", I(ServerKey::IncomingNumTcp)),
+    ("max-udp-size", I(ServerKey::MaxUdpSize)),
+    ("minimal-responses", I(ServerKey::MinimalResponses)),
+    // Not an Unbound directive: ours (Unbound would reject it).
+    ("cpu-affinity", I(ServerKey::CpuAffinity)),
+    ("logfile", I(ServerKey::Logfile)),
+    ("use-syslog", I(ServerKey::UseSyslog)),
+    ("username", I(ServerKey::Username)),
+    ("chroot", I(ServerKey::Chroot)),
+    ("directory", I(ServerKey::Directory)),
+    ("pidfile", I(ServerKey::Pidfile)),
+    // (b) Known to Unbound, not supported (yet). unbound.conf(5), Unbound 1.17, in man page
+    // order.
+    ("statistics-interval", U(1)),
+    ("statistics-cumulative", U(1)),
+    ("extended-statistics", U(1)),
+    ("statistics-inhibit-zero", U(1)),
+    ("interface-automatic", U(1)),
+    ("interface-automatic-ports", U(1)),
+    ("outgoing-interface", U(1)),
+    ("outgoing-range", U(1)),
+    ("outgoing-port-permit", U(1)),
+    ("outgoing-port-avoid", U(1)),
+    ("outgoing-num-tcp", U(1)),
+    ("stream-wait-size", U(1)),
+    ("msg-buffer-size", U(1)),
+    ("msg-cache-size", U(1)),
+    ("msg-cache-slabs", U(1)),
+    ("num-queries-per-thread", U(1)),
+    ("jostle-timeout", U(1)),
+    ("delay-close", U(1)),
+    ("udp-connect", U(1)),
+    ("unknown-server-time-limit", U(1)),
+    ("discard-timeout", U(1)),
+    ("wait-limit", U(1)),
+    ("wait-limit-netblock", U(2)),
+    ("ip-transparent", U(1)),
+    ("ip-freebind", U(1)),
+    ("ip-dscp", U(1)),
+    ("rrset-cache-size", U(1)),
+    ("rrset-cache-slabs", U(1)),
+    ("cache-max-ttl", U(1)),
+    ("cache-min-ttl", U(1)),
+    ("cache-max-negative-ttl", U(1)),
+    ("infra-host-ttl", U(1)),
+    ("infra-cache-slabs", U(1)),
+    ("infra-cache-numhosts", U(1)),
+    ("infra-cache-min-rtt", U(1)),
+    ("infra-cache-max-rtt", U(1)),
+    ("infra-keep-probing", U(1)),
+    ("define-tag", U(1)),
+    ("prefer-ip4", U(1)),
+    ("prefer-ip6", U(1)),
+    ("tcp-mss", U(1)),
+    ("outgoing-tcp-mss", U(1)),
+    ("tcp-reuse-timeout", U(1)),
+    ("max-reuse-tcp-queries", U(1)),
+    ("tcp-auth-query-timeout", U(1)),
+    ("edns-tcp-keepalive", U(1)),
+    ("edns-tcp-keepalive-timeout", U(1)),
+    ("tcp-upstream", U(1)),
+    ("udp-upstream-without-downstream", U(1)),
+    ("tls-upstream", U(1)),
+    ("ssl-upstream", U(1)),
+    ("tls-service-key", U(1)),
+    ("ssl-service-key", U(1)),
+    ("tls-service-pem", U(1)),
+    ("ssl-service-pem", U(1)),
+    ("tls-port", U(1)),
+    ("ssl-port", U(1)),
+    ("tls-cert-bundle", U(1)),
+    ("ssl-cert-bundle", U(1)),
+    ("tls-win-cert", U(1)),
+    ("tls-system-cert", U(1)),
+    ("tls-additional-port", U(1)),
+    ("tls-session-ticket-keys", U(1)),
+    ("tls-ciphers", U(1)),
+    ("tls-ciphersuites", U(1)),
+    ("pad-responses", U(1)),
+    ("pad-responses-block-size", U(1)),
+    ("pad-queries", U(1)),
+    ("pad-queries-block-size", U(1)),
+    ("tls-use-sni", U(1)),
+    ("https-port", U(1)),
+    ("http-endpoint", U(1)),
+    ("http-max-streams", U(1)),
+    ("http-query-buffer-size", U(1)),
+    ("http-response-buffer-size", U(1)),
+    ("http-nodelay", U(1)),
+    ("http-notls-downstream", U(1)),
+    ("proxy-protocol-port", U(1)),
+    ("use-systemd", U(1)),
+    ("do-daemonize", U(1)),
+    ("tcp-connection-limit", U(2)),
+    ("access-control-tag", U(2)),
+    ("access-control-tag-action", U(3)),
+    ("access-control-tag-data", U(3)),
+    ("access-control-view", U(2)),
+    ("interface-action", U(2)),
+    ("interface-tag", U(2)),
+    ("interface-tag-action", U(3)),
+    ("interface-tag-data", U(3)),
+    ("interface-view", U(2)),
+    ("log-identity", U(1)),
+    ("log-time-ascii", U(1)),
+    ("log-queries", U(1)),
+    ("log-replies", U(1)),
+    ("log-tag-queryreply", U(1)),
+    ("log-local-actions", U(1)),
+    ("log-servfail", U(1)),
+    ("root-hints", U(1)),
+    ("hide-http-user-agent", U(1)),
+    ("http-user-agent", U(1)),
+    ("nsid", U(1)),
+    ("hide-trustanchor", U(1)),
+    ("target-fetch-policy", U(1)),
+    ("harden-short-bufsize", U(1)),
+    ("harden-large-queries", U(1)),
+    ("harden-glue", U(1)),
+    ("harden-dnssec-stripped", U(1)),
+    ("harden-below-nxdomain", U(1)),
+    ("harden-referral-path", U(1)),
+    ("harden-algo-downgrade", U(1)),
+    ("use-caps-for-id", U(1)),
+    ("caps-exempt", U(1)),
+    ("caps-whitelist", U(1)),
+    ("qname-minimisation", U(1)),
+    ("qname-minimisation-strict", U(1)),
+    ("aggressive-nsec", U(1)),
+    ("private-address", U(1)),
+    ("private-domain", U(1)),
+    ("unwanted-reply-threshold", U(1)),
+    ("do-not-query-address", U(1)),
+    ("do-not-query-localhost", U(1)),
+    ("prefetch", U(1)),
+    ("prefetch-key", U(1)),
+    ("deny-any", U(1)),
+    ("rrset-roundrobin", U(1)),
+    ("disable-dnssec-lame-check", U(1)),
+    ("module-config", U(1)),
+    ("trust-anchor-file", U(1)),
+    ("auto-trust-anchor-file", U(1)),
+    ("trust-anchor", U(1)),
+    ("trusted-keys-file", U(1)),
+    ("trust-anchor-signaling", U(1)),
+    ("root-key-sentinel", U(1)),
+    ("domain-insecure", U(1)),
+    ("val-override-date", U(1)),
+    ("val-sig-skew-min", U(1)),
+    ("val-sig-skew-max", U(1)),
+    ("val-max-restart", U(1)),
+    ("val-bogus-ttl", U(1)),
+    ("val-clean-additional", U(1)),
+    ("val-log-level", U(1)),
+    ("val-permissive-mode", U(1)),
+    ("ignore-cd-flag", U(1)),
+    ("serve-expired", U(1)),
+    ("serve-expired-ttl", U(1)),
+    ("serve-expired-ttl-reset", U(1)),
+    ("serve-expired-reply-ttl", U(1)),
+    ("serve-expired-client-timeout", U(1)),
+    ("serve-original-ttl", U(1)),
+    ("val-nsec3-keysize-iterations", U(1)),
+    ("zonemd-permissive-mode", U(1)),
+    ("add-holddown", U(1)),
+    ("del-holddown", U(1)),
+    ("keep-missing", U(1)),
+    ("permit-small-holddown", U(1)),
+    ("key-cache-size", U(1)),
+    ("key-cache-slabs", U(1)),
+    ("neg-cache-size", U(1)),
+    ("unblock-lan-zones", U(1)),
+    ("insecure-lan-zones", U(1)),
+    ("local-zone-tag", U(2)),
+    ("local-zone-override", U(3)),
+    ("response-ip", U(2)),
+    ("response-ip-data", U(2)),
+    ("response-ip-tag", U(2)),
+    ("ratelimit", U(1)),
+    ("ratelimit-size", U(1)),
+    ("ratelimit-slabs", U(1)),
+    ("ratelimit-factor", U(1)),
+    ("ratelimit-backoff", U(1)),
+    ("ratelimit-for-domain", U(2)),
+    ("ratelimit-below-domain", U(2)),
+    ("ip-ratelimit", U(1)),
+    ("ip-ratelimit-size", U(1)),
+    ("ip-ratelimit-slabs", U(1)),
+    ("ip-ratelimit-factor", U(1)),
+    ("ip-ratelimit-backoff", U(1)),
+    ("outbound-msg-retry", U(1)),
+    ("max-sent-count", U(1)),
+    ("max-query-restarts", U(1)),
+    ("iter-scrub-promiscuous", U(1)),
+    ("fast-server-permil", U(1)),
+    ("fast-server-num", U(1)),
+    ("edns-client-string", U(2)),
+    ("edns-client-string-opcode", U(1)),
+    ("ede", U(1)),
+    ("ede-serve-expired", U(1)),
+    // Module options that go in server: (dns64, EDNS client subnet, ipsecmod).
+    ("dns64-prefix", U(1)),
+    ("dns64-synthall", U(1)),
+    ("dns64-ignore-aaaa", U(1)),
+    ("send-client-subnet", U(1)),
+    ("client-subnet-zone", U(1)),
+    ("client-subnet-always-forward", U(1)),
+    ("client-subnet-opcode", U(1)),
+    ("max-client-subnet-ipv6", U(1)),
+    ("max-client-subnet-ipv4", U(1)),
+    ("min-client-subnet-ipv6", U(1)),
+    ("min-client-subnet-ipv4", U(1)),
+    ("max-ecs-tree-size-ipv4", U(1)),
+    ("max-ecs-tree-size-ipv6", U(1)),
+    ("ipsecmod-enabled", U(1)),
+    ("ipsecmod-hook", U(1)),
+    ("ipsecmod-strict", U(1)),
+    ("ipsecmod-max-ttl", U(1)),
+    ("ipsecmod-ignore-bogus", U(1)),
+    ("ipsecmod-allow", U(1)),
+    ("ipsecmod-whitelist", U(1)),
+    // Aliases and obsolete names Unbound's lexer still accepts.
+    ("additional-ssl-port", U(1)),
+    ("additional-tls-port", U(1)),
+    ("tls-additional-ports", U(1)),
+    ("low-rtt", U(1)),
+    ("low-rtt-pct", U(1)),
+    ("low-rtt-permil", U(1)),
+    ("infra-lame-ttl", U(1)),
+    ("infra-cache-lame-size", U(1)),
+    ("dlv-anchor", U(1)),
+    ("dlv-anchor-file", U(1)),
+    ("fake-dsa", U(1)),
+    ("fake-sha1", U(1)),
+    ("shm-enable", U(1)),
+    ("shm-key", U(1)),
+    ("edns-client-tag", U(2)),
+    ("edns-client-tag-opcode", U(1)),
+    // Later Unbound releases (1.18 and up).
+    ("answer-cookie", U(1)),
+    ("cookie-secret", U(1)),
+    ("cookie-secret-file", U(1)),
+    ("ip-ratelimit-cookie", U(1)),
+    ("wait-limit-cookie", U(1)),
+    ("wait-limit-cookie-netblock", U(2)),
+    ("harden-unknown-additional", U(1)),
+    ("harden-unverified-glue", U(1)),
+    ("sock-queue-timeout", U(1)),
+    ("disable-edns-do", U(1)),
+    ("log-destaddr", U(1)),
+    ("log-time-iso", U(1)),
+    ("cache-min-negative-ttl", U(1)),
+    ("iter-scrub-ns", U(1)),
+    ("iter-scrub-cname", U(1)),
+    ("max-global-quota", U(1)),
+    ("dns-error-reporting", U(1)),
+    ("nat64-prefix", U(1)),
+    ("quic-port", U(1)),
+    ("quic-size", U(1)),
+];
+
+/// The `server:` directive named `name`, if known.
+pub(crate) fn server(name: &str) -> Option<Support<ServerKey>> {
+    SERVER.iter().find(|(n, _)| *n == name).map(|&(_, s)| s)
+}
+
+/// The implemented `auth-zone:` directives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AuthKey {
+    Name,
+    Zonefile,
+    ForDownstream,
+    ForUpstream,
+    FallbackEnabled,
+    Primary,
+}
+
+/// Every `auth-zone:` directive of unbound.conf(5).
+const AUTH_ZONE: &[(&str, Support<AuthKey>)] = &[
+    ("name", I(AuthKey::Name)),
+    ("zonefile", I(AuthKey::Zonefile)),
+    ("for-downstream", I(AuthKey::ForDownstream)),
+    ("for-upstream", I(AuthKey::ForUpstream)),
+    ("fallback-enabled", I(AuthKey::FallbackEnabled)),
+    ("primary", I(AuthKey::Primary)),
+    ("master", I(AuthKey::Primary)),
+    ("url", U(1)),
+    ("allow-notify", U(1)),
+    ("zonemd-check", U(1)),
+    ("zonemd-reject-absence", U(1)),
+];
+
+/// The `auth-zone:` directive named `name`, if known.
+pub(crate) fn auth_zone(name: &str) -> Option<Support<AuthKey>> {
+    AUTH_ZONE.iter().find(|(n, _)| *n == name).map(|&(_, s)| s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn tables_have_no_duplicates() {
+        let mut seen = HashSet::new();
+        for (name, _) in SERVER {
+            assert!(seen.insert(*name), "duplicate server directive {name}");
+        }
+        let mut seen = HashSet::new();
+        for (name, _) in AUTH_ZONE {
+            assert!(seen.insert(*name), "duplicate auth-zone directive {name}");
+        }
+        let mut seen = HashSet::new();
+        for (name, _) in CLAUSES {
+            assert!(seen.insert(*name), "duplicate clause {name}");
+            assert!(server(name).is_none() && auth_zone(name).is_none());
+        }
+    }
+
+    #[test]
+    fn lookups() {
+        assert_eq!(server("port"), Some(I(ServerKey::Port)));
+        assert_eq!(server("ip-address"), Some(I(ServerKey::Interface)));
+        assert_eq!(server("prefetch"), Some(U(1)));
+        assert_eq!(server("local-zone-override"), Some(U(3)));
+        assert_eq!(server("no-such-thing"), None);
+        assert_eq!(
+            server("Port"),
+            None,
+            "names are case-sensitive, as in Unbound"
+        );
+        assert_eq!(auth_zone("master"), Some(I(AuthKey::Primary)));
+        assert_eq!(auth_zone("url"), Some(U(1)));
+        assert_eq!(clause("forward-zone"), Some(ClauseKind::Unsupported));
+        assert_eq!(clause("server"), Some(ClauseKind::Server));
+        assert_eq!(clause("port"), None);
+    }
+
+    #[test]
+    fn every_implemented_key_is_reachable() {
+        let keys: HashSet<String> = SERVER
+            .iter()
+            .filter_map(|(_, s)| match s {
+                I(k) => Some(format!("{k:?}")),
+                U(_) => None,
+            })
+            .collect();
+        assert_eq!(keys.len(), 31, "one table entry per ServerKey variant");
+    }
+}

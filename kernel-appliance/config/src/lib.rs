@@ -1,0 +1,132 @@
+//! Reader for Unbound-style configuration files (unbound.conf(5)).
+//!
+//! `skua-config` turns a configuration file, and the files it includes, into a **string-level,
+//! located** data model: [`Config`] with the merged `server:` clauses ([`Server`]), the
+//! `auth-zone:` clauses ([`AuthZone`]) and a list of [`Warning`]s. Every value that another
+//! crate interprets keeps the place it was written ([`Located`], [`Loc`]), so that crate can
+//! report its own errors as `file:line: ...`.
+//!
+//! # What it does
+//!
+//! - The syntax of Unbound's lexer: `name: value` attributes (`name:value` too, and several
+//!   on one line: `server: port: 53`); clauses are attributes without a value (`server:`);
+//!   `#` starts a comment when it starts a word outside quotes (inside a word it is kept:
+//!   `primary: 192.0.2.1@853#tls.example.`); values may be quoted with `"..."` or `'...'`
+//!   (quotes removed, content verbatim, `""` is an empty value); indentation does not matter.
+//! - `include:` and `include-toplevel:` with glob patterns, loop detection (see
+//!   [`parse_file`] for how relative paths are resolved).
+//! - Booleans (`yes`/`no`, any case), decimal numbers with range checks, memory sizes
+//!   (`4m`, `512k`, `1g`), the number of values each directive takes.
+//! - Honesty about what is not implemented: every `server:` or `auth-zone:` directive that
+//!   is known to Unbound but not implemented here gives a warning, one per occurrence
+//!   (`'prefetch' is not supported yet and is ignored`); a directive unknown to Unbound too
+//!   gives a warning as well (Unbound would refuse to start); a clause that is not
+//!   implemented (`forward-zone:`, `remote-control:`, ...) gives one warning with the number
+//!   of directives it ignores. Nothing is dropped silently.
+//! - Errors ([`Error`], displayed as `file:line: reason`) for what Unbound would refuse too:
+//!   an attribute outside any clause, a missing value, a bad boolean or number, an
+//!   unterminated quote, an unknown clause, an `auth-zone:` without `name:`, an include that
+//!   names a missing file or loops.
+//!
+//! # What it does not do
+//!
+//! - It does not interpret zone data: resource records (`local-data:`), netblocks and
+//!   actions (`access-control:`), zone names and types (`local-zone:`, `auth-zone:`),
+//!   interface addresses and zone files are kept as written. The crates that use them
+//!   convert them and report errors with the kept locations.
+//! - It does not check cross-directive consistency (duplicate auth-zone names, a
+//!   `local-data:` outside every `local-zone:`, ...).
+//! - It does not open sockets, change directory, change user or chroot; `directory:`,
+//!   `chroot:`, `username:`, `pidfile:`, `logfile:` are only stored.
+//!
+//! # Differences from Unbound
+//!
+//! - Unknown directives are warnings, not errors.
+//! - `cpu-affinity:` is accepted in `server:` (a skuad directive; Unbound rejects it).
+//! - A directive and its values must be on one line (Unbound lets values continue on the
+//!   next lines); an unquoted `local-data:`/`local-data-ptr:` value takes the rest of the
+//!   line.
+//! - A relative include that matches nothing relative to the working directory is also
+//!   looked up relative to the including file's directory.
+//! - `max-udp-size:` defaults to 4096, as Unbound 1.17.
+//! - Booleans are case-insensitive.
+//!
+//! # Example
+//!
+//! ```
+//! let config = skua_config::parse_str(
+//!     "server:\n  port: 5353\n  local-data: \"www.example. A 192.0.2.1\"\n  prefetch: yes\n",
+//!     "example.conf",
+//! )
+//! .unwrap();
+//! assert_eq!(config.server.port, 5353);
+//! assert_eq!(config.server.local_data[0].value, "www.example. A 192.0.2.1");
+//! assert_eq!(config.server.local_data[0].loc.to_string(), "example.conf:3");
+//! assert_eq!(
+//!     config.warnings[0].to_string(),
+//!     "example.conf:4: 'prefetch' is not supported yet and is ignored"
+//! );
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod directives;
+mod lexer;
+mod model;
+mod parse;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+
+pub use model::{AuthZone, Config, Error, Loc, Located, Server, Warning};
+
+/// Reads the configuration file at `path` and every file it includes.
+///
+/// # Includes
+///
+/// `include: <pattern>` may appear anywhere (also before the first clause, and inside a
+/// clause: the included text continues that clause, as if pasted in). `include-toplevel:`
+/// ends the current clause, and each file it includes starts and ends at top level, so the
+/// lines after it need a clause line again.
+///
+/// The pattern is a file name or a glob(7) pattern (`*`, `?`, `[...]`, `{a,b}`, leading `~`;
+/// `*` does not match a leading dot); matches are read in sorted order. A relative pattern
+/// is looked up, like Unbound does:
+///
+/// 1. relative to the working directory of the process, or, once a `directory:` has been
+///    read, relative to that directory (Unbound changes to it as soon as it reads it);
+/// 2. **not like Unbound:** if that matches nothing, relative to the directory of the file
+///    that contains the `include:`.
+///
+/// A file name without wildcards that exists in neither place is an error (as in Unbound);
+/// a pattern with wildcards that matches nothing is only a warning. A file that includes
+/// itself, directly or through other files, is an error.
+///
+/// # Errors
+///
+/// The first syntax error, bad value or include problem, with its file and line. A file
+/// that cannot be read is reported at the `include:` line that names it, or, for `path`
+/// itself, with line 0.
+pub fn parse_file(path: &Path) -> Result<Config, Error> {
+    let mut parser = parse::Parser::new();
+    parser.read_file(path, None)?;
+    parser.finish()
+}
+
+/// Parses configuration text that is not read from a file; `virtual_name` is the file name
+/// used in locations, warnings and errors.
+///
+/// Includes are read as with [`parse_file`], relative to the working directory (or to the
+/// last `directory:`); there is no including-file fallback, since the text has no directory.
+/// [`Config::files`] lists only the included files.
+///
+/// # Errors
+///
+/// As [`parse_file`].
+pub fn parse_str(text: &str, virtual_name: &str) -> Result<Config, Error> {
+    let mut parser = parse::Parser::new();
+    parser.read_virtual(text, virtual_name)?;
+    parser.finish()
+}

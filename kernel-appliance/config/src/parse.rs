@@ -1,0 +1,896 @@
+//! The parser: clauses, directives, values and includes.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::directives::{self, Arity, AuthKey, ClauseKind, ServerKey, Support};
+use crate::lexer::{Token, tokenize};
+use crate::model::{AuthZone, Config, Error, Loc, Located, Warning};
+
+/// Deepest include nesting accepted (loops are caught before; this bounds pathological but
+/// loop-free nesting).
+const MAX_INCLUDE_DEPTH: usize = 64;
+
+/// The file being read.
+struct Source {
+    file: Arc<Path>,
+    /// Its directory, for the include fallback; `None` for the virtual text of `parse_str`.
+    dir: Option<PathBuf>,
+}
+
+/// An `auth-zone:` clause being read.
+struct PendingAuthZone {
+    loc: Loc,
+    name: Option<Located<String>>,
+    zonefile: Option<Located<String>>,
+    for_downstream: bool,
+    for_upstream: bool,
+    fallback_enabled: bool,
+    primaries: Vec<Located<String>>,
+}
+
+/// The clause the next directive belongs to.
+enum Clause {
+    /// Top level: before the first clause, or after `include-toplevel:`.
+    None,
+    Server,
+    AuthZone(PendingAuthZone),
+    /// An unsupported clause: its directives are counted, the count goes into the warning
+    /// pushed when it opened.
+    Unsupported {
+        name: String,
+        warning: usize,
+        count: usize,
+    },
+}
+
+pub(crate) struct Parser {
+    config: Config,
+    clause: Clause,
+    /// Files being read, outermost first: (canonical path, path as opened).
+    reading: Vec<(PathBuf, PathBuf)>,
+    /// Base of relative include paths set by `directory:` (Unbound chdirs there); `None` is
+    /// the working directory.
+    include_base: Option<PathBuf>,
+}
+
+impl Parser {
+    pub(crate) fn new() -> Self {
+        Parser {
+            config: Config::default(),
+            clause: Clause::None,
+            reading: Vec::new(),
+            include_base: None,
+        }
+    }
+
+    /// Ends the last clause and returns the configuration.
+    pub(crate) fn finish(mut self) -> Result<Config, Error> {
+        self.close_clause()?;
+        Ok(self.config)
+    }
+
+    /// Reads and parses the file at `path`. `from` is the include directive, `None` for the
+    /// top-level file.
+    pub(crate) fn read_file(&mut self, path: &Path, from: Option<&Loc>) -> Result<(), Error> {
+        let fail = |msg: String| match from {
+            Some(loc) => Error::at(loc, msg),
+            None => Error {
+                file: path.to_path_buf(),
+                line: 0,
+                msg,
+            },
+        };
+        if self.reading.len() >= MAX_INCLUDE_DEPTH {
+            return Err(fail(format!(
+                "includes nested more than {MAX_INCLUDE_DEPTH} deep at '{}'",
+                path.display()
+            )));
+        }
+        let canonical = fs::canonicalize(path)
+            .map_err(|e| fail(format!("cannot open '{}': {e}", path.display())))?;
+        if let Some(pos) = self.reading.iter().position(|(c, _)| *c == canonical) {
+            let chain: Vec<String> = self.reading[pos..]
+                .iter()
+                .map(|(_, shown)| shown.display().to_string())
+                .chain(std::iter::once(path.display().to_string()))
+                .collect();
+            return Err(fail(format!("include loop: {}", chain.join(" -> "))));
+        }
+        let text = fs::read_to_string(path)
+            .map_err(|e| fail(format!("cannot read '{}': {e}", path.display())))?;
+        if !self.config.files.iter().any(|f| f == path) {
+            self.config.files.push(path.to_path_buf());
+        }
+        self.reading.push((canonical, path.to_path_buf()));
+        let source = Source {
+            file: Arc::from(path),
+            dir: path
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .map(Path::to_path_buf),
+        };
+        self.parse_text(&text, &source)?;
+        self.reading.pop();
+        Ok(())
+    }
+
+    /// Parses text that is not read from disk (`parse_str`).
+    pub(crate) fn read_virtual(&mut self, text: &str, name: &str) -> Result<(), Error> {
+        let source = Source {
+            file: Arc::from(Path::new(name)),
+            dir: None,
+        };
+        self.parse_text(text, &source)
+    }
+
+    fn parse_text(&mut self, text: &str, source: &Source) -> Result<(), Error> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        for (index, line) in text.split('\n').enumerate() {
+            let loc = Loc {
+                file: Arc::clone(&source.file),
+                line: index + 1,
+            };
+            let tokens = tokenize(line).map_err(|msg| Error::at(&loc, msg))?;
+            self.parse_line(tokens, &loc, source)?;
+        }
+        Ok(())
+    }
+
+    /// One line: one or more `name: value...` directives.
+    fn parse_line(
+        &mut self,
+        mut toks: Vec<Token>,
+        loc: &Loc,
+        source: &Source,
+    ) -> Result<(), Error> {
+        let mut i = 0;
+        while i < toks.len() {
+            let tok = &toks[i];
+            if tok.is_quoted() {
+                return Err(Error::at(
+                    loc,
+                    format!(
+                        "expected a directive name ending in ':', found the quoted string {}",
+                        tok.written()
+                    ),
+                ));
+            }
+            let Some(colon) = tok.text.find(':') else {
+                return Err(Error::at(
+                    loc,
+                    format!(
+                        "unknown keyword '{}' (a directive name ends with ':', as in 'port: 53')",
+                        tok.text
+                    ),
+                ));
+            };
+            if colon == 0 {
+                return Err(Error::at(
+                    loc,
+                    format!("stray ':' in '{}' (no directive name before it)", tok.text),
+                ));
+            }
+            let name = tok.text[..colon].to_owned();
+            let rest = tok.text[colon + 1..].to_owned();
+            // `port:53` is `port: 53`: the rest becomes the first value.
+            if rest.is_empty() {
+                i += 1;
+            } else {
+                toks[i] = Token::bare(rest);
+            }
+            i += self.directive(&name, &toks[i..], loc, source)?;
+        }
+        Ok(())
+    }
+
+    /// Handles directive `name` whose values start at `vals[0]`; returns how many tokens it
+    /// consumed.
+    fn directive(
+        &mut self,
+        name: &str,
+        vals: &[Token],
+        loc: &Loc,
+        source: &Source,
+    ) -> Result<usize, Error> {
+        if name == "include" || name == "include-toplevel" {
+            let Some(pattern) = vals.first() else {
+                return Err(Error::at(loc, format!("'{name}:' needs a file name")));
+            };
+            self.include(&pattern.text, name == "include-toplevel", loc, source)?;
+            return Ok(1);
+        }
+        if let Some(kind) = directives::clause(name) {
+            self.close_clause()?;
+            self.open_clause(kind, name, loc);
+            return Ok(0);
+        }
+        match &mut self.clause {
+            Clause::None => {
+                if loose_count(vals, 1) == 0 && !is_known_directive(name) {
+                    Err(unknown_clause(name, loc))
+                } else {
+                    Err(Error::at(
+                        loc,
+                        format!("'{name}:' is outside any clause (is a 'server:' line missing?)"),
+                    ))
+                }
+            }
+            Clause::Server => self.server_directive(name, vals, loc),
+            Clause::AuthZone(_) => self.auth_zone_directive(name, vals, loc),
+            Clause::Unsupported { count, .. } => {
+                let n = loose_count(vals, 1);
+                if n == 0 {
+                    return Err(unknown_clause(name, loc));
+                }
+                *count += 1;
+                Ok(n)
+            }
+        }
+    }
+
+    fn open_clause(&mut self, kind: ClauseKind, name: &str, loc: &Loc) {
+        self.clause = match kind {
+            ClauseKind::Server => Clause::Server,
+            ClauseKind::AuthZone => Clause::AuthZone(PendingAuthZone {
+                loc: loc.clone(),
+                name: None,
+                zonefile: None,
+                for_downstream: true,
+                for_upstream: true,
+                fallback_enabled: false,
+                primaries: Vec::new(),
+            }),
+            ClauseKind::Unsupported => {
+                // The message is completed with the directive count when the clause ends.
+                self.config.warnings.push(Warning {
+                    loc: loc.clone(),
+                    msg: String::new(),
+                });
+                Clause::Unsupported {
+                    name: name.to_owned(),
+                    warning: self.config.warnings.len() - 1,
+                    count: 0,
+                }
+            }
+        };
+    }
+
+    fn close_clause(&mut self) -> Result<(), Error> {
+        match std::mem::replace(&mut self.clause, Clause::None) {
+            Clause::None | Clause::Server => {}
+            Clause::AuthZone(p) => {
+                let Some(name) = p.name else {
+                    return Err(Error::at(&p.loc, "auth-zone: clause without 'name:'"));
+                };
+                let mut zone = AuthZone::new(name, p.loc);
+                zone.zonefile = p.zonefile;
+                zone.for_downstream = p.for_downstream;
+                zone.for_upstream = p.for_upstream;
+                zone.fallback_enabled = p.fallback_enabled;
+                zone.primaries = p.primaries;
+                self.config.auth_zones.push(zone);
+            }
+            Clause::Unsupported {
+                name,
+                warning,
+                count,
+            } => {
+                let (noun, verb) = if count == 1 {
+                    ("directive", "is")
+                } else {
+                    ("directives", "are")
+                };
+                self.config.warnings[warning].msg = format!(
+                    "clause '{name}:' is not supported yet; its {count} {noun} {verb} ignored"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn warn(&mut self, loc: &Loc, msg: String) {
+        self.config.warnings.push(Warning {
+            loc: loc.clone(),
+            msg,
+        });
+    }
+
+    fn server_directive(&mut self, name: &str, vals: &[Token], loc: &Loc) -> Result<usize, Error> {
+        match directives::server(name) {
+            Some(Support::Implemented(key)) => self.apply_server(key, name, vals, loc),
+            Some(Support::Unsupported(arity)) => {
+                need(name, vals, arity, loc)?;
+                self.warn(loc, format!("'{name}' is not supported yet and is ignored"));
+                Ok(loose_count(vals, arity))
+            }
+            None => {
+                let n = loose_count(vals, 1);
+                if n == 0 {
+                    return Err(unknown_clause(name, loc));
+                }
+                let msg = if directives::auth_zone(name).is_some() {
+                    format!(
+                        "unknown server: directive '{name}', ignored ('{name}:' belongs in an \
+                         auth-zone: clause)"
+                    )
+                } else {
+                    format!("unknown directive '{name}', ignored")
+                };
+                self.warn(loc, msg);
+                Ok(n)
+            }
+        }
+    }
+
+    fn auth_zone_directive(
+        &mut self,
+        name: &str,
+        vals: &[Token],
+        loc: &Loc,
+    ) -> Result<usize, Error> {
+        match directives::auth_zone(name) {
+            Some(Support::Implemented(key)) => {
+                need(name, vals, 1, loc)?;
+                no_more(name, vals, 1, loc)?;
+                let Clause::AuthZone(zone) = &mut self.clause else {
+                    unreachable!("auth_zone_directive is called in auth-zone: clauses only")
+                };
+                let value = Located {
+                    value: vals[0].text.clone(),
+                    loc: loc.clone(),
+                };
+                match key {
+                    AuthKey::Name => {
+                        if let Some(first) = &zone.name {
+                            return Err(Error::at(
+                                loc,
+                                format!(
+                                    "second 'name:' in this auth-zone: clause (the first is at \
+                                     {}); each auth-zone: has one name",
+                                    first.loc
+                                ),
+                            ));
+                        }
+                        zone.name = Some(value);
+                    }
+                    AuthKey::Zonefile => zone.zonefile = Some(value),
+                    AuthKey::Primary => zone.primaries.push(value),
+                    AuthKey::ForDownstream => {
+                        zone.for_downstream = parse_bool(name, &vals[0], loc)?
+                    }
+                    AuthKey::ForUpstream => zone.for_upstream = parse_bool(name, &vals[0], loc)?,
+                    AuthKey::FallbackEnabled => {
+                        zone.fallback_enabled = parse_bool(name, &vals[0], loc)?;
+                    }
+                }
+                Ok(1)
+            }
+            Some(Support::Unsupported(arity)) => {
+                need(name, vals, arity, loc)?;
+                self.warn(
+                    loc,
+                    format!("'{name}' in auth-zone: is not supported yet and is ignored"),
+                );
+                Ok(loose_count(vals, arity))
+            }
+            None => {
+                let n = loose_count(vals, 1);
+                if n == 0 {
+                    return Err(unknown_clause(name, loc));
+                }
+                let msg = if directives::server(name).is_some() {
+                    format!(
+                        "'{name}:' is a server: directive, not an auth-zone: one; ignored (is a \
+                         'server:' line missing?)"
+                    )
+                } else {
+                    format!("unknown auth-zone: directive '{name}', ignored")
+                };
+                self.warn(loc, msg);
+                Ok(n)
+            }
+        }
+    }
+
+    fn apply_server(
+        &mut self,
+        key: ServerKey,
+        name: &str,
+        vals: &[Token],
+        loc: &Loc,
+    ) -> Result<usize, Error> {
+        let n = match key.arity() {
+            Arity::Exactly(n) => {
+                need(name, vals, n, loc)?;
+                no_more(name, vals, n, loc)?;
+                n
+            }
+            Arity::RestOfLine => {
+                need(name, vals, 1, loc)?;
+                if vals[0].is_quoted() {
+                    no_more(name, vals, 1, loc)?;
+                    1
+                } else {
+                    vals.len()
+                }
+            }
+        };
+        let vals = &vals[..n];
+        let text = || vals[0].text.clone();
+        let located = |value| Located {
+            value,
+            loc: loc.clone(),
+        };
+        let located_pair = |a: &Token, b: &Token| Located {
+            value: (a.text.clone(), b.text.clone()),
+            loc: loc.clone(),
+        };
+        let s = &mut self.config.server;
+        match key {
+            ServerKey::Interface => s.interfaces.push(located(text())),
+            ServerKey::Port => s.port = ranged(name, &vals[0], 1, u16::MAX.into(), loc)? as u16,
+            ServerKey::DoIp4 => s.do_ip4 = parse_bool(name, &vals[0], loc)?,
+            ServerKey::DoIp6 => s.do_ip6 = parse_bool(name, &vals[0], loc)?,
+            ServerKey::DoUdp => s.do_udp = parse_bool(name, &vals[0], loc)?,
+            ServerKey::DoTcp => s.do_tcp = parse_bool(name, &vals[0], loc)?,
+            ServerKey::NumThreads => {
+                s.num_threads = to_usize(name, ranged(name, &vals[0], 1, u64::MAX, loc)?, loc)?;
+            }
+            ServerKey::SoReuseport => s.so_reuseport = parse_bool(name, &vals[0], loc)?,
+            ServerKey::SoRcvbuf => s.so_rcvbuf = parse_size(name, &vals[0], loc)?,
+            ServerKey::SoSndbuf => s.so_sndbuf = parse_size(name, &vals[0], loc)?,
+            ServerKey::AccessControl => s.access_control.push(located_pair(&vals[0], &vals[1])),
+            ServerKey::LocalZone => s.local_zones.push(located_pair(&vals[0], &vals[1])),
+            ServerKey::LocalData => s.local_data.push(located(rest_of_line(vals))),
+            ServerKey::LocalDataPtr => s.local_data_ptr.push(located(rest_of_line(vals))),
+            ServerKey::Identity => s.identity = Some(text()),
+            ServerKey::Version => s.version = Some(text()),
+            ServerKey::HideIdentity => s.hide_identity = parse_bool(name, &vals[0], loc)?,
+            ServerKey::HideVersion => s.hide_version = parse_bool(name, &vals[0], loc)?,
+            ServerKey::Verbosity => {
+                s.verbosity = ranged(name, &vals[0], 0, u8::MAX.into(), loc)? as u8;
+            }
+            ServerKey::EdnsBufferSize => {
+                s.edns_buffer_size = ranged(name, &vals[0], 512, u16::MAX.into(), loc)? as u16;
+            }
+            ServerKey::TcpIdleTimeout => {
+                s.tcp_idle_timeout_ms = ranged(name, &vals[0], 0, u64::MAX, loc)?;
+            }
+            ServerKey::IncomingNumTcp => {
+                s.incoming_num_tcp =
+                    to_usize(name, ranged(name, &vals[0], 0, u64::MAX, loc)?, loc)?;
+            }
+            ServerKey::MaxUdpSize => {
+                // 65536 is Unbound's "no maximum"; a UDP payload cannot exceed 65535 anyway.
+                let size = ranged(name, &vals[0], 512, 65536, loc)?;
+                s.max_udp_size = size.min(u16::MAX.into()) as u16;
+            }
+            ServerKey::MinimalResponses => s.minimal_responses = parse_bool(name, &vals[0], loc)?,
+            ServerKey::CpuAffinity => s.cpu_affinity = Some(text()),
+            ServerKey::Logfile => s.logfile = Some(text()),
+            ServerKey::UseSyslog => s.use_syslog = parse_bool(name, &vals[0], loc)?,
+            ServerKey::Username => s.username = Some(text()),
+            ServerKey::Chroot => s.chroot = Some(text()),
+            ServerKey::Pidfile => s.pidfile = Some(text()),
+            ServerKey::Directory => {
+                let dir = text();
+                // Unbound chdirs to `directory:` as soon as it reads it ("" does nothing), so
+                // relative includes after it are relative to it.
+                if !dir.is_empty() {
+                    let dir = PathBuf::from(&dir);
+                    self.include_base = Some(match &self.include_base {
+                        Some(base) if dir.is_relative() => base.join(dir),
+                        _ => dir,
+                    });
+                }
+                s.directory = Some(text());
+            }
+        }
+        Ok(n)
+    }
+
+    fn include(
+        &mut self,
+        pattern: &str,
+        toplevel: bool,
+        loc: &Loc,
+        source: &Source,
+    ) -> Result<(), Error> {
+        if toplevel {
+            self.close_clause()?;
+        }
+        for path in self.resolve_include(pattern, loc, source)? {
+            self.read_file(&path, Some(loc))?;
+            if toplevel {
+                // Each file included with include-toplevel: ends at top level, as in Unbound.
+                self.close_clause()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The files an include pattern names, in order. A pattern without wildcards must name
+    /// an existing file; a pattern with wildcards may match nothing (a warning).
+    fn resolve_include(
+        &mut self,
+        pattern: &str,
+        loc: &Loc,
+        source: &Source,
+    ) -> Result<Vec<PathBuf>, Error> {
+        if pattern.is_empty() {
+            return Err(Error::at(loc, "empty include file name"));
+        }
+        // The characters that make Unbound call glob(3) (with GLOB_BRACE and GLOB_TILDE).
+        let is_glob = pattern.contains(['*', '?', '[', '{', '~']);
+        let patterns = if is_glob {
+            expand_braces(&expand_tilde(pattern))
+        } else {
+            vec![pattern.to_owned()]
+        };
+        // Where relative patterns are looked up, in order: the working directory (or the last
+        // `directory:`), then the directory of the including file.
+        let mut bases: Vec<Option<PathBuf>> = vec![self.include_base.clone()];
+        if let Some(dir) = &source.dir
+            && Some(dir) != self.include_base.as_ref()
+            && patterns.iter().any(|p| Path::new(p).is_relative())
+        {
+            bases.push(Some(dir.clone()));
+        }
+        let mut tried = Vec::new();
+        for base in &bases {
+            let mut found = Vec::new();
+            for p in &patterns {
+                let full = match base {
+                    Some(b) if Path::new(p).is_relative() => b.join(p),
+                    _ => PathBuf::from(p),
+                };
+                if is_glob {
+                    found.extend(glob_files(&full, pattern, loc)?);
+                } else if full.exists() {
+                    found.push(full.clone());
+                }
+                if !tried.contains(&full) {
+                    tried.push(full);
+                }
+            }
+            if !found.is_empty() {
+                return Ok(found);
+            }
+        }
+        let tried: Vec<String> = tried.iter().map(|p| format!("'{}'", p.display())).collect();
+        if is_glob {
+            self.warn(
+                loc,
+                format!(
+                    "include pattern '{pattern}' matches no files (tried {}); nothing included",
+                    tried.join(", ")
+                ),
+            );
+            Ok(Vec::new())
+        } else {
+            Err(Error::at(
+                loc,
+                format!(
+                    "cannot open include file '{pattern}': no such file (tried {})",
+                    tried.join(", ")
+                ),
+            ))
+        }
+    }
+}
+
+/// The paths matching glob `full` (whose base directory part is literal), sorted like glob(3).
+fn glob_files(full: &Path, pattern: &str, loc: &Loc) -> Result<Vec<PathBuf>, Error> {
+    let full = full.to_string_lossy();
+    let options = glob::MatchOptions {
+        case_sensitive: true,
+        require_literal_separator: true,
+        // As glob(3): `*` does not match a leading dot (editor backups, `.swp` files).
+        require_literal_leading_dot: true,
+    };
+    let paths = glob::glob_with(&full, options)
+        .map_err(|e| Error::at(loc, format!("bad include pattern '{pattern}': {e}")))?;
+    paths
+        .map(|p| p.map_err(|e| Error::at(loc, format!("include '{pattern}': {e}"))))
+        .collect()
+}
+
+/// `~` and `~/...` as glob(3) with GLOB_TILDE (from `$HOME`).
+fn expand_tilde(pattern: &str) -> String {
+    match (pattern.strip_prefix('~'), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) if rest.is_empty() || rest.starts_with('/') => {
+            format!("{}{rest}", home.to_string_lossy())
+        }
+        _ => pattern.to_owned(),
+    }
+}
+
+/// `a{b,c}d` is `abd` and `acd`, as glob(3) with GLOB_BRACE (nesting allowed).
+fn expand_braces(pattern: &str) -> Vec<String> {
+    let Some(open) = pattern.find('{') else {
+        return vec![pattern.to_owned()];
+    };
+    let mut depth = 0;
+    let mut commas = Vec::new();
+    let mut close = None;
+    for (i, c) in pattern[open..].char_indices() {
+        let i = open + i;
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    close = Some(i);
+                    break;
+                }
+            }
+            ',' if depth == 1 => commas.push(i),
+            _ => {}
+        }
+    }
+    let Some(close) = close else {
+        return vec![pattern.to_owned()];
+    };
+    let (prefix, suffix) = (&pattern[..open], &pattern[close + 1..]);
+    let mut bounds = vec![open];
+    bounds.extend(&commas);
+    bounds.push(close);
+    bounds
+        .windows(2)
+        .flat_map(|w| expand_braces(&format!("{prefix}{}{suffix}", &pattern[w[0] + 1..w[1]])))
+        .collect()
+}
+
+/// Whether `tok` starts another directive on the same line (`name:` or `name:value`).
+fn looks_like_directive(tok: &Token) -> bool {
+    if tok.is_quoted() {
+        return false;
+    }
+    let Some((name, rest)) = tok.text.split_once(':') else {
+        return false;
+    };
+    name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        && !rest.starts_with(':')
+}
+
+/// How many values a directive whose arity we do not trust takes: at least `min`, then up to
+/// the next token that looks like a directive. With `min` 1, the first token is not taken if
+/// it is a known directive name (`frob: port: 53` is `frob:` without a value, then `port:`).
+fn loose_count(vals: &[Token], min: usize) -> usize {
+    let mut n = if min > 1 {
+        min.min(vals.len())
+    } else {
+        usize::from(vals.first().is_some_and(|t| {
+            !looks_like_directive(t)
+                || !t
+                    .text
+                    .split_once(':')
+                    .is_some_and(|(n, _)| is_known_name(n))
+        }))
+    };
+    if n == 0 {
+        return 0;
+    }
+    while n < vals.len() && !looks_like_directive(&vals[n]) {
+        n += 1;
+    }
+    n
+}
+
+/// Whether `name` is a directive or clause this crate knows about, in any clause.
+fn is_known_name(name: &str) -> bool {
+    name == "include"
+        || name == "include-toplevel"
+        || directives::clause(name).is_some()
+        || is_known_directive(name)
+}
+
+fn is_known_directive(name: &str) -> bool {
+    directives::server(name).is_some() || directives::auth_zone(name).is_some()
+}
+
+fn unknown_clause(name: &str, loc: &Loc) -> Error {
+    Error::at(
+        loc,
+        format!("unknown clause '{name}:' (or directive '{name}:' without a value)"),
+    )
+}
+
+fn need(name: &str, vals: &[Token], n: usize, loc: &Loc) -> Result<(), Error> {
+    if vals.len() >= n {
+        return Ok(());
+    }
+    Err(Error::at(
+        loc,
+        match (n, vals.len()) {
+            (1, _) => format!("'{name}:' needs a value"),
+            (n, found) => format!("'{name}:' needs {n} values, found {found}"),
+        },
+    ))
+}
+
+fn no_more(name: &str, vals: &[Token], n: usize, loc: &Loc) -> Result<(), Error> {
+    match vals.get(n) {
+        Some(extra) if !looks_like_directive(extra) => Err(Error::at(
+            loc,
+            format!(
+                "'{name}:' takes {}, found more: '{}' (quote a value that contains spaces)",
+                if n == 1 {
+                    "one value".to_owned()
+                } else {
+                    format!("exactly {n} values")
+                },
+                extra.text
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn rest_of_line(vals: &[Token]) -> String {
+    match vals {
+        [one] => one.text.clone(),
+        _ => vals
+            .iter()
+            .map(Token::written)
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+fn parse_bool(name: &str, tok: &Token, loc: &Loc) -> Result<bool, Error> {
+    if tok.text.eq_ignore_ascii_case("yes") {
+        Ok(true)
+    } else if tok.text.eq_ignore_ascii_case("no") {
+        Ok(false)
+    } else {
+        Err(Error::at(
+            loc,
+            format!("'{name}:' must be yes or no, not '{}'", tok.text),
+        ))
+    }
+}
+
+/// A decimal number in `lo..=hi`.
+fn ranged(name: &str, tok: &Token, lo: u64, hi: u64, loc: &Loc) -> Result<u64, Error> {
+    let text = &tok.text;
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Error::at(
+            loc,
+            format!("'{name}:' must be a decimal number, not '{text}'"),
+        ));
+    }
+    match text.parse::<u64>() {
+        Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+        _ => Err(Error::at(
+            loc,
+            if hi == u64::MAX {
+                format!("'{name}:' value {text} is out of range (at least {lo})")
+            } else {
+                format!("'{name}:' value {text} is out of range ({lo}-{hi})")
+            },
+        )),
+    }
+}
+
+fn to_usize(name: &str, v: u64, loc: &Loc) -> Result<usize, Error> {
+    usize::try_from(v).map_err(|_| Error::at(loc, format!("'{name}:' value {v} is too large")))
+}
+
+/// A memory size as Unbound's `cfg_parse_memsize`: digits, then optionally `k`, `m` or `g`
+/// (any case, powers of 1024), optionally followed by `b`. 0 is `None` ("system value").
+fn parse_size(name: &str, tok: &Token, loc: &Loc) -> Result<Option<usize>, Error> {
+    let bad = || {
+        Error::at(
+            loc,
+            format!(
+                "'{name}:' must be a size (a number of bytes, or with k, m or g as in '4m'), \
+                 not '{}'",
+                tok.text
+            ),
+        )
+    };
+    let mut s = tok.text.trim_end_matches(' ');
+    if s.len() > 1 {
+        s = s.strip_suffix(['b', 'B']).unwrap_or(s);
+    }
+    let shift = match s.chars().last().map(|c| c.to_ascii_lowercase()) {
+        Some('k') => 10,
+        Some('m') => 20,
+        Some('g') => 30,
+        Some(c) if c.is_ascii_digit() => 0,
+        _ => return Err(bad()),
+    };
+    if shift != 0 {
+        s = s[..s.len() - 1].trim_end_matches(' ');
+    }
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let bytes = s
+        .parse::<usize>()
+        .ok()
+        .and_then(|v| v.checked_mul(1 << shift))
+        .ok_or_else(|| Error::at(loc, format!("'{name}:' size '{}' is too large", tok.text)))?;
+    Ok((bytes != 0).then_some(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tok(s: &str) -> Token {
+        Token::bare(s)
+    }
+
+    #[test]
+    fn sizes() {
+        let loc = Loc::new("t", 1);
+        let size = |s: &str| parse_size("so-rcvbuf", &tok(s), &loc);
+        assert_eq!(size("4m").unwrap(), Some(4 << 20));
+        assert_eq!(size("4M").unwrap(), Some(4 << 20));
+        assert_eq!(size("4mb").unwrap(), Some(4 << 20));
+        assert_eq!(size("512k").unwrap(), Some(512 << 10));
+        assert_eq!(size("1g").unwrap(), Some(1 << 30));
+        assert_eq!(size("2 MB").unwrap(), Some(2 << 20));
+        assert_eq!(size("1232").unwrap(), Some(1232));
+        assert_eq!(size("0").unwrap(), None);
+        for bad in ["", "m", "4x", "-4m", "4.5m", "kb", "99999999999999999999g"] {
+            assert!(size(bad).is_err(), "{bad:?} should be rejected");
+        }
+        assert_eq!(
+            size("4x").unwrap_err().msg,
+            "'so-rcvbuf:' must be a size (a number of bytes, or with k, m or g as in '4m'), \
+             not '4x'"
+        );
+    }
+
+    #[test]
+    fn braces_and_tilde() {
+        assert_eq!(expand_braces("a{b,c}d"), ["abd", "acd"]);
+        assert_eq!(
+            expand_braces("{x,y{1,2}}.conf"),
+            ["x.conf", "y1.conf", "y2.conf"]
+        );
+        assert_eq!(expand_braces("{a,b}{c,d}"), ["ac", "ad", "bc", "bd"]);
+        assert_eq!(expand_braces("no{brace"), ["no{brace"]);
+        assert_eq!(expand_braces("plain"), ["plain"]);
+        if let Some(home) = std::env::var_os("HOME") {
+            let home = home.to_string_lossy().into_owned();
+            assert_eq!(expand_tilde("~/x.conf"), format!("{home}/x.conf"));
+        }
+        assert_eq!(expand_tilde("a~b"), "a~b");
+    }
+
+    #[test]
+    fn loose_counts() {
+        let toks = |s: &str| crate::lexer::tokenize(s).unwrap();
+        assert_eq!(loose_count(&toks(""), 1), 0);
+        assert_eq!(loose_count(&toks("1 2 3"), 1), 3);
+        assert_eq!(loose_count(&toks("1 2 port: 53"), 1), 2);
+        assert_eq!(loose_count(&toks("port: 53"), 1), 0);
+        assert_eq!(loose_count(&toks("frob: 53"), 1), 2);
+        assert_eq!(loose_count(&toks("fe80:0::1 x"), 1), 2);
+        assert_eq!(loose_count(&toks("port: 53"), 2), 2);
+        assert_eq!(loose_count(&toks("a b c frob: 1"), 2), 3);
+    }
+
+    #[test]
+    fn directive_lookalikes() {
+        assert!(looks_like_directive(&tok("port:")));
+        assert!(looks_like_directive(&tok("port:53")));
+        assert!(!looks_like_directive(&tok("::1")));
+        assert!(!looks_like_directive(&tok("fe80::1")));
+        assert!(!looks_like_directive(&tok("2001:db8::1")));
+        assert!(!looks_like_directive(&tok("allow")));
+        assert!(!looks_like_directive(&Token {
+            text: "port:".into(),
+            quote: Some('"'),
+        }));
+    }
+}

@@ -1,0 +1,625 @@
+//! The engine: access control, then the hot path or the general path.
+//!
+//! [`Engine::handle_query`] is the one entry point of every dataplane. It is `&self`: an
+//! engine is immutable once built, shared by all workers (behind an `Arc` in the daemon) and
+//! replaced wholesale on reload, so the hot path takes no lock and writes no shared memory.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::net::IpAddr;
+
+use crate::acl::{Acl, AclAction};
+use crate::general;
+use crate::localzone::{LocalZoneType, default_zones};
+use crate::name::WireName;
+use crate::rr::{Rr, class, rtype};
+use crate::store::{self, AnsRef, Answer, AuthZoneSpec, BuildError, LocalZoneSpec, Tree};
+use crate::wire::{self, HEADER_LEN, OPT_RR_LEN, Query, flags, rcode};
+
+/// How the query arrived; decides the size limit (RFC 1035 §4.2.1, RFC 7766 §8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// UDP (or an AF_XDP / virtio frame carrying UDP): limited by the client's EDNS size.
+    Udp,
+    /// TCP: up to 65535 bytes.
+    Tcp,
+}
+
+/// Who asked, and how.
+#[derive(Clone, Copy, Debug)]
+pub struct Request {
+    /// Client address (after any proxy unwrapping by the caller).
+    pub src: IpAddr,
+    /// Transport.
+    pub transport: Transport,
+}
+
+/// Why no reply is sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DropReason {
+    /// `access-control: ... deny`.
+    Acl,
+    /// Shorter than a header, or a response (QR=1): nothing safe to answer.
+    Malformed,
+    /// A `deny`/`inform_deny`/`always_deny` local zone.
+    Zone,
+    /// `deny_non_local` and the answer is not local data.
+    NonLocal,
+    /// The caller's buffer is too small for even a minimal reply.
+    Buffer,
+}
+
+/// Facts about a reply, for counters and logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplyInfo {
+    /// RCODE (extended: BADVERS is 16).
+    pub rcode: u16,
+    /// Answered by the precompiled hot path.
+    pub hot: bool,
+    /// TC was set.
+    pub truncated: bool,
+    /// The zone asks for the client to be logged (inform types).
+    pub inform: bool,
+}
+
+/// What the caller must do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum Outcome {
+    /// Send the first `len` bytes of the output buffer.
+    Reply {
+        /// Length of the reply in the output buffer.
+        len: usize,
+        /// Facts about it.
+        info: ReplyInfo,
+    },
+    /// Send nothing.
+    Drop {
+        /// Why.
+        reason: DropReason,
+        /// The zone asks for the client to be logged (inform_deny).
+        inform: bool,
+    },
+}
+
+/// Server-wide answering options (unbound.conf `server:` names in brackets).
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Answer to CHAOS `id.server`/`hostname.bind` [`identity`]; `None` = hidden
+    /// [`hide-identity: yes`].
+    pub identity: Option<String>,
+    /// Answer to CHAOS `version.server`/`version.bind` [`version`]; `None` = hidden.
+    pub version: Option<String>,
+    /// Set RA in replies (a resolver does; Unbound always sets it).
+    pub recursion_available: bool,
+    /// UDP payload size we advertise in our OPT record [`edns-buffer-size`].
+    pub edns_buffer_size: u16,
+    /// Largest UDP reply we send [`max-udp-size`].
+    pub max_udp_size: u16,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            identity: None,
+            version: None,
+            recursion_available: true,
+            // Unbound 1.17 defaults: advertise 1232 (DNS flag day 2020), send up to 4096.
+            edns_buffer_size: 1232,
+            max_udp_size: 4096,
+        }
+    }
+}
+
+/// Collects configuration, then compiles an [`Engine`].
+pub struct EngineBuilder {
+    config: EngineConfig,
+    acl: Acl,
+    local_zones: Vec<LocalZoneSpec>,
+    local_data: Vec<(Rr, u32)>,
+    auth: Vec<AuthZoneSpec>,
+    default_zones: bool,
+}
+
+impl Default for EngineBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl EngineBuilder {
+    /// An empty configuration: Unbound's default ACL (localhost only) and default zones.
+    pub fn new() -> Self {
+        Self {
+            config: EngineConfig::default(),
+            acl: Acl::unbound_default(),
+            local_zones: Vec::new(),
+            local_data: Vec::new(),
+            auth: Vec::new(),
+            default_zones: true,
+        }
+    }
+
+    /// Server options.
+    pub fn config_mut(&mut self) -> &mut EngineConfig {
+        &mut self.config
+    }
+
+    /// The access-control list (starts with Unbound's defaults).
+    pub fn acl_mut(&mut self) -> &mut Acl {
+        &mut self.acl
+    }
+
+    /// Adds a `local-zone`.
+    pub fn local_zone(&mut self, name: WireName, zone_type: LocalZoneType) -> &mut Self {
+        self.local_zones.push(LocalZoneSpec { name, zone_type });
+        self
+    }
+
+    /// Adds a `local-data` record; `tag` comes back in errors about it.
+    pub fn local_data(&mut self, rr: Rr, tag: u32) -> &mut Self {
+        self.local_data.push((rr, tag));
+        self
+    }
+
+    /// Adds an authoritative zone (`auth-zone:` with `for-downstream: yes`).
+    pub fn auth_zone(&mut self, zone: AuthZoneSpec) -> &mut Self {
+        self.auth.push(zone);
+        self
+    }
+
+    /// Whether to add Unbound's default zones (localhost, AS112...). On by default.
+    pub fn default_zones(&mut self, on: bool) -> &mut Self {
+        self.default_zones = on;
+        self
+    }
+
+    /// Compiles every answer. Fails without side effects: the caller keeps its old engine.
+    pub fn build(mut self) -> Result<Engine, BuildError> {
+        let ra = self.config.recursion_available;
+        if self.default_zones {
+            // A configured zone of the same name (any type, `nodefault` included) replaces
+            // the default one (unbound.conf(5)).
+            let configured: Vec<WireName> = self
+                .local_zones
+                .iter()
+                .map(|z| z.name.to_lowercase())
+                .collect();
+            for dz in default_zones() {
+                let Ok(name) = WireName::parse(&dz.name, None) else {
+                    continue;
+                };
+                if configured.contains(&name.to_lowercase()) {
+                    continue;
+                }
+                for line in &dz.data {
+                    if let Ok(rr) = crate::text::parse_rr(line, None, 3600) {
+                        self.local_data.push((rr, u32::MAX));
+                    }
+                }
+                self.local_zones.push(LocalZoneSpec {
+                    name,
+                    zone_type: dz.zone_type,
+                });
+            }
+        }
+        // `nodefault` only switches a default zone off; it creates no zone (observed in
+        // Unbound 1.17: its local data falls into the enclosing zone).
+        self.local_zones
+            .retain(|z| z.zone_type != LocalZoneType::NoDefault);
+        let local = store::build_local(&self.local_zones, self.local_data, ra)?;
+        let auth = store::build_auth(self.auth, ra)?;
+        Ok(Engine {
+            acl: self.acl,
+            local,
+            auth,
+            config: self.config,
+        })
+    }
+}
+
+/// The compiled, immutable engine.
+pub struct Engine {
+    acl: Acl,
+    local: Tree,
+    auth: Tree,
+    config: EngineConfig,
+}
+
+/// Where an answer came from.
+#[derive(Clone, Copy)]
+pub(crate) enum Found<'a> {
+    Answer(Answer<'a>),
+    Drop { inform: bool },
+    NotLocal,
+}
+
+impl Engine {
+    /// Server options in force.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Names compiled (local zones and data, authoritative zones).
+    pub fn name_count(&self) -> usize {
+        self.local.len() + self.auth.len()
+    }
+
+    /// Heap bytes held by the compiled answer tables.
+    pub fn heap_bytes(&self) -> usize {
+        self.local.heap_bytes() + self.auth.heap_bytes()
+    }
+
+    /// Answers one query. Writes the reply into `out` (which should be at least 512 bytes
+    /// for UDP, 65535 for TCP) and says how long it is, or says to drop the query.
+    ///
+    /// Never panics on any input. Malformed queries with a readable header get FORMERR;
+    /// shorter datagrams and responses are dropped.
+    #[inline]
+    pub fn handle_query(&self, req: &Request, query: &[u8], out: &mut [u8]) -> Outcome {
+        let acl = self.acl.check(req.src);
+        match acl {
+            AclAction::Deny => {
+                return Outcome::Drop {
+                    reason: DropReason::Acl,
+                    inform: false,
+                };
+            }
+            AclAction::Refuse => return general::refuse(self, query, out),
+            _ => {}
+        }
+        let q = match Query::parse(query) {
+            Ok(q) if is_hot(&q) => q,
+            _ => return general::handle(self, req, acl, query, out),
+        };
+        let mut key = [0u8; crate::name::MAX_NAME_LEN];
+        let qname = q.qname();
+        let key = &mut key[..qname.len()];
+        for (k, b) in key.iter_mut().zip(qname) {
+            *k = b.to_ascii_lowercase();
+        }
+        match self.find(key, q.qtype) {
+            Found::Answer(a) => self.emit(&q, acl, &a, req.transport, out, true),
+            Found::Drop { inform } => Outcome::Drop {
+                reason: DropReason::Zone,
+                inform,
+            },
+            Found::NotLocal => self.not_local(&q, acl, out, true),
+        }
+    }
+
+    /// The general path alone, for differential testing of the hot path against it.
+    #[doc(hidden)]
+    pub fn handle_query_general(&self, req: &Request, query: &[u8], out: &mut [u8]) -> Outcome {
+        let acl = self.acl.check(req.src);
+        match acl {
+            AclAction::Deny => Outcome::Drop {
+                reason: DropReason::Acl,
+                inform: false,
+            },
+            AclAction::Refuse => general::refuse(self, query, out),
+            _ => general::handle(self, req, acl, query, out),
+        }
+    }
+
+    /// Local zones first, then authoritative zones (Unbound's order).
+    #[inline]
+    pub(crate) fn find(&self, lower: &[u8], qtype: u16) -> Found<'_> {
+        for tree in [&self.local, &self.auth] {
+            match tree.lookup(lower, qtype) {
+                None | Some(AnsRef::NOT_LOCAL) => continue,
+                Some(AnsRef::DROP) => return Found::Drop { inform: false },
+                Some(AnsRef::DROP_INFORM) => return Found::Drop { inform: true },
+                Some(r) => {
+                    if let Some(a) = tree.answer(r) {
+                        return Found::Answer(a);
+                    }
+                }
+            }
+        }
+        Found::NotLocal
+    }
+
+    /// The qtypes with data at this name, for RFC 8482 ANY handling.
+    pub(crate) fn first_positive_type(&self, lower: &[u8]) -> Option<u16> {
+        // Prefer the types clients asking ANY usually want (RFC 8482 §4.1 lets us pick).
+        const PREF: [u16; 6] = [
+            rtype::A,
+            rtype::AAAA,
+            rtype::MX,
+            rtype::TXT,
+            rtype::CNAME,
+            rtype::NS,
+        ];
+        PREF.into_iter().find(|&t| match self.find(lower, t) {
+            Found::Answer(a) => {
+                a.flags & flags::RCODE_MASK == 0
+                    && a.counts[..2] != [0, 0]
+                    && self.answer_owner_type(&a) == Some(t)
+            }
+            _ => false,
+        })
+    }
+
+    fn answer_owner_type(&self, a: &Answer<'_>) -> Option<u16> {
+        // The first answer record's type sits after its owner (always a 2-byte pointer to
+        // the question in answers to the query name).
+        (a.tail.len() >= 4 && a.tail[0] & 0xc0 == 0xc0)
+            .then(|| u16::from_be_bytes([a.tail[2], a.tail[3]]))
+    }
+
+    /// Unbound answers what it would recurse for; Skua does not forward yet, so REFUSED
+    /// (or drop for `deny_non_local`).
+    pub(crate) fn not_local(
+        &self,
+        q: &Query<'_>,
+        acl: AclAction,
+        out: &mut [u8],
+        hot: bool,
+    ) -> Outcome {
+        if acl == AclAction::DenyNonLocal {
+            return Outcome::Drop {
+                reason: DropReason::NonLocal,
+                inform: false,
+            };
+        }
+        let f = flags::QR | self.ra_flag() | u16::from(rcode::REFUSED);
+        self.emit_header_only(q, acl, f, out, hot)
+    }
+
+    pub(crate) fn ra_flag(&self) -> u16 {
+        if self.config.recursion_available {
+            flags::RA
+        } else {
+            0
+        }
+    }
+
+    /// Copies a compiled answer behind the query's header and question.
+    pub(crate) fn emit(
+        &self,
+        q: &Query<'_>,
+        acl: AclAction,
+        a: &Answer<'_>,
+        transport: Transport,
+        out: &mut [u8],
+        hot: bool,
+    ) -> Outcome {
+        let question = q.question();
+        let head = HEADER_LEN + question.len();
+        let opt = if q.edns.is_some() { OPT_RR_LEN } else { 0 };
+        let limit = self.size_limit(q, transport).min(out.len());
+        let full = head + a.tail.len() + opt;
+        let (tail_len, counts, tc) = if full <= limit {
+            let mut c = [0u8; 6];
+            c.copy_from_slice(a.counts);
+            (a.tail.len(), c, false)
+        } else {
+            a.truncate(limit.saturating_sub(head + opt))
+        };
+        let len = head + tail_len + opt;
+        if len > out.len() {
+            return Outcome::Drop {
+                reason: DropReason::Buffer,
+                inform: a.inform,
+            };
+        }
+        let mut f = a.flags | (q.flags() & (flags::RD | flags::CD));
+        if acl == AclAction::AllowSetRd {
+            f |= flags::RD;
+        }
+        if tc {
+            f |= flags::TC;
+        }
+        out[0..2].copy_from_slice(&q.id().to_be_bytes());
+        wire::put16(out, 2, f);
+        wire::put16(out, 4, 1);
+        out[6..12].copy_from_slice(&counts);
+        if opt != 0 {
+            let ar = wire::be16(out, 10).saturating_add(1);
+            wire::put16(out, 10, ar);
+        }
+        out[HEADER_LEN..head].copy_from_slice(question);
+        out[head..head + tail_len].copy_from_slice(&a.tail[..tail_len]);
+        for (off, ptr) in a.patches(q.qname().len()) {
+            if off + 2 <= tail_len {
+                wire::put16(out, head + off, ptr);
+            }
+        }
+        if let Some(e) = q.edns {
+            wire::write_opt(
+                out,
+                head + tail_len,
+                self.config.edns_buffer_size,
+                0,
+                e.dnssec_ok,
+            );
+        }
+        Outcome::Reply {
+            len,
+            info: ReplyInfo {
+                rcode: f & flags::RCODE_MASK,
+                hot,
+                truncated: tc,
+                inform: a.inform,
+            },
+        }
+    }
+
+    /// A reply with no records: header, question, OPT.
+    pub(crate) fn emit_header_only(
+        &self,
+        q: &Query<'_>,
+        acl: AclAction,
+        f: u16,
+        out: &mut [u8],
+        hot: bool,
+    ) -> Outcome {
+        let empty = Answer::empty(f);
+        match self.emit(q, acl, &empty, Transport::Tcp, out, hot) {
+            Outcome::Reply { len, mut info } => {
+                info.rcode = f & flags::RCODE_MASK;
+                Outcome::Reply { len, info }
+            }
+            d => d,
+        }
+    }
+
+    /// Largest reply: 65535 over TCP; over UDP 512 without EDNS, else the client's size
+    /// (at least 512, RFC 6891 §6.2.5) capped by `max-udp-size`.
+    pub(crate) fn size_limit(&self, q: &Query<'_>, transport: Transport) -> usize {
+        match (transport, q.edns) {
+            (Transport::Tcp, _) => wire::MAX_MESSAGE_LEN,
+            (Transport::Udp, None) => 512,
+            (Transport::Udp, Some(e)) => {
+                usize::from(e.udp_size.max(512).min(self.config.max_udp_size.max(512)))
+            }
+        }
+    }
+}
+
+/// The hot path takes class IN, EDNS version 0, and ordinary qtypes. ANY (RFC 8482), zone
+/// transfers and the meta-types OPT, TKEY, TSIG, MAILA, MAILB go to the general path.
+#[inline]
+fn is_hot(q: &Query<'_>) -> bool {
+    q.qclass == class::IN
+        && q.edns.is_none_or(|e| e.version == 0)
+        && !matches!(q.qtype, rtype::OPT | 249..=255)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::text::parse_rr;
+    use alloc::vec;
+
+    fn engine() -> Engine {
+        let mut b = EngineBuilder::new();
+        b.local_zone(
+            WireName::parse("example.", None).unwrap(),
+            LocalZoneType::Static,
+        );
+        for l in [
+            "example. 3600 IN SOA ns.example. host.example. 1 3600 600 86400 300",
+            "www.example. 300 IN A 198.18.0.1",
+            "www.example. 300 IN AAAA fd00::1",
+        ] {
+            b.local_data(parse_rr(l, None, 3600).unwrap(), 0);
+        }
+        for i in 0..60 {
+            b.local_data(
+                parse_rr(
+                    &alloc::format!("big.example. 300 IN A 198.18.1.{i}"),
+                    None,
+                    3600,
+                )
+                .unwrap(),
+                0,
+            );
+        }
+        b.build().unwrap()
+    }
+
+    fn query(name: &str, qtype: u16, edns: Option<(u16, bool)>) -> Vec<u8> {
+        let mut p = vec![
+            0xab,
+            0xcd,
+            0x01,
+            0x00,
+            0,
+            1,
+            0,
+            0,
+            0,
+            0,
+            0,
+            u8::from(edns.is_some()),
+        ];
+        p.extend_from_slice(WireName::parse(name, None).unwrap().as_bytes());
+        p.extend_from_slice(&qtype.to_be_bytes());
+        p.extend_from_slice(&[0, 1]);
+        if let Some((size, d)) = edns {
+            p.extend_from_slice(&[0, 0, 0x29]);
+            p.extend_from_slice(&size.to_be_bytes());
+            p.extend_from_slice(&[0, 0, if d { 0x80 } else { 0 }, 0, 0, 0]);
+        }
+        p
+    }
+
+    const LOCAL: Request = Request {
+        src: IpAddr::V4(core::net::Ipv4Addr::LOCALHOST),
+        transport: Transport::Udp,
+    };
+
+    #[test]
+    fn hot_path_answers_with_case_echo_and_edns() {
+        let e = engine();
+        let q = query("WwW.ExAmple.", rtype::A, Some((4096, true)));
+        let mut out = [0u8; 1500];
+        let Outcome::Reply { len, info } = e.handle_query(&LOCAL, &q, &mut out) else {
+            panic!()
+        };
+        assert!(info.hot);
+        let r = &out[..len];
+        assert_eq!(&r[..4], &[0xab, 0xcd, 0x85, 0x80]); // QR AA RD RA
+        assert_eq!(&r[4..12], &[0, 1, 0, 1, 0, 0, 0, 1]);
+        assert_eq!(&r[12..12 + 13], b"\x03WwW\x07ExAmple\x00");
+        // OPT echoes DO and advertises 1232.
+        assert_eq!(
+            &r[len - 11..],
+            b"\x00\x00\x29\x04\xd0\x00\x00\x80\x00\x00\x00"
+        );
+    }
+
+    #[test]
+    fn truncation_without_edns_and_tcp() {
+        let e = engine();
+        let q = query("big.example.", rtype::A, None);
+        let mut out = [0u8; 65535];
+        let Outcome::Reply { len, info } = e.handle_query(&LOCAL, &q, &mut out) else {
+            panic!()
+        };
+        assert!(info.truncated);
+        assert!(len <= 512);
+        assert_eq!(out[2] & 0x02, 0x02);
+        assert_eq!(&out[6..8], &[0, 0]);
+        let tcp = Request {
+            transport: Transport::Tcp,
+            ..LOCAL
+        };
+        let Outcome::Reply { len, info } = e.handle_query(&tcp, &q, &mut out) else {
+            panic!()
+        };
+        assert!(!info.truncated);
+        assert_eq!(&out[6..8], &[0, 60]);
+        assert_eq!(len, 12 + 17 + 60 * 16);
+        // EDNS 4096 but max-udp-size 1232: fits (990 bytes).
+        let q = query("big.example.", rtype::A, Some((4096, false)));
+        let Outcome::Reply { info, .. } = e.handle_query(&LOCAL, &q, &mut out) else {
+            panic!()
+        };
+        assert!(!info.truncated);
+    }
+
+    #[test]
+    fn refused_outside_zones_and_acl() {
+        let e = engine();
+        let q = query("elsewhere.", rtype::A, None);
+        let mut out = [0u8; 512];
+        let Outcome::Reply { info, .. } = e.handle_query(&LOCAL, &q, &mut out) else {
+            panic!()
+        };
+        assert_eq!(info.rcode, 5);
+        let far = Request {
+            src: "198.18.0.9".parse().unwrap(),
+            transport: Transport::Udp,
+        };
+        let Outcome::Reply { info, .. } =
+            e.handle_query(&far, &query("www.example.", 1, None), &mut out)
+        else {
+            panic!()
+        };
+        assert_eq!(info.rcode, 5);
+    }
+}

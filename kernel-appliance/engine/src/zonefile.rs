@@ -1,0 +1,719 @@
+//! RFC 1035 §5 master files ("zone files"), read in one streaming pass.
+//!
+//! What this module does:
+//!
+//! - Reads entries as RFC 1035 §5.1 defines them: `;` comments, `( … )` spanning lines, quoted
+//!   strings (which may hold `;` and parentheses), `\X` / `\DDD` escapes, `@` for the origin,
+//!   relative names completed with the current origin, a blank owner (line starting with a
+//!   blank) meaning the previous owner, and TTL and class in either order.
+//! - Handles the `$ORIGIN`, `$TTL` (RFC 2308 §4) and `$INCLUDE file [origin]` directives.
+//!   Included text comes from an [`IncludeLoader`] (this crate does no I/O); errors inside it
+//!   name the included file and its own line numbers; nesting stops at [`MAX_INCLUDE_DEPTH`].
+//!   An included file starts with a copy of the includer's state (origin — or the one given on
+//!   the `$INCLUDE` line —, `$TTL`, previous owner, TTL and class); changes made inside it do
+//!   not leak back (RFC 1035 §5.1: the origin "reverts" after the include).
+//! - Hands every record to a sink as an [`Rr`] with uncompressed RDATA (see [`crate::text`]),
+//!   without collecting them: the only allocations per record are the owner and RDATA vectors.
+//!
+//! TTL of a record without one, in order: the `$TTL` in effect (RFC 2308 §4); else the TTL of
+//! the previous record (RFC 1035 §5.1); else, for an SOA record, its MINIMUM field, as BIND
+//! does; else the record is an error.
+//!
+//! What it does not do: classes other than IN are refused, as are `$GENERATE` and other
+//! non-standard directives. Zone content (one SOA at the apex, names inside the zone, CNAME
+//! exclusivity, glue) is checked by the store, not here.
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt;
+
+use crate::name::WireName;
+use crate::rr::{Rr, class, rtype, soa_minimum};
+use crate::text::{
+    Lexer, Tok, parse_head, parse_ttl, push_name, push_unescaped, rdata_into, wire_name,
+};
+
+/// How deep `$INCLUDE` may nest (the top-level file is depth 0).
+pub const MAX_INCLUDE_DEPTH: usize = 16;
+
+/// A zone file error: the file (display name), the line where the offending record or
+/// directive starts (1-based) and the reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ZoneFileError {
+    /// Display name of the file, as the caller or the [`IncludeLoader`] named it.
+    pub file: String,
+    /// Line where the record or directive starts.
+    pub line: usize,
+    /// What is wrong.
+    pub msg: String,
+}
+
+impl fmt::Display for ZoneFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.file, self.line, self.msg)
+    }
+}
+
+impl core::error::Error for ZoneFileError {}
+
+/// Supplies the text of `$INCLUDE`d files.
+pub trait IncludeLoader {
+    /// Loads `path` as written in the `$INCLUDE` line. Returns the name to use in error
+    /// messages and the file's contents, or a reason for refusing.
+    fn load(&mut self, path: &str) -> Result<(String, String), String>;
+}
+
+/// An [`IncludeLoader`] that refuses every `$INCLUDE`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoIncludes;
+
+impl IncludeLoader for NoIncludes {
+    fn load(&mut self, _path: &str) -> Result<(String, String), String> {
+        Err("$INCLUDE is not allowed here".to_string())
+    }
+}
+
+/// Parser state carried from record to record (and copied into included files).
+#[derive(Clone)]
+struct State {
+    origin: WireName,
+    /// `$TTL` in effect.
+    default_ttl: Option<u32>,
+    /// TTL of the previous record.
+    last_ttl: Option<u32>,
+    /// Owner of the previous record in wire form (empty before the first record); a reused
+    /// buffer, so that a blank owner costs no allocation beyond the record's own.
+    last_owner: Vec<u8>,
+    last_class: u16,
+}
+
+/// Reads a master file and hands each record to `sink`, in file order.
+///
+/// `file` names the text in error messages; `origin` is the initial `$ORIGIN` (usually the zone
+/// apex). `$INCLUDE` goes through `loader` (use [`NoIncludes`] to forbid it). A sink error stops
+/// the parse and is reported at the record's line. Returns the number of records read,
+/// included files counted.
+pub fn parse_zone(
+    text: &str,
+    file: &str,
+    origin: &WireName,
+    loader: &mut dyn IncludeLoader,
+    sink: &mut dyn FnMut(Rr) -> Result<(), String>,
+) -> Result<usize, ZoneFileError> {
+    let mut state = State {
+        origin: origin.clone(),
+        default_ttl: None,
+        last_ttl: None,
+        last_owner: Vec::new(),
+        last_class: class::IN,
+    };
+    let mut count = 0usize;
+    parse_file(text, file, &mut state, loader, sink, 0, &mut count)?;
+    Ok(count)
+}
+
+fn parse_file(
+    text: &str,
+    file: &str,
+    st: &mut State,
+    loader: &mut dyn IncludeLoader,
+    sink: &mut dyn FnMut(Rr) -> Result<(), String>,
+    depth: usize,
+    count: &mut usize,
+) -> Result<(), ZoneFileError> {
+    let fail = |line: usize, msg: String| ZoneFileError {
+        file: file.to_string(),
+        line,
+        msg,
+    };
+    let mut lexer = Lexer::new(text, true);
+    let mut toks: Vec<Tok<'_>> = Vec::with_capacity(16);
+    let mut scratch = Scratch {
+        owner: Vec::with_capacity(256),
+        rdata: Vec::with_capacity(512),
+    };
+    loop {
+        let entry = match lexer.next_entry(&mut toks) {
+            Ok(Some(e)) => e,
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(fail(e.line, e.msg)),
+        };
+        let line = entry.line;
+        let Some(&first) = toks.first() else { continue };
+        if !entry.blank_owner && !first.quoted && first.text.starts_with('$') {
+            match directive(&toks, st).map_err(|m| fail(line, m))? {
+                None => {}
+                Some((path, inc_origin)) => {
+                    if depth >= MAX_INCLUDE_DEPTH {
+                        return Err(fail(
+                            line,
+                            format!("$INCLUDE nested more than {MAX_INCLUDE_DEPTH} levels deep"),
+                        ));
+                    }
+                    let (name, contents) = loader
+                        .load(&path)
+                        .map_err(|m| fail(line, format!("cannot include '{path}': {m}")))?;
+                    let mut child = st.clone();
+                    if let Some(o) = inc_origin {
+                        child.origin = o;
+                    }
+                    parse_file(&contents, &name, &mut child, loader, sink, depth + 1, count)?;
+                }
+            }
+            continue;
+        }
+        let rr = record(&toks, entry.blank_owner, st, &mut scratch).map_err(|m| fail(line, m))?;
+        *count += 1;
+        sink(rr).map_err(|m| fail(line, m))?;
+    }
+}
+
+/// Applies `$ORIGIN` / `$TTL`; returns the file and origin of an `$INCLUDE`.
+#[allow(clippy::type_complexity)]
+fn directive(
+    toks: &[Tok<'_>],
+    st: &mut State,
+) -> Result<Option<(String, Option<WireName>)>, String> {
+    let Some((first, args)) = toks.split_first() else {
+        return Ok(None);
+    };
+    let name = first.text;
+    if let Some(q) = args
+        .iter()
+        .find(|t| t.quoted && !name.eq_ignore_ascii_case("$INCLUDE"))
+    {
+        return Err(format!("unexpected quoted string \"{}\" in {name}", q.text));
+    }
+    let parse_origin = |text: &str, st: &State| -> Result<WireName, String> {
+        let mut v = Vec::new();
+        push_name(text, Some(&st.origin), &mut v)
+            .map_err(|e| format!("bad origin '{text}': {e}"))?;
+        wire_name(&v).map_err(|e| e.0)
+    };
+    if name.eq_ignore_ascii_case("$ORIGIN") {
+        let [arg] = args else {
+            return Err("$ORIGIN takes exactly one domain name".to_string());
+        };
+        st.origin = parse_origin(arg.text, st)?;
+        Ok(None)
+    } else if name.eq_ignore_ascii_case("$TTL") {
+        let [arg] = args else {
+            return Err("$TTL takes exactly one TTL".to_string());
+        };
+        st.default_ttl =
+            Some(parse_ttl(arg.text).ok_or_else(|| format!("bad $TTL '{}'", arg.text))?);
+        Ok(None)
+    } else if name.eq_ignore_ascii_case("$INCLUDE") {
+        let (path, origin) = match args {
+            [p] => (p, None),
+            [p, o] if !o.quoted => (p, Some(parse_origin(o.text, st)?)),
+            _ => return Err("$INCLUDE takes a file name and an optional origin".to_string()),
+        };
+        let mut bytes = Vec::new();
+        if push_unescaped(path.text, &mut bytes).is_none() {
+            return Err(format!("bad escape in $INCLUDE file name '{}'", path.text));
+        }
+        let path =
+            String::from_utf8(bytes).map_err(|_| "$INCLUDE file name is not UTF-8".to_string())?;
+        Ok(Some((path, origin)))
+    } else if name.eq_ignore_ascii_case("$GENERATE") {
+        Err("$GENERATE is not supported".to_string())
+    } else {
+        Err(format!("unknown directive '{name}'"))
+    }
+}
+
+/// Buffers reused from record to record; each record's owner and RDATA are copied out of them
+/// at their exact size (one allocation each, never a regrowth).
+struct Scratch {
+    owner: Vec<u8>,
+    rdata: Vec<u8>,
+}
+
+/// One record entry: `[owner] [TTL] [CLASS] TYPE RDATA`.
+fn record(
+    toks: &[Tok<'_>],
+    blank_owner: bool,
+    st: &mut State,
+    scratch: &mut Scratch,
+) -> Result<Rr, String> {
+    let at = if blank_owner {
+        if st.last_owner.is_empty() {
+            return Err(
+                "the first record has no owner name (the line starts with a blank)".to_string(),
+            );
+        }
+        0
+    } else {
+        let Some(&owner) = toks.first() else {
+            return Err("empty record".to_string());
+        };
+        if owner.quoted {
+            return Err(format!(
+                "owner name must not be quoted (got \"{}\")",
+                owner.text
+            ));
+        }
+        scratch.owner.clear();
+        push_name(owner.text, Some(&st.origin), &mut scratch.owner)
+            .map_err(|e| format!("bad owner name '{}': {e}", owner.text))?;
+        1
+    };
+    let head = parse_head(toks, at).map_err(|e| e.0)?;
+    let cls = head.class.unwrap_or(st.last_class);
+    if cls != class::IN {
+        return Err(format!(
+            "class {} is not supported (only IN)",
+            class_name(cls)
+        ));
+    }
+    let rdata = &mut scratch.rdata;
+    rdata_into(head.rtype, &toks[head.rdata..], Some(&st.origin), rdata).map_err(|e| e.0)?;
+    let ttl = match (head.ttl, st.default_ttl, st.last_ttl) {
+        (Some(t), _, _) | (None, Some(t), _) | (None, None, Some(t)) => t,
+        (None, None, None) => match head.rtype {
+            rtype::SOA => soa_minimum(rdata).unwrap_or(0).min(0x7fff_ffff),
+            _ => {
+                return Err(
+                    "no TTL given, no $TTL in effect and no previous record to take it from"
+                        .to_string(),
+                );
+            }
+        },
+    };
+    if !blank_owner {
+        core::mem::swap(&mut st.last_owner, &mut scratch.owner);
+    }
+    let owner = wire_name(&st.last_owner).map_err(|e| e.0)?;
+    st.last_ttl = Some(ttl);
+    st.last_class = cls;
+    Ok(Rr {
+        owner,
+        rtype: head.rtype,
+        class: cls,
+        ttl,
+        rdata: rdata.to_vec(),
+    })
+}
+
+fn class_name(c: u16) -> String {
+    match c {
+        class::CH => "CH".to_string(),
+        2 => "CS".to_string(),
+        4 => "HS".to_string(),
+        _ => format!("CLASS{c}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use super::*;
+    use alloc::vec;
+
+    fn ex() -> WireName {
+        WireName::parse("example.com.", None).unwrap()
+    }
+
+    fn load(text: &str) -> Result<Vec<Rr>, ZoneFileError> {
+        load_with(text, &mut NoIncludes)
+    }
+
+    fn load_with(text: &str, loader: &mut dyn IncludeLoader) -> Result<Vec<Rr>, ZoneFileError> {
+        let mut out = Vec::new();
+        let n = parse_zone(text, "db.example", &ex(), loader, &mut |rr| {
+            out.push(rr);
+            Ok(())
+        })?;
+        assert_eq!(n, out.len());
+        Ok(out)
+    }
+
+    fn load_err(text: &str) -> String {
+        match load(text) {
+            Ok(v) => panic!("{text:?} loaded: {v:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    fn name(s: &str) -> WireName {
+        WireName::parse(s, None).unwrap()
+    }
+
+    const SOA: &str = "@ IN SOA ns1 hostmaster 1 7200 900 1209600 300\n";
+
+    #[test]
+    fn basic_zone() {
+        let z = "$TTL 3600\n\
+                 @ IN SOA ns1.example.com. hostmaster ( 2024010101 ; serial\n\
+                 \t7200 ; refresh\n\
+                 \t900 1209600 300 )\n\
+                 \tIN NS ns1\n\
+                 ns1 A 192.0.2.1\n\
+                 www 300 CNAME @\n\
+                 \n\
+                 ; comment line\n\
+                 txt TXT \"a;b (c)\" d ; trailing\n\
+                 \tAAAA 2001:db8::1\n";
+        let rrs = load(z).unwrap();
+        assert_eq!(rrs.len(), 6);
+        assert_eq!(
+            (rrs[0].owner.clone(), rrs[0].rtype, rrs[0].ttl),
+            (ex(), rtype::SOA, 3600)
+        );
+        assert_eq!((rrs[1].owner.clone(), rrs[1].rtype), (ex(), rtype::NS));
+        assert_eq!(rrs[1].rdata, name("ns1.example.com.").as_bytes());
+        assert_eq!(rrs[2].owner, name("ns1.example.com."));
+        assert_eq!(
+            (rrs[3].ttl, rrs[3].rdata.as_slice()),
+            (300, ex().as_bytes())
+        );
+        assert_eq!(rrs[4].rdata, b"\x07a;b (c)\x01d");
+        assert_eq!(
+            (rrs[5].owner.clone(), rrs[5].rtype, rrs[5].ttl),
+            (name("txt.example.com."), rtype::AAAA, 3600)
+        );
+        assert!(rrs.iter().all(|r| r.class == class::IN));
+    }
+
+    #[test]
+    fn origin_directive_and_relative_names() {
+        let z = "$TTL 60\n$ORIGIN sub\nhost A 10.0.0.1\n$origin other.net.\n@ MX 10 mail\nx.y. A 10.0.0.2\n";
+        let rrs = load(z).unwrap();
+        assert_eq!(rrs[0].owner, name("host.sub.example.com."));
+        assert_eq!(rrs[1].owner, name("other.net."));
+        assert_eq!(
+            rrs[1].rdata,
+            [&[0u8, 10][..], name("mail.other.net.").as_bytes()].concat()
+        );
+        assert_eq!(rrs[2].owner, name("x.y."));
+        assert!(load_err("$ORIGIN\n").ends_with(":1: $ORIGIN takes exactly one domain name"));
+        assert!(
+            load_err("$ORIGIN a..b\n")
+                .ends_with(":1: bad origin 'a..b': empty label in domain name")
+        );
+    }
+
+    #[test]
+    fn ttl_rules() {
+        // $TTL wins over the previous record's TTL.
+        let rrs = load("$TTL 1h\na 5 A 10.0.0.1\nb A 10.0.0.2\n").unwrap();
+        assert_eq!((rrs[0].ttl, rrs[1].ttl), (5, 3600));
+        // No $TTL: previous record's TTL (RFC 1035).
+        let rrs = load("a 5 A 10.0.0.1\nb A 10.0.0.2\n").unwrap();
+        assert_eq!(rrs[1].ttl, 5);
+        // No $TTL and no TTL at all: SOA MINIMUM for the SOA (BIND), then carried on.
+        let rrs = load(&format!("{SOA}b A 10.0.0.2\n")).unwrap();
+        assert_eq!((rrs[0].ttl, rrs[1].ttl), (300, 300));
+        assert_eq!(
+            load_err("a A 10.0.0.1\n"),
+            "db.example:1: no TTL given, no $TTL in effect and no previous record to take it from"
+        );
+        assert_eq!(
+            load_err("$TTL\n"),
+            "db.example:1: $TTL takes exactly one TTL"
+        );
+        assert_eq!(load_err("$TTL 1x\n"), "db.example:1: bad $TTL '1x'");
+        assert_eq!(
+            load_err("$TTL 1 2\n"),
+            "db.example:1: $TTL takes exactly one TTL"
+        );
+        // TTL and class in either order.
+        let rrs = load("a IN 7 A 10.0.0.1\nb 8 IN A 10.0.0.1\nc 9 A 10.0.0.1\nd in A 10.0.0.1\n")
+            .unwrap();
+        assert_eq!(rrs.iter().map(|r| r.ttl).collect::<Vec<_>>(), [7, 8, 9, 9]);
+    }
+
+    #[test]
+    fn classes() {
+        assert_eq!(
+            load_err("$TTL 1\na CH TXT x\n"),
+            "db.example:2: class CH is not supported (only IN)"
+        );
+        assert_eq!(
+            load_err("$TTL 1\na CLASS9 TXT x\n"),
+            "db.example:2: class CLASS9 is not supported (only IN)"
+        );
+        let rrs = load("$TTL 1\na CLASS1 A 10.0.0.1\nb A 10.0.0.1\n").unwrap();
+        assert_eq!(rrs[1].class, class::IN);
+    }
+
+    #[test]
+    fn blank_owner() {
+        let rrs =
+            load("$TTL 1\nhost A 10.0.0.1\n  A 10.0.0.2\n\t; comment\n\tTXT \"t\"\n").unwrap();
+        assert!(rrs.iter().all(|r| r.owner == name("host.example.com.")));
+        assert_eq!(
+            load_err("$TTL 1\n  A 10.0.0.1\n"),
+            "db.example:2: the first record has no owner name (the line starts with a blank)"
+        );
+        // A blank line or a failed record does not change the owner.
+        let rrs = load("$TTL 1\nhost A 10.0.0.1\n\n  A 10.0.0.2\n").unwrap();
+        assert_eq!(rrs[1].owner, name("host.example.com."));
+    }
+
+    #[test]
+    fn parentheses_and_lines() {
+        let z = "$TTL 1\na TXT ( \"x\"\n\n ; c\n \"y\" )\nb A 10.0.0.1\nc A 1.2.3\n";
+        assert_eq!(load_err(z), "db.example:7: bad IPv4 address '1.2.3'");
+        let rrs = load(&z[..z.len() - 10]).unwrap();
+        assert_eq!(rrs[0].rdata, b"\x01x\x01y");
+        assert_eq!(
+            load_err("$TTL 1\n\na TXT ( x\n\n"),
+            "db.example:3: '(' opened on line 3 is never closed"
+        );
+        assert_eq!(
+            load_err("$TTL 1\na TXT x )\n"),
+            "db.example:2: ')' without a matching '('"
+        );
+        assert_eq!(
+            load_err("$TTL 1\na TXT \"x\nb A 1.2.3.4\n"),
+            "db.example:2: unterminated quoted string (quotes must close on the same line)"
+        );
+        // Record starting on line 2 whose error lies on line 4: reported at line 2.
+        assert_eq!(
+            load_err("$TTL 1\na MX (\n10\nbad..name )\n"),
+            "db.example:2: MX record: bad host name 'bad..name': empty label in domain name"
+        );
+        // CRLF line ends.
+        let rrs = load("$TTL 1\r\na A 10.0.0.1\r\n\tA 10.0.0.2\r\n").unwrap();
+        assert_eq!(rrs.len(), 2);
+        assert_eq!(load("").unwrap().len(), 0);
+        assert_eq!(load("; nothing\n\n   \n").unwrap().len(), 0);
+    }
+
+    #[test]
+    fn record_errors() {
+        assert_eq!(
+            load_err("$TTL 1\na AX 10.0.0.1\n"),
+            "db.example:2: unknown RR type 'AX'"
+        );
+        assert_eq!(
+            load_err("$TTL 1\na A\n"),
+            "db.example:2: missing RDATA for A record"
+        );
+        assert_eq!(load_err("$TTL 1\na\n"), "db.example:2: missing RR type");
+        assert_eq!(
+            load_err("$TTL 1\na TYPE9 \\# 2 00\n"),
+            "db.example:2: \\# RDATA: length 2 does not match the 1 octets of data"
+        );
+        assert_eq!(
+            load_err("$TTL 1\n\"a\" A 10.0.0.1\n"),
+            "db.example:2: owner name must not be quoted (got \"a\")"
+        );
+        assert_eq!(
+            load_err("$TTL 1\na..b A 10.0.0.1\n"),
+            "db.example:2: bad owner name 'a..b': empty label in domain name"
+        );
+        assert_eq!(
+            load_err("$BOGUS x\n"),
+            "db.example:1: unknown directive '$BOGUS'"
+        );
+        assert_eq!(
+            load_err("$GENERATE 1-2 a A 10.0.0.$\n"),
+            "db.example:1: $GENERATE is not supported"
+        );
+        assert_eq!(
+            load_err("$TTL \"1\"\n"),
+            "db.example:1: unexpected quoted string \"1\" in $TTL"
+        );
+        // A blank-owner `$TTL` is a record line, not a directive.
+        assert_eq!(
+            load_err("$TTL 1\na A 10.0.0.1\n $TTL 5\n"),
+            "db.example:3: unknown RR type '$TTL'"
+        );
+    }
+
+    #[test]
+    fn sink_errors_stop_the_parse() {
+        let mut seen = 0;
+        let r = parse_zone(
+            "$TTL 1\na A 10.0.0.1\nb A 10.0.0.2\nc A 10.0.0.3\n",
+            "z",
+            &ex(),
+            &mut NoIncludes,
+            &mut |rr| {
+                seen += 1;
+                if rr.owner == name("b.example.com.") {
+                    Err("duplicate record".to_string())
+                } else {
+                    Ok(())
+                }
+            },
+        );
+        assert_eq!(r.unwrap_err().to_string(), "z:3: duplicate record");
+        assert_eq!(seen, 2);
+    }
+
+    struct MapLoader(Vec<(&'static str, &'static str)>, usize);
+
+    impl IncludeLoader for MapLoader {
+        fn load(&mut self, path: &str) -> Result<(String, String), String> {
+            self.1 += 1;
+            self.0
+                .iter()
+                .find(|(p, _)| *p == path)
+                .map(|(p, c)| (format!("/etc/zones/{p}"), c.to_string()))
+                .ok_or_else(|| "no such file".to_string())
+        }
+    }
+
+    #[test]
+    fn includes() {
+        let mut l = MapLoader(
+            vec![
+                ("hosts.inc", "h1 A 10.0.0.1\n$ORIGIN deep\nh2 A 10.0.0.2\n"),
+                ("sub.inc", "@ TXT \"in sub\"\n  A 10.0.0.3\n"),
+                ("bad.inc", "\n\nok A 10.0.0.1\nbroken A 300.0.0.1\n"),
+                ("loop.inc", "$INCLUDE loop.inc\n"),
+                ("my file.inc", "f A 10.0.0.9\n"),
+            ],
+            0,
+        );
+        let z = "$TTL 1\n$INCLUDE hosts.inc\nafter A 10.0.0.4\n$INCLUDE sub.inc sub\n  A 10.0.0.5\n$INCLUDE \"my file.inc\"\n$INCLUDE my\\ file.inc\n";
+        let rrs = load_with(z, &mut l).unwrap();
+        let owners: Vec<String> = rrs.iter().map(|r| r.owner.to_string()).collect();
+        assert_eq!(
+            owners,
+            [
+                "h1.example.com.",
+                "h2.deep.example.com.",
+                // $ORIGIN inside the include does not leak back.
+                "after.example.com.",
+                "sub.example.com.",
+                "sub.example.com.",
+                // ... nor does the owner.
+                "after.example.com.",
+                "f.example.com.",
+                "f.example.com.",
+            ]
+        );
+        assert_eq!(
+            load_with("$TTL 1\n$INCLUDE bad.inc\n", &mut l)
+                .unwrap_err()
+                .to_string(),
+            "/etc/zones/bad.inc:4: bad IPv4 address '300.0.0.1'"
+        );
+        assert_eq!(
+            load_with("$TTL 1\n\n$INCLUDE nope.inc\n", &mut l)
+                .unwrap_err()
+                .to_string(),
+            "db.example:3: cannot include 'nope.inc': no such file"
+        );
+        l.1 = 0;
+        assert_eq!(
+            load_with("$INCLUDE loop.inc\n", &mut l)
+                .unwrap_err()
+                .to_string(),
+            "/etc/zones/loop.inc:1: $INCLUDE nested more than 16 levels deep"
+        );
+        assert_eq!(l.1, MAX_INCLUDE_DEPTH);
+        assert_eq!(
+            load("$INCLUDE x\n").unwrap_err().to_string(),
+            "db.example:1: cannot include 'x': $INCLUDE is not allowed here"
+        );
+        assert_eq!(
+            load_with("$INCLUDE\n", &mut l).unwrap_err().to_string(),
+            "db.example:1: $INCLUDE takes a file name and an optional origin"
+        );
+        assert_eq!(
+            load_with("$INCLUDE a b c\n", &mut l)
+                .unwrap_err()
+                .to_string(),
+            "db.example:1: $INCLUDE takes a file name and an optional origin"
+        );
+    }
+
+    #[test]
+    fn many_types_in_a_zone() {
+        let z = "$TTL 300\n\
+            @ SOA ns1 hm 1 2 3 4 5\n\
+            @ NS ns1\n\
+            @ MX 10 mail\n\
+            @ TXT \"v=spf1 -all\"\n\
+            @ CAA 0 issue \"ca.example\"\n\
+            _sip._udp SRV 0 5 5060 sip\n\
+            sip NAPTR 100 10 \"S\" \"SIP+D2U\" \"\" _sip._udp\n\
+            @ HTTPS 1 . alpn=h2\n\
+            d DNAME other.net.\n\
+            k SSHFP 1 1 abcd\n\
+            _443._tcp TLSA 3 1 1 abcd\n\
+            p PTR host\n\
+            u TYPE65534 \\# 1 ff\n";
+        let rrs = load(z).unwrap();
+        assert_eq!(rrs.len(), 13);
+        assert_eq!(
+            rrs[5].rdata,
+            [&b"\x00\x00\x00\x05\x13\xc4\x03sip"[..], ex().as_bytes()].concat()
+        );
+        assert_eq!(rrs[12].rdata, [0xff]);
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        const ALPHABET: &[u8] = b" \t\n\n;()\"\\@$.#0123456789abcAINMXTS$ORIGINTLUDE";
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        struct Echo;
+        impl IncludeLoader for Echo {
+            fn load(&mut self, path: &str) -> Result<(String, String), String> {
+                Ok((
+                    path.to_string(),
+                    format!("$INCLUDE {path}\n{path} A 1.2.3.4\n"),
+                ))
+            }
+        }
+        for _ in 0..20_000 {
+            let len = (next() % 64) as usize;
+            let s: String = (0..len)
+                .map(|_| char::from(ALPHABET[(next() as usize >> 8) % ALPHABET.len()]))
+                .collect();
+            let _ = parse_zone(&s, "g", &ex(), &mut Echo, &mut |_| Ok(()));
+            let _ = parse_zone(
+                &format!("$TTL 1\n{s}"),
+                "g",
+                &ex(),
+                &mut NoIncludes,
+                &mut |_| Ok(()),
+            );
+        }
+    }
+
+    /// 1,000,000 A records generated in memory. Run in release mode:
+    /// `cargo test --release -p skua-engine --lib zonefile::tests::million -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn million_a_records() {
+        use core::fmt::Write as _;
+        let mut z = String::with_capacity(40_000_000);
+        z.push_str("$TTL 3600\n@ SOA ns1 hm 1 7200 900 1209600 300\n");
+        for i in 0..1_000_000u32 {
+            let [_, a, b, c] = i.to_be_bytes();
+            let _ = writeln!(z, "host{i} IN A 10.{a}.{b}.{c}");
+        }
+        let start = std::time::Instant::now();
+        let mut n = 0usize;
+        let mut bytes = 0usize;
+        let count = parse_zone(&z, "gen", &ex(), &mut NoIncludes, &mut |rr| {
+            n += 1;
+            bytes += rr.rdata.len();
+            Ok(())
+        })
+        .unwrap();
+        let took = start.elapsed();
+        std::println!(
+            "parsed {count} records ({} MB of text) in {took:?}",
+            z.len() / 1_000_000
+        );
+        // 1 M A records of 4 octets plus the SOA (17 + 16 + 20 octets).
+        assert_eq!((count, n, bytes), (1_000_001, 1_000_001, 4_000_000 + 53));
+        assert!(took.as_secs_f64() < 5.0);
+    }
+}

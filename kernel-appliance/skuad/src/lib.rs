@@ -1,0 +1,18 @@
+//! # skuad: the Skua resolver daemon
+//!
+//! What it does: reads an `unbound.conf`-style file ([`load`]), compiles it into a
+//! [`skua_engine::Engine`], and serves it over kernel sockets ([`server`]): UDP with one
+//! `SO_REUSEPORT` socket per worker thread and batched `recvmmsg`/`sendmmsg`, TCP per
+//! RFC 7766 (pipelining, idle timeout, connection limit). SIGHUP reloads without dropping a
+//! query; a configuration that fails to load is rejected and the old one keeps serving.
+//! [`bench`] runs the engine in-process over a query file (after BIND 10's query_bench).
+//!
+//! What it does not do yet: AF_XDP (its own crate, next), forwarding and recursion
+//! (queries outside local data are REFUSED), the REST API and metrics, privilege dropping.
+
+#![forbid(unsafe_code)]
+
+pub mod bench;
+pub mod load;
+pub mod log;
+pub mod server;

@@ -1,0 +1,54 @@
+//! Minimal stderr logging with Unbound-style verbosity (0 errors only, 1 operational,
+//! 2+ details). Lines carry a UNIX timestamp and a level so that journald and humans can
+//! read them; no global allocator churn beyond formatting.
+
+use std::fmt::Arguments;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+static VERBOSITY: AtomicU8 = AtomicU8::new(1);
+
+/// Sets the level.
+pub fn set_verbosity(v: u8) {
+    VERBOSITY.store(v, Ordering::Relaxed);
+}
+
+fn emit(level: &str, min: u8, args: Arguments<'_>) {
+    if VERBOSITY.load(Ordering::Relaxed) < min {
+        return;
+    }
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    eprintln!(
+        "[{}.{:03}] skuad {level}: {args}",
+        t.as_secs(),
+        t.subsec_millis()
+    );
+}
+
+/// Always shown.
+pub fn error(args: Arguments<'_>) {
+    emit("error", 0, args);
+}
+
+/// Shown at verbosity ≥ 1 (the default).
+pub fn warn(args: Arguments<'_>) {
+    emit("warning", 1, args);
+}
+
+/// Shown at verbosity ≥ 1.
+pub fn info(args: Arguments<'_>) {
+    emit("info", 1, args);
+}
+
+/// "name type" of a query, for logs.
+pub fn describe_query(q: &[u8]) -> String {
+    match skua_engine::wire::Query::parse(q) {
+        Ok(q) => match skua_engine::name::WireName::from_wire(q.qname()) {
+            Ok(n) => format!("{n} {}", skua_engine::text::rtype_to_string(q.qtype)),
+            Err(_) => "<bad name>".into(),
+        },
+        Err(_) => "<unparsed query>".into(),
+    }
+}

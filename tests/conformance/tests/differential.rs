@@ -1,0 +1,33 @@
+//! Differential conformance tests: skuad against Unbound (local zones) and
+//! NSD (auth zone). `SKUA_SUBJECT=unbound` (or `nsd`, `self`) compares the
+//! reference against a second instance of itself instead (harness check).
+
+use skua_conformance::compare::Report;
+use skua_conformance::harness::{SHOWN_DIFFERENCES, Subject, run_auth_zone, run_local_zones};
+
+fn check(result: Result<Report, String>) {
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => panic!("differential test could not run: {e}"),
+    };
+    println!("{}", report.summary());
+    assert!(
+        report.differences.is_empty(),
+        "{}",
+        report.failure_message(SHOWN_DIFFERENCES)
+    );
+}
+
+fn subject() -> Subject {
+    Subject::from_env().unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn local_zones_match_unbound() {
+    check(run_local_zones(subject()));
+}
+
+#[test]
+fn auth_zone_matches_nsd() {
+    check(run_auth_zone(subject()));
+}
