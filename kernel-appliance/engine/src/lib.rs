@@ -44,6 +44,8 @@ pub mod localzone;
 pub mod name;
 pub mod rr;
 pub mod store;
+#[doc(hidden)]
+pub mod testing;
 pub mod text;
 pub mod wire;
 pub mod zonefile;

@@ -555,6 +555,30 @@ fn add_rr(nodes: &mut Nodes, rr: Rr, zone: usize, tag: u32) -> Result<(), BuildE
     Ok(())
 }
 
+/// The longest common suffix of two lower-cased wire names, on label boundaries.
+fn common_ancestor(a: &[u8], b: &[u8]) -> Vec<u8> {
+    let suffixes = |n: &[u8]| {
+        let mut v = Vec::new();
+        let mut pos = 0usize;
+        while let Some(&l) = n.get(pos) {
+            v.push(pos);
+            if l == 0 {
+                break;
+            }
+            pos += 1 + usize::from(l);
+        }
+        v
+    };
+    let sb = suffixes(b);
+    for pa in suffixes(a) {
+        let tail = &a[pa..];
+        if sb.iter().any(|&pb| &b[pb..] == tail) {
+            return tail.to_vec();
+        }
+    }
+    alloc::vec![0]
+}
+
 /// Lower-cased parents of `name` strictly between it and `apex` (empty non-terminals).
 fn ents_between(name: &[u8], apex_len: usize) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
@@ -611,10 +635,8 @@ impl TreeBuilder {
     }
 
     fn map(&mut self, entries: Vec<(u16, AnsRef)>, fallback: AnsRef, share: bool) -> u32 {
-        if share {
-            if let Some(&m) = self.map_interned.get(&(entries.clone(), fallback)) {
-                return m;
-            }
+        if share && let Some(&m) = self.map_interned.get(&(entries.clone(), fallback)) {
+            return m;
         }
         // Cannot truncate in practice: the tables index with u32 (4 G entries).
         let m = Map {
@@ -748,44 +770,53 @@ pub fn build_local(
             pos += 1 + l;
         }
     };
+    // Records outside every zone share ONE implicit transparent zone at the closest common
+    // ancestor of their owners (Unbound's lz_setup_implicit; observed with 1.17).
+    let mut common: Option<Vec<u8>> = None;
+    for (rr, _) in &data {
+        let lower = rr.owner.to_lowercase();
+        if closest(&by_name, lower.as_bytes()).is_none() {
+            common = Some(match common {
+                None => lower.as_bytes().to_vec(),
+                Some(c) => common_ancestor(&c, lower.as_bytes()),
+            });
+        }
+    }
+    if let Some(c) = common {
+        by_name.insert(c.clone(), lz.len());
+        lz.push(LocalZone {
+            name: WireName::from_wire(&c).unwrap_or_else(|_| WireName::root()),
+            lower: c,
+            ztype: LocalZoneType::Transparent,
+            soa_negative: None,
+        });
+    }
     let mut nodes: Nodes = BTreeMap::new();
     for (rr, tag) in data {
         let lower = rr.owner.to_lowercase();
-        let zone = match closest(&by_name, lower.as_bytes()) {
-            Some(z) => z,
-            None => {
-                by_name.insert(lower.as_bytes().to_vec(), lz.len());
-                lz.push(LocalZone {
-                    name: rr.owner.clone(),
-                    lower: lower.as_bytes().to_vec(),
-                    ztype: LocalZoneType::Transparent,
-                    soa_negative: None,
-                });
-                lz.len() - 1
-            }
-        };
+        // Every owner has a zone now (the implicit one covers the rest).
+        let zone = closest(&by_name, lower.as_bytes()).unwrap_or(lz.len() - 1);
         add_rr(&mut nodes, rr, zone, tag)?;
     }
     // Empty non-terminals between data and its zone apex exist as names (they answer NODATA
     // in static zones), as in Unbound's local data tree.
+    // The apex counts too: a zone with data below its apex answers NODATA there (observed).
     let mut ents: Vec<(Vec<u8>, usize)> = Vec::new();
     for (k, n) in &nodes {
-        for e in ents_between(k, lz[n.zone].lower.len()) {
+        let apex = &lz[n.zone].lower;
+        for e in ents_between(k, apex.len()) {
             ents.push((e, n.zone));
+        }
+        if k != apex {
+            ents.push((apex.clone(), n.zone));
         }
     }
     for (e, zone) in ents {
-        if !nodes.contains_key(&e) {
-            let owner = WireName::from_wire(&e).unwrap_or_else(|_| WireName::root());
-            nodes.insert(
-                e,
-                NodeSrc {
-                    owner,
-                    rrsets: Vec::new(),
-                    zone,
-                },
-            );
-        }
+        nodes.entry(e).or_insert_with_key(|k| NodeSrc {
+            owner: WireName::from_wire(k).unwrap_or_else(|_| WireName::root()),
+            rrsets: Vec::new(),
+            zone,
+        });
     }
     for z in &mut lz {
         if let Some(soa) = nodes.get(&z.lower).and_then(|n| n.rrset(rtype::SOA)) {
@@ -828,7 +859,7 @@ pub fn build_local(
             zone_exact
         } else if z.ztype.redirects() || !z.ztype.uses_local_data() {
             // Redirect answers every name from the apex; always_* ignore local data.
-            zone_exact
+            below
         } else {
             local_map(&mut b, z, Some(n), None, ra, None)?
         };
@@ -915,9 +946,11 @@ fn local_map(
         }
     }
     // A CNAME at the name answers every other type (Unbound: local_data_find_type with
-    // alias_ok); the target is not chased in local data.
+    // alias_ok); the target is not chased in local data. In a redirect zone the apex CNAME
+    // is an alias whose target Unbound resolves (not from local data): not ours to answer.
     if let Some(c) = cname {
-        return Ok(b.map(entries, c, false));
+        let fb = if relocate { AnsRef::NOT_LOCAL } else { c };
+        return Ok(b.map(entries, fb, relocate));
     }
     let has_data = data.is_some_and(|n| !n.rrsets.is_empty());
     let exists = data.is_some();
@@ -1009,17 +1042,11 @@ fn build_one_auth(b: &mut TreeBuilder, z: AuthZoneSpec, ra: bool) -> Result<(), 
         ents.extend(ents_between(k, apex_len));
     }
     for e in ents {
-        if !nodes.contains_key(&e) {
-            let owner = WireName::from_wire(&e).unwrap_or_else(|_| WireName::root());
-            nodes.insert(
-                e,
-                NodeSrc {
-                    owner,
-                    rrsets: Vec::new(),
-                    zone: 0,
-                },
-            );
-        }
+        nodes.entry(e).or_insert_with_key(|k| NodeSrc {
+            owner: WireName::from_wire(k).unwrap_or_else(|_| WireName::root()),
+            rrsets: Vec::new(),
+            zone: 0,
+        });
     }
     // Delegation points: NS below the apex. Names under one are not authoritative.
     let cuts: Vec<Vec<u8>> = nodes
@@ -1135,6 +1162,22 @@ impl TreeBuilder {
     }
 }
 
+/// The wildcard node that covers a nonexistent `lower` name, if any: the `*` child of its
+/// closest existing ancestor inside the zone (RFC 4592 §4.1).
+fn wildcard_for<'a>(nodes: &'a Nodes, lower: &[u8], apex_len: usize) -> Option<&'a NodeSrc> {
+    let mut pos = usize::from(*lower.first()?) + 1;
+    while lower.len() - pos >= apex_len {
+        let suffix = &lower[pos..];
+        if nodes.contains_key(suffix) || lower.len() - pos == apex_len {
+            let mut w = alloc::vec![1u8, b'*'];
+            w.extend_from_slice(suffix);
+            return nodes.get(&w);
+        }
+        pos += usize::from(lower[pos]) + 1;
+    }
+    None
+}
+
 /// Answers at an authoritative name. `wildcard` = render relocatable, owner = query name.
 #[allow(clippy::too_many_arguments)]
 fn auth_exact_map(
@@ -1161,6 +1204,20 @@ fn auth_exact_map(
     for set in &n.rrsets {
         let mut r = new_render(rcode::NOERROR);
         r.rrset(Section::Answer, NameOut::Qname, set);
+        if set.rtype == rtype::NS {
+            // Addresses of in-zone name servers (RFC 1034 §4.3.2 step 6; NSD sends them
+            // even with minimal-responses).
+            for (_, target) in &set.rrs {
+                let tl: Vec<u8> = target.iter().map(u8::to_ascii_lowercase).collect();
+                if let Some(g) = nodes.get(&tl) {
+                    for t in [rtype::A, rtype::AAAA] {
+                        if let Some(gs) = g.rrset(t) {
+                            r.rrset(Section::Additional, NameOut::Literal(target), gs);
+                        }
+                    }
+                }
+            }
+        }
         let a = if wildcard.is_some() {
             b.shared(r, &n.owner)?
         } else {
@@ -1176,28 +1233,31 @@ fn auth_exact_map(
     // qtype only at the end of the chain: one entry per type there, plus the fallback.
     let mut chain: Vec<(WireName, &Rrset)> = Vec::new();
     let mut target = cname.rrs[0].1.clone();
-    let mut end: Option<&NodeSrc> = None;
+    let mut end: Option<(WireName, &NodeSrc)> = None;
     let mut end_state = 0u8; // 0 = out of zone, 1 = exists, 2 = nxdomain
+    let apex = &key[key.len() - apex_len..];
     for _ in 0..MAX_CNAME_CHAIN {
         let tl: Vec<u8> = target.iter().map(u8::to_ascii_lowercase).collect();
-        if tl.len() < apex_len || !name::is_subdomain(&tl, &key[key.len() - apex_len..]) {
+        if tl.len() < apex_len || !name::is_subdomain(&tl, apex) {
             break;
         }
-        match nodes.get(&tl) {
-            Some(t) => match t.rrset(rtype::CNAME) {
-                Some(c2) => {
-                    let owner = WireName::from_wire(&target).unwrap_or_else(|_| WireName::root());
-                    chain.push((owner, c2));
-                    target = c2.rrs[0].1.clone();
-                }
-                None => {
-                    end = Some(t);
-                    end_state = 1;
-                    break;
-                }
-            },
+        // The target itself, or the wildcard that synthesises it (RFC 4592 §3.3.1).
+        let Some(t) = nodes
+            .get(&tl)
+            .or_else(|| wildcard_for(nodes, &tl, apex_len))
+        else {
+            end_state = 2;
+            break;
+        };
+        let owner = WireName::from_wire(&target).unwrap_or_else(|_| WireName::root());
+        match t.rrset(rtype::CNAME) {
+            Some(c2) => {
+                chain.push((owner, c2));
+                target = c2.rrs[0].1.clone();
+            }
             None => {
-                end_state = 2;
+                end = Some((owner, t));
+                end_state = 1;
                 break;
             }
         }
@@ -1223,7 +1283,7 @@ fn auth_exact_map(
     let fallback = match end_state {
         1 => {
             let t = end
-                .map(|t| (t.owner.clone(), t.rrsets.clone()))
+                .map(|(owner, t)| (owner, t.rrsets.clone()))
                 .unwrap_or((WireName::root(), Vec::new()));
             for set in &t.1 {
                 if set.rtype == rtype::CNAME {

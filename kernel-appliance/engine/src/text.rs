@@ -1780,6 +1780,9 @@ impl<'a> Reader<'a> {
         self.p = self.b.len();
         r
     }
+    fn nonempty_rest(&mut self) -> Option<&'a [u8]> {
+        Some(self.rest()).filter(|r| !r.is_empty())
+    }
     fn done(&self) -> bool {
         self.p == self.b.len()
     }
@@ -1861,7 +1864,8 @@ fn render(t: u16, rdata: &[u8], s: &mut String) -> Option<()> {
             r.u32()?
         ),
         rtype::SRV => write!(s, "{} {} {} {}", r.u16()?, r.u16()?, r.u16()?, r.name()?),
-        rtype::TXT | SPF | AVC | RESINFO | WALLET | rtype::HINFO => {
+        rtype::HINFO => write!(s, "{} {}", r.char_string()?, r.char_string()?),
+        rtype::TXT | SPF | AVC | RESINFO | WALLET => {
             let mut first = true;
             while !r.done() || first {
                 if !first {
@@ -1891,10 +1895,15 @@ fn render(t: u16, rdata: &[u8], s: &mut String) -> Option<()> {
             }
             write!(s, "{flags} {tag} {}", CharText(r.rest()))
         }
-        rtype::SSHFP => write!(s, "{} {} {}", r.u8()?, r.u8()?, Hex(r.rest())),
-        rtype::TLSA | SMIMEA => write!(s, "{} {} {} {}", r.u8()?, r.u8()?, r.u8()?, Hex(r.rest())),
+        // The hex field cannot be empty in presentation format: such RDATA goes out as `\#`.
+        rtype::SSHFP => write!(s, "{} {} {}", r.u8()?, r.u8()?, Hex(r.nonempty_rest()?)),
+        rtype::TLSA | SMIMEA => {
+            let (u, sel, m) = (r.u8()?, r.u8()?, r.u8()?);
+            write!(s, "{u} {sel} {m} {}", Hex(r.nonempty_rest()?))
+        }
         rtype::DS | CDS | TA | DLV => {
-            write!(s, "{} {} {} {}", r.u16()?, r.u8()?, r.u8()?, Hex(r.rest()))
+            let (tag, alg, dt) = (r.u16()?, r.u8()?, r.u8()?);
+            write!(s, "{tag} {alg} {dt} {}", Hex(r.nonempty_rest()?))
         }
         _ => return None,
     };
@@ -2648,6 +2657,48 @@ mod tests {
             let _ = parse_ttl(&s);
             let bytes: Vec<u8> = s.bytes().collect();
             let _ = rdata_to_string(t, &bytes);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn prop_push_name_equals_wirename_parse(s in "[a-zA-Z0-9.\\\\@-]{0,300}") {
+            let o = origin();
+            for org in [None, Some(&o)] {
+                let mut v = Vec::new();
+                let mine = push_name(&s, org, &mut v).map(|()| v);
+                let theirs = WireName::parse(&s, org).map(|n| n.as_bytes().to_vec());
+                proptest::prop_assert_eq!(mine, theirs);
+            }
+        }
+
+        #[test]
+        fn prop_no_panic_on_any_text(s in "\\PC{0,120}", t in 0u16..300) {
+            let o = origin();
+            let _ = parse_rr(&s, None, 3600);
+            let _ = parse_rr(&s, Some(&o), 3600);
+            let _ = parse_rdata(t, &s, Some(&o));
+            let _ = parse_local_data_ptr(&s, 3600);
+            let _ = rdata_to_string(t, s.as_bytes());
+        }
+
+        #[test]
+        fn prop_rendered_rdata_parses_back(
+            bytes in proptest::collection::vec(
+                proptest::prop_oneof![0u8..=3, b'a'..=b'c', proptest::num::u8::ANY], 0..40),
+            t in proptest::prop_oneof![
+                0u16..300,
+                proptest::sample::select(alloc::vec![
+                    1, 2, 5, 6, 12, 13, 14, 15, 16, 17, 18, 28, 33, 35, 36, 39, 43, 44, 52, 53,
+                    59, 99, 257, 65534,
+                ]),
+            ],
+        ) {
+            // Whatever the renderer prints, the parser reads back to the same octets.
+            let text = rdata_to_string(t, &bytes);
+            if is_data_type(t) && check_wire(t, &bytes).is_ok() {
+                proptest::prop_assert_eq!(parse_rdata(t, &text, None).map_err(|e| (e, text.clone())), Ok(bytes));
+            }
         }
     }
 }

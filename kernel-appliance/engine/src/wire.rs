@@ -107,6 +107,10 @@ impl<'a> Query<'a> {
         if flags & flags::OPCODE_MASK != 0 {
             return Err(ParseError::Opcode);
         }
+        // A query with TC set is malformed (Unbound: FORMERR); the general path answers.
+        if flags & flags::TC != 0 {
+            return Err(ParseError::General);
+        }
         let (qd, an, ns, ar) = (
             be16(packet, 4),
             be16(packet, 6),

@@ -716,4 +716,11 @@ mod tests {
         assert_eq!((count, n, bytes), (1_000_001, 1_000_001, 4_000_000 + 53));
         assert!(took.as_secs_f64() < 5.0);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn prop_no_panic_on_any_zone(s in "(\\PC|\n|\t){0,200}") {
+            let _ = parse_zone(&s, "p", &ex(), &mut NoIncludes, &mut |_| Ok(()));
+        }
+    }
 }

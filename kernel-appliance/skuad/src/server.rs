@@ -108,10 +108,10 @@ fn udp_worker(
     cpu: Option<usize>,
     tx_size: usize,
 ) {
-    if let Some(cpu) = cpu {
-        if let Err(e) = skua_netio::pin_to_cpu(cpu) {
-            log::warn(format_args!("worker {idx}: cannot pin to CPU {cpu}: {e}"));
-        }
+    if let Some(cpu) = cpu
+        && let Err(e) = skua_netio::pin_to_cpu(cpu)
+    {
+        log::warn(format_args!("worker {idx}: cannot pin to CPU {cpu}: {e}"));
     }
     if let Err(e) = sock.set_read_timeout(Some(POLL)) {
         log::warn(format_args!("worker {idx}: SO_RCVTIMEO: {e}"));
@@ -146,10 +146,10 @@ fn udp_worker(
                 tx.push(len, peer);
             }
         }
-        if !tx.is_empty() {
-            if let Err(e) = tx.send(&sock) {
-                log::warn(format_args!("worker {idx}: sendmmsg: {e}"));
-            }
+        if !tx.is_empty()
+            && let Err(e) = tx.send(&sock)
+        {
+            log::warn(format_args!("worker {idx}: sendmmsg: {e}"));
         }
     }
 }

@@ -17,7 +17,21 @@ use nix::sched::{CloneFlags, setns};
 /// stdout, or an error with its stderr when it fails or takes too long (it is
 /// killed then).
 pub fn run_bounded(program: &str, args: &[&str], timeout: Duration) -> Result<String, String> {
-    let mut child = Command::new(program)
+    run_bounded_in(None, program, args, timeout)
+}
+
+/// [`run_bounded`] with a working directory.
+pub fn run_bounded_in(
+    cwd: Option<&std::path::Path>,
+    program: &str,
+    args: &[&str],
+    timeout: Duration,
+) -> Result<String, String> {
+    let mut cmd = Command::new(program);
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    let mut child = cmd
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -507,6 +507,12 @@ fn canonical_rr(
     ttl: u32,
     rdata: &[u8],
 ) -> (Vec<u8>, String) {
+    if rtype == types::TXT
+        && let Some(text) = txt_presentation(rdata)
+    {
+        let line = format!("{owner}\t{ttl}\t{}\tTXT\t{text}", class_name(class));
+        return (rdata.to_vec(), line);
+    }
     let mut decoder = BinDecoder::new(m);
     let parsed = decoder
         .read_slice(start)
@@ -534,6 +540,32 @@ fn canonical_rr(
         hex(rdata)
     );
     (rdata.to_vec(), text)
+}
+
+/// TXT RDATA as dig prints it (`"one" "two"`), or None if malformed.
+fn txt_presentation(mut d: &[u8]) -> Option<String> {
+    let mut parts = Vec::new();
+    while let Some((&len, rest)) = d.split_first() {
+        let len = usize::from(len);
+        let chunk = rest.get(..len)?;
+        let mut s = String::from("\"");
+        for &b in chunk {
+            match b {
+                b'"' | b'\\' => {
+                    s.push('\\');
+                    s.push(char::from(b));
+                }
+                0x20..=0x7e => s.push(char::from(b)),
+                _ => {
+                    let _ = write!(s, "\\{b:03}");
+                }
+            }
+        }
+        s.push('"');
+        parts.push(s);
+        d = &rest[len..];
+    }
+    Some(parts.join(" "))
 }
 
 /// Lower-case hex.
@@ -642,5 +674,14 @@ mod tests {
         let (ra, rb) = (Response::parse(&a), Response::parse(&b));
         assert!(ra.parse_error.is_none() && rb.parse_error.is_none());
         assert_eq!(ra.sections[0][0].key, rb.sections[0][0].key);
+    }
+
+    #[test]
+    fn txt_is_printed_like_dig() {
+        assert_eq!(
+            txt_presentation(b"\x03one\x05t\"w o").as_deref(),
+            Some(r#""one" "t\"w o""#)
+        );
+        assert_eq!(txt_presentation(b"\x05ab"), None);
     }
 }

@@ -14,7 +14,12 @@ fn check(result: Result<Report, String>) {
     assert!(
         report.differences.is_empty(),
         "{}",
-        report.failure_message(SHOWN_DIFFERENCES)
+        report.failure_message(
+            std::env::var("SKUA_SHOW_DIFFS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(SHOWN_DIFFERENCES)
+        )
     );
 }
 

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The whole test suite, exactly what CI runs (README: "test").
+# Installs what it needs when missing (apt packages need root; CI is root), then:
+# format, lints, the no_std build, every test (including the differential tests against
+# unbound and nsd in a network namespace), and bounded fuzzing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FUZZ_SECS="${FUZZ_SECS:-60}"
+
+# --- system packages -------------------------------------------------------------------
+missing=()
+for pair in unbound:unbound nsd:nsd dig:bind9-dnsutils kdig:knot-dnsutils ip:iproute2; do
+    command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+done
+if ((${#missing[@]})); then
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "tests/run.sh: missing packages: ${missing[*]} (run as root to install them)" >&2
+        exit 1
+    fi
+    # Never let a package start its daemon (unbound would try the root servers).
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    systemctl stop unbound nsd 2>/dev/null || true
+fi
+
+# --- rust toolchain (rust-toolchain.toml pins it; rustup installs it on first use) ---------
+rustup show active-toolchain >/dev/null
+rustup target add x86_64-unknown-none >/dev/null 2>&1 || true
+
+echo "== fmt";     cargo fmt --all -- --check
+echo "== clippy";  cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== no_std";  cargo build --locked -p skua-engine --target x86_64-unknown-none
+echo "== tests";   cargo test --workspace --locked
+echo "== fuzz";    bash tests/fuzz.sh "$FUZZ_SECS"
+echo "== all tests passed"
