@@ -1,0 +1,49 @@
+# Skua task runner. `just --list` shows every recipe. CI runs `bash .ci/run` (= `just ci`).
+
+# Run the daemon on the embedded demo configuration (127.0.0.1:5353).
+run:
+    cargo run --release -p skuad
+
+# Everything CI runs: fmt, clippy, no_std build, all tests, 60 s of fuzzing per target.
+ci:
+    bash tests/run.sh
+
+# Unit, integration and differential tests (differential ones need root: netns, unbound, nsd).
+test:
+    cargo test --workspace
+
+# Lints as CI runs them.
+clippy:
+    cargo clippy --workspace --all-targets -- -D warnings
+
+# Format the code.
+fmt:
+    cargo fmt --all
+
+# The engine must build for bare metal (the unikernel target).
+nostd:
+    cargo build -p skua-engine --target x86_64-unknown-none
+
+# Fuzz every target for SECS seconds each.
+fuzz secs="60":
+    bash tests/fuzz.sh {{secs}}
+
+# Differential tests only: skuad vs Unbound (local zones) and NSD (auth zone).
+conformance:
+    cargo test -p skua-conformance
+
+# Criterion benches of the engine hot path.
+bench-engine:
+    cargo bench -p skua-engine --bench hot_path
+
+# In-process engine throughput and callgrind instructions/query (tests/bench/inprocess.sh).
+bench-inprocess:
+    bash tests/bench/inprocess.sh
+
+# skuad vs knotd over UDP on a veth pair between two namespaces (root).
+bench-veth:
+    bash tests/bench/veth.sh
+
+# Load time and RSS per record of a 1,000,000-record zone.
+bench-bigzone:
+    bash tests/bench/bigzone.sh
