@@ -2,7 +2,7 @@
 //! with every zone type, and a semantic comparison of two replies. Not for production use.
 
 use alloc::format;
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use hickory_proto::op::Message;
@@ -94,9 +94,17 @@ pub fn fuzz_engine() -> Engine {
 }
 
 fn rr_key(r: &Record) -> String {
-    let data = r.data.to_bytes().unwrap_or_default();
+    use hickory_proto::rr::RecordType as T;
+    // Names inside RDATA may legitimately differ in case (compression against the 0x20
+    // question): compare those types case-insensitively, everything else byte for byte.
+    let data = match r.record_type() {
+        T::CNAME | T::NS | T::PTR | T::MX | T::SOA | T::SRV | T::NAPTR => {
+            r.data.to_string().to_ascii_lowercase()
+        }
+        _ => format!("{:02x?}", r.data.to_bytes().unwrap_or_default()),
+    };
     format!(
-        "{} {} {} {} {:02x?}",
+        "{} {} {} {} {}",
         r.name.to_lowercase(),
         u16::from(r.dns_class),
         r.ttl,
