@@ -1,0 +1,73 @@
+# shellcheck shell=bash
+# Helpers shared by tests/bench/*.sh: zone and query-file generators, the skuad binary.
+# Sourced, not run.
+
+BENCH_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# build_skuad DEST: builds the release skuad and copies it to DEST, so that a concurrent
+# rebuild of target/ cannot swap the binary in the middle of a measurement.
+build_skuad() {
+    local dest=$1
+    if [[ -n "${SKUAD_BIN:-}" ]]; then
+        cp "$SKUAD_BIN" "$dest"
+    else
+        log "cargo build --release -p skuad"
+        (cd "$BENCH_ROOT" && cargo build --release -q -p skuad) || die "cargo build failed"
+        cp "$BENCH_ROOT/target/release/skuad" "$dest"
+    fi
+    chmod +x "$dest"
+}
+
+# addr_of I: a distinct IPv4 address in 198.18.0.0/15 for record I (wraps after 131072).
+# (awk version inline below; this one is for documentation/tests)
+
+# gen_zonefile ORIGIN COUNT FILE: an RFC 1035 zone file with SOA, NS, ns glue and COUNT
+# A records h0 .. h(COUNT-1).
+gen_zonefile() {
+    local origin=$1 count=$2 file=$3
+    awk -v o="$origin" -v n="$count" 'BEGIN {
+        printf "$ORIGIN %s\n$TTL 300\n", o
+        printf "@ 3600 IN SOA ns.%s hostmaster.%s 1 3600 900 604800 300\n", o, o
+        printf "@ 3600 IN NS ns.%s\n", o
+        printf "ns 3600 IN A 198.18.0.1\n"
+        for (i = 0; i < n; i++) {
+            a = i % 131072
+            printf "h%d IN A 198.%d.%d.%d\n", i, 18 + int(a / 65536), int(a / 256) % 256, a % 256
+        }
+    }' > "$file"
+}
+
+# gen_localdata ORIGIN COUNT FILE [SERVER-OPTIONS-FILE]: the same data as an unbound.conf
+# 'server:' section with local-zone static and local-data lines. The first lines of the
+# section come from SERVER-OPTIONS-FILE when given.
+gen_localdata() {
+    local origin=$1 count=$2 file=$3 opts=${4:-}
+    {
+        echo "server:"
+        if [[ -n "$opts" ]]; then cat "$opts"; fi
+        awk -v o="$origin" -v n="$count" 'BEGIN {
+            printf "    local-zone: \"%s\" static\n", o
+            printf "    local-data: \"%s 3600 IN SOA ns.%s hostmaster.%s 1 3600 900 604800 300\"\n", o, o, o
+            printf "    local-data: \"%s 3600 IN NS ns.%s\"\n", o, o
+            printf "    local-data: \"ns.%s 3600 IN A 198.18.0.1\"\n", o
+            for (i = 0; i < n; i++) {
+                a = i % 131072
+                printf "    local-data: \"h%d.%s 300 IN A 198.%d.%d.%d\"\n", i, o, 18 + int(a / 65536), int(a / 256) % 256, a % 256
+            }
+        }'
+    } > "$file"
+}
+
+# gen_queries ORIGIN COUNT NXPERCENT FILE: 'qname A' for every h-name, plus NXPERCENT % more
+# names that do not exist (nxN), shuffled with a fixed seed (same file every time).
+gen_queries() {
+    local origin=$1 count=$2 nx=$3 file=$4
+    awk -v o="$origin" -v n="$count" -v nx="$nx" 'BEGIN {
+        for (i = 0; i < n; i++) printf "h%d.%s A\n", i, o
+        m = int(n * nx / 100)
+        for (i = 0; i < m; i++) printf "nx%d.%s A\n", i, o
+    }' | shuf --random-source=<(yes skua) > "$file"
+}
