@@ -23,7 +23,20 @@ fn req(src: &str, transport: Transport) -> Request {
 }
 
 fn query(name: &str, qtype: u16, rd: bool, edns: Option<(u16, bool)>) -> Vec<u8> {
-    let mut p = vec![0x4a, 0x11, if rd { 1 } else { 0 }, 0, 0, 1, 0, 0, 0, 0, 0, u8::from(edns.is_some())];
+    let mut p = vec![
+        0x4a,
+        0x11,
+        if rd { 1 } else { 0 },
+        0,
+        0,
+        1,
+        0,
+        0,
+        0,
+        0,
+        0,
+        u8::from(edns.is_some()),
+    ];
     p.extend_from_slice(WireName::parse(name, None).unwrap().as_bytes());
     p.extend_from_slice(&qtype.to_be_bytes());
     p.extend_from_slice(&[0, 1]);
@@ -125,7 +138,8 @@ fn malformed_input_is_formerr_or_dropped() {
     let n = v1.len();
     v1[n - 5] = 1;
     let mut out = vec![0u8; 512];
-    let Outcome::Reply { len, info } = e.handle_query(&req(LO, Transport::Udp), &v1, &mut out) else {
+    let Outcome::Reply { len, info } = e.handle_query(&req(LO, Transport::Udp), &v1, &mut out)
+    else {
         panic!("BADVERS expected");
     };
     assert_eq!(info.rcode, 16);
@@ -164,25 +178,62 @@ fn every_local_zone_type() {
         assert_eq!(m.map(|r| r.0), *missing, "{t}: missing name");
     }
     // Answers carry data; negative answers carry the SOA; refusals do not; AA on local answers.
-    assert_eq!(ask(&e, LO, &query("a.static.example.", 1, true, None)), Some((0, 1, 0, true)));
-    assert_eq!(ask(&e, LO, &query("missing.static.example.", 1, true, None)), Some((3, 0, 1, true)));
-    assert_eq!(ask(&e, LO, &query("x.refuse.example.", 1, true, None)), Some((5, 0, 0, true)));
+    assert_eq!(
+        ask(&e, LO, &query("a.static.example.", 1, true, None)),
+        Some((0, 1, 0, true))
+    );
+    assert_eq!(
+        ask(&e, LO, &query("missing.static.example.", 1, true, None)),
+        Some((3, 0, 1, true))
+    );
+    assert_eq!(
+        ask(&e, LO, &query("x.refuse.example.", 1, true, None)),
+        Some((5, 0, 0, true))
+    );
     // always_null: 0.0.0.0 for missing names, data for existing ones.
-    assert_eq!(ask(&e, LO, &query("missing.always-null.example.", 28, true, None)), Some((0, 1, 0, true)));
+    assert_eq!(
+        ask(
+            &e,
+            LO,
+            &query("missing.always-null.example.", 28, true, None)
+        ),
+        Some((0, 1, 0, true))
+    );
     // Redirect: any name below gets the apex data.
-    assert_eq!(ask(&e, LO, &query("x.y.redirect.example.", 1, true, None)), Some((0, 1, 0, true)));
+    assert_eq!(
+        ask(&e, LO, &query("x.y.redirect.example.", 1, true, None)),
+        Some((0, 1, 0, true))
+    );
     // Empty non-terminal in a static zone: NODATA.
-    assert_eq!(ask(&e, LO, &query("ent.static.example.", 1, true, None)), Some((0, 0, 1, true)));
+    assert_eq!(
+        ask(&e, LO, &query("ent.static.example.", 1, true, None)),
+        Some((0, 0, 1, true))
+    );
     // Authoritative zone: referral below the cut (no AA), wildcard, CNAME chain.
-    assert_eq!(ask(&e, LO, &query("x.sub.auth.example.", 1, true, None)), Some((0, 0, 1, false)));
-    assert_eq!(ask(&e, LO, &query("q.wild.auth.example.", 16, true, None)), Some((0, 1, 0, true)));
-    assert_eq!(ask(&e, LO, &query("alias.auth.example.", 1, true, None)), Some((0, 2, 0, true)));
+    assert_eq!(
+        ask(&e, LO, &query("x.sub.auth.example.", 1, true, None)),
+        Some((0, 0, 1, false))
+    );
+    assert_eq!(
+        ask(&e, LO, &query("q.wild.auth.example.", 16, true, None)),
+        Some((0, 1, 0, true))
+    );
+    assert_eq!(
+        ask(&e, LO, &query("alias.auth.example.", 1, true, None)),
+        Some((0, 2, 0, true))
+    );
 }
 
 fn engine_with_acl(rules: &[(&str, AclAction)]) -> Engine {
     let mut b = EngineBuilder::new();
-    b.local_zone(WireName::parse("example.", None).unwrap(), LocalZoneType::Static);
-    b.local_data(parse_rr("www.example. 300 IN A 198.18.0.1", None, 3600).unwrap(), 0);
+    b.local_zone(
+        WireName::parse("example.", None).unwrap(),
+        LocalZoneType::Static,
+    );
+    b.local_data(
+        parse_rr("www.example. 300 IN A 198.18.0.1", None, 3600).unwrap(),
+        0,
+    );
     for (nb, a) in rules {
         b.acl_mut().insert(nb.parse::<Netblock>().unwrap(), *a);
     }
@@ -211,10 +262,18 @@ fn every_acl_action() {
     }
     // deny drops everything; the most specific /32 inside it allows.
     let o = e.handle_query(&req("198.18.2.1", Transport::Udp), &local, &mut out);
-    assert_eq!(o, Outcome::Drop { reason: DropReason::Acl, inform: false });
+    assert_eq!(
+        o,
+        Outcome::Drop {
+            reason: DropReason::Acl,
+            inform: false
+        }
+    );
     assert_eq!(ask(&e, "198.18.2.9", &local).map(|r| r.0), Some(0));
     // refuse: a bare 12-byte REFUSED, no question, no OPT (Unbound's shape).
-    let Outcome::Reply { len, .. } = e.handle_query(&req("198.18.3.1", Transport::Udp), &local, &mut out) else {
+    let Outcome::Reply { len, .. } =
+        e.handle_query(&req("198.18.3.1", Transport::Udp), &local, &mut out)
+    else {
         panic!("refuse must reply");
     };
     assert_eq!(len, 12);
@@ -226,7 +285,9 @@ fn every_acl_action() {
     assert_eq!(ask(&e, "198.18.5.1", &local).map(|r| r.0), Some(0));
     assert_eq!(ask(&e, "198.18.5.1", &remote).map(|r| r.0), Some(5));
     // allow_setrd: RD set in the reply although the query had RD=0.
-    let Outcome::Reply { .. } = e.handle_query(&req("198.18.7.1", Transport::Udp), &local, &mut out) else {
+    let Outcome::Reply { .. } =
+        e.handle_query(&req("198.18.7.1", Transport::Udp), &local, &mut out)
+    else {
         panic!()
     };
     assert_eq!(out[2] & 0x01, 1);
@@ -240,7 +301,8 @@ fn truncation_by_transport_and_edns_size() {
     let e = fuzz_engine();
     let big = |edns| query("big.static.example.", 1, true, edns);
     let mut out = vec![0u8; 65535];
-    let run = |q: &[u8], t: Transport, out: &mut Vec<u8>| match e.handle_query(&req(LO, t), q, out) {
+    let run = |q: &[u8], t: Transport, out: &mut Vec<u8>| match e.handle_query(&req(LO, t), q, out)
+    {
         Outcome::Reply { len, info } => (len, info.truncated, u16::from_be_bytes([out[6], out[7]])),
         Outcome::Drop { .. } => panic!("dropped"),
     };
@@ -251,7 +313,11 @@ fn truncation_by_transport_and_edns_size() {
     assert!(tc && len <= 512 && an == 0, "sizes below 512 count as 512");
     let (len, tc, _) = run(&big(Some((1232, true))), Transport::Udp, &mut out);
     assert!(tc && len <= 1232);
-    assert_eq!(&out[len - 11..len - 8], &[0, 0, 0x29], "OPT kept in a TC reply");
+    assert_eq!(
+        &out[len - 11..len - 8],
+        &[0, 0, 0x29],
+        "OPT kept in a TC reply"
+    );
     let (len, tc, an) = run(&big(Some((4096, false))), Transport::Udp, &mut out);
     assert!(!tc && an == 120 && len <= 4096);
     let (_, tc, an) = run(&big(None), Transport::Tcp, &mut out);
@@ -263,11 +329,16 @@ fn case_is_echoed_and_any_gets_one_rrset() {
     let e = fuzz_engine();
     let q = query("A.StAtIc.ExAmPlE.", 1, true, None);
     let mut out = vec![0u8; 512];
-    let Outcome::Reply { len, .. } = e.handle_query(&req(LO, Transport::Udp), &q, &mut out) else { panic!() };
+    let Outcome::Reply { len, .. } = e.handle_query(&req(LO, Transport::Udp), &q, &mut out) else {
+        panic!()
+    };
     assert_eq!(&out[12..12 + 19], &q[12..12 + 19]);
     assert!(len > q.len());
     // ANY (RFC 8482): one RRset, not everything at the name.
-    assert_eq!(ask(&e, LO, &query("a.static.example.", 255, true, None)), Some((0, 1, 0, true)));
+    assert_eq!(
+        ask(&e, LO, &query("a.static.example.", 255, true, None)),
+        Some((0, 1, 0, true))
+    );
     // CHAOS version.bind.
     let mut ch = query("version.bind.", 16, true, None);
     let n = ch.len();
@@ -276,8 +347,34 @@ fn case_is_echoed_and_any_gets_one_rrset() {
 }
 
 fn arb_query() -> impl Strategy<Value = (Vec<u8>, Transport)> {
-    let zones: Vec<&'static str> = LOCAL_ZONES.iter().map(|z| z.0).chain(["auth.example.", "sub.auth.example.", "wild.auth.example.", "localhost.", "10.in-addr.arpa.", "elsewhere."]).collect();
-    let labels = ["", "a.", "c.", "mx.", "txt.", "big.", "ent.", "deep.ent.", "missing.", "x.y.", "www.", "alias.", "ns.", "*."];
+    let zones: Vec<&'static str> = LOCAL_ZONES
+        .iter()
+        .map(|z| z.0)
+        .chain([
+            "auth.example.",
+            "sub.auth.example.",
+            "wild.auth.example.",
+            "localhost.",
+            "10.in-addr.arpa.",
+            "elsewhere.",
+        ])
+        .collect();
+    let labels = [
+        "",
+        "a.",
+        "c.",
+        "mx.",
+        "txt.",
+        "big.",
+        "ent.",
+        "deep.ent.",
+        "missing.",
+        "x.y.",
+        "www.",
+        "alias.",
+        "ns.",
+        "*.",
+    ];
     let types: [u16; 14] = [1, 28, 5, 15, 16, 6, 2, 12, 33, 43, 48, 65, 255, 99];
     (
         prop::sample::select(zones),
