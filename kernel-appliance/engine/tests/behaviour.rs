@@ -146,11 +146,14 @@ fn malformed_input_is_formerr_or_dropped() {
     assert_eq!(out[len - 6], 1, "extended RCODE 1 in the OPT TTL");
 }
 
+/// An expected RCODE, or `None` for a dropped query.
+type Rcode = Option<u8>;
+
 #[test]
 fn every_local_zone_type() {
     let e = fuzz_engine();
     // (zone type, existing A, existing name other type, missing name): Some(rcode) or None = drop.
-    let table: &[(&str, Option<u8>, Option<u8>, Option<u8>)] = &[
+    let table: &[(&str, Rcode, Rcode, Rcode)] = &[
         ("static", Some(0), Some(0), Some(3)),
         ("deny", Some(0), None, None),
         ("refuse", Some(0), Some(5), Some(5)),
