@@ -1,0 +1,410 @@
+#!/usr/bin/env bash
+# Network benchmark: skuad against knotd over a veth pair between two network namespaces.
+#
+#   server namespace 198.18.0.1 (vsrv) <--veth--> client namespace 198.18.0.2 (vcli)
+#
+# The server runs pinned to CPU0 (taskset -c 0), the load generators pinned to CPU1.
+# Zone 'internal.': SOA, NS, ns glue and 10,000 A records h0 .. h9999, served by skuad from
+# unbound.conf local-data and by knotd from a zone file. Queries: the 10,000 names.
+#
+# Per repetition and server (servers alternate, their order rotates each repetition):
+#   1. dnsperf -c 20 -q 200 -l DURATION (closed loop: a latency-bound figure);
+#   2. kxdpgun ladder (3 s steps, open loop, AF_XDP sender): the highest offered rate with
+#      < 1 % loss, then a DURATION run at that rate;
+#   3. kxdpgun overload (1 M qps offered, DURATION): replies per second.
+# With every phase: Udp RcvbufErrors / SndbufErrors of the server namespace (/proc/net/snmp),
+# and how busy CPU0 was.
+#
+# Usage: tests/bench/veth.sh [--quick] [options]        (root; see --help)
+# Needs: ip, ethtool, taskset, dnsperf, kxdpgun and kdig (knot-dnsutils), knotd (knot), cargo.
+# Nothing persists: namespaces, processes and XDP programs are removed on exit (trap).
+
+set -euo pipefail
+shopt -s inherit_errexit 2>/dev/null || true
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=tests/bench/lib.sh
+source "$HERE/lib.sh"
+
+usage() {
+    cat <<'EOF'
+usage: tests/bench/veth.sh [options]
+  --quick              1 repetition, 3 s phases, no ladder (one kxdpgun overload run): < 1 min
+  --reps N             repetitions (default 3)
+  --duration S         seconds of each dnsperf / confirmation / overload phase (default 10)
+  --servers LIST       comma-separated, run in this order, rotated each repetition
+                       (default skuad,knotd); known: skuad, knotd, knotd-xdp, skuad-rcvbuf
+  --with-knot-xdp      add knotd-xdp (knotd in XDP mode on vsrv) for reference
+  --skuad-rcvbuf SIZE  so-rcvbuf of the skuad-rcvbuf variant (default 4m; knotd and plain
+                       skuad use the kernel default, net.core.rmem_default)
+  --no-kxdpgun         dnsperf only
+  --no-ladder          kxdpgun overload run only
+  --no-threaded-napi   leave veth NAPI in softirq context (then the receive work of the
+                       queries is charged to the generator's CPU)
+  --out DIR            keep raw logs and results.tsv here (default /tmp/skua-veth-DATE)
+  --skuad BIN          use this skuad binary instead of building target/release/skuad
+EOF
+}
+
+REPS=3 DUR=10 SERVERS="skuad,knotd" KX=1 LADDER=1 THREADED=1 QUICK=0 XDP_REF=0
+SKUAD_RCVBUF=4m OUT=""
+while [[ $# -gt 0 ]]; do
+    case $1 in
+        --quick) QUICK=1 REPS=1 DUR=3 LADDER=0 ;;
+        --reps) REPS=$2; shift ;;
+        --duration) DUR=$2; shift ;;
+        --servers) SERVERS=$2; shift ;;
+        --with-knot-xdp) XDP_REF=1 ;;
+        --skuad-rcvbuf) SKUAD_RCVBUF=$2; shift ;;
+        --no-kxdpgun) KX=0 ;;
+        --no-ladder) LADDER=0 ;;
+        --no-threaded-napi) THREADED=0 ;;
+        --out) OUT=$2; shift ;;
+        --skuad) SKUAD_BIN=$2; shift ;;
+        -h|--help) usage; exit 0 ;;
+        *) usage >&2; exit 2 ;;
+    esac
+    shift
+done
+[[ $XDP_REF == 1 && ",$SERVERS," != *,knotd-xdp,* ]] && SERVERS="$SERVERS,knotd-xdp"
+IFS=, read -r -a SERVER_LIST <<< "$SERVERS"
+for s in "${SERVER_LIST[@]}"; do
+    case $s in skuad|knotd|knotd-xdp|skuad-rcvbuf) ;; *) die "unknown server '$s'" ;; esac
+done
+[[ $(id -u) == 0 ]] || die "run as root (network namespaces)"
+for t in ip ethtool taskset dnsperf kdig knotd timeout; do
+    command -v "$t" >/dev/null || die "'$t' not found (apt-get install iproute2 ethtool dnsperf knot knot-dnsutils)"
+done
+if [[ $KX == 1 ]] && ! command -v kxdpgun >/dev/null; then
+    log "kxdpgun not found (knot-dnsutils): dnsperf only"; KX=0
+fi
+[[ $(nproc) -ge 2 ]] || die "needs 2 CPUs (server on CPU0, generator on CPU1)"
+
+SRV_CPU=0 GEN_CPU=1
+NS_S="skua-bench-srv-$$" NS_C="skua-bench-cli-$$"
+IF_S=vsrv IF_C=vcli
+IP_S=198.18.0.1 IP_C=198.18.0.2
+WORK=$(mktemp -d /tmp/skua-veth-work.XXXXXX)
+OUT=${OUT:-/tmp/skua-veth-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT"
+SERVER_PID=""
+
+in_s() { ip netns exec "$NS_S" "$@"; }
+in_c() { ip netns exec "$NS_C" "$@"; }
+
+stop_server() {
+    [[ -n "$SERVER_PID" ]] || return 0
+    kill -TERM "$SERVER_PID" 2>/dev/null || true
+    local i
+    for i in $(seq 100); do
+        kill -0 "$SERVER_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$SERVER_PID" 2>/dev/null; then
+        log "server $SERVER_PID did not stop in 10 s: SIGKILL"
+        kill -KILL "$SERVER_PID" 2>/dev/null || true
+    fi
+    wait "$SERVER_PID" 2>/dev/null || true
+    SERVER_PID=""
+    # knotd leaves its XDP program on the server's interface.
+    in_s ip link set dev "$IF_S" xdp off 2>/dev/null || true
+}
+
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    stop_server
+    if ip netns list | grep -qw "$NS_C"; then
+        in_c ip link set dev "$IF_C" xdp off 2>/dev/null || true
+        local p
+        for p in $(ip netns pids "$NS_C" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
+        ip netns del "$NS_C" 2>/dev/null || true
+    fi
+    if ip netns list | grep -qw "$NS_S"; then
+        local p
+        for p in $(ip netns pids "$NS_S" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
+        ip netns del "$NS_S" 2>/dev/null || true
+    fi
+    rm -rf "$WORK"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------- data and configurations
+build_skuad "$WORK/skuad"
+gen_zonefile internal. 10000 "$WORK/internal.zone"
+gen_queries internal. 10000 0 "$WORK/queries.txt"          # dnsperf and kxdpgun: 'name A'
+cat > "$WORK/skuad-opts.txt" <<EOF
+    interface: $IP_S
+    port: 53
+    num-threads: 1
+    access-control: 198.18.0.0/15 allow
+EOF
+gen_localdata internal. 10000 "$WORK/skuad.conf" "$WORK/skuad-opts.txt"
+{ cat "$WORK/skuad-opts.txt"; echo "    so-rcvbuf: $SKUAD_RCVBUF"; } > "$WORK/skuad-rb-opts.txt"
+gen_localdata internal. 10000 "$WORK/skuad-rcvbuf.conf" "$WORK/skuad-rb-opts.txt"
+
+knot_conf() { # knot_conf FILE XDP(0|1)
+    mkdir -p "$WORK/knot"
+    {
+        cat <<EOF
+server:
+    listen: $IP_S@53
+    rundir: $WORK/knot
+    udp-workers: 1
+    tcp-workers: 1
+    background-workers: 1
+EOF
+        if [[ $2 == 1 ]]; then
+            cat <<EOF
+xdp:
+    listen: $IF_S@53
+    udp: on
+EOF
+        fi
+        cat <<EOF
+log:
+  - target: stderr
+    any: notice
+database:
+    storage: $WORK/knot
+template:
+  - id: default
+    storage: $WORK/knot
+    journal-content: none
+    zonefile-sync: -1
+    semantic-checks: off
+zone:
+  - domain: internal.
+    file: $WORK/internal.zone
+EOF
+    } > "$1"
+}
+knot_conf "$WORK/knot.conf" 0
+knot_conf "$WORK/knot-xdp.conf" 1
+
+# ---------------------------------------------------------------- namespaces and veth
+log "namespaces $NS_S / $NS_C"
+ip netns add "$NS_S"
+ip netns add "$NS_C"
+ip -n "$NS_S" link add "$IF_S" type veth peer name "$IF_C" netns "$NS_C"
+ip -n "$NS_S" addr add "$IP_S/24" dev "$IF_S"
+ip -n "$NS_C" addr add "$IP_C/24" dev "$IF_C"
+for ns in "$NS_S" "$NS_C"; do ip -n "$ns" link set lo up; done
+ip -n "$NS_S" link set "$IF_S" up
+ip -n "$NS_C" link set "$IF_C" up
+# GRO on both ends turns on veth NAPI (needed to receive XDP_TX/REDIRECT frames from the
+# peer); TX checksum offload off so that XDP consumers see complete checksums.
+in_s ethtool -K "$IF_S" gro on tx off >/dev/null
+in_c ethtool -K "$IF_C" gro on tx off >/dev/null
+MAC_S=$(ip -n "$NS_S" -br link show "$IF_S" | awk '{print $3}')
+MAC_C=$(ip -n "$NS_C" -br link show "$IF_C" | awk '{print $3}')
+# Static neighbours: kxdpgun builds its own frames, and nobody should wait for ARP.
+ip -n "$NS_S" neigh replace "$IP_C" lladdr "$MAC_C" dev "$IF_S" nud permanent
+ip -n "$NS_C" neigh replace "$IP_S" lladdr "$MAC_S" dev "$IF_C" nud permanent
+
+napi_pids() { ps -eo pid=,comm= | awk '$2 ~ /^napi\// {print $1}' | sort; }
+# set_threaded NS IF CPU: threaded NAPI for IF, its kthread pinned to CPU. The kthread of
+# vsrv receives the queries (server work: CPU0), that of vcli the replies (client: CPU1).
+set_threaded() {
+    local before after p
+    before=$(napi_pids)
+    ip netns exec "$1" sh -c "echo 1 > /sys/class/net/$2/threaded"
+    after=$(napi_pids)
+    for p in $(comm -13 <(echo "$before") <(echo "$after")); do
+        taskset -pc "$3" "$p" >/dev/null
+        log "NAPI thread $(ps -o comm= -p "$p") (pid $p) pinned to CPU$3"
+    done
+}
+if [[ $THREADED == 1 ]]; then
+    set_threaded "$NS_S" "$IF_S" "$SRV_CPU" || { log "threaded NAPI unavailable"; THREADED=0; }
+    set_threaded "$NS_C" "$IF_C" "$GEN_CPU" || true
+fi
+
+# ---------------------------------------------------------------- measurement helpers
+# udp_counters: 'InDatagrams OutDatagrams RcvbufErrors SndbufErrors' of the server namespace.
+udp_counters() {
+    in_s awk '/^Udp:/ { if (!h) { for (i = 2; i <= NF; i++) c[$i] = i; h = 1 }
+                        else print $c["InDatagrams"], $c["OutDatagrams"], $c["RcvbufErrors"], $c["SndbufErrors"] }' /proc/net/snmp
+}
+# cpu_ticks CPU: 'busy total' jiffies of that CPU from /proc/stat.
+cpu_ticks() {
+    awk -v c="cpu$1" '$1 == c { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t }' /proc/stat
+}
+# delta "A B C" "D E F" -> "D-A E-B F-C"
+delta() { paste -d' ' <(tr ' ' '\n' <<< "$1") <(tr ' ' '\n' <<< "$2") | awk '{printf "%s%d", (NR > 1 ? " " : ""), $2 - $1} END {print ""}'; }
+
+start_server() { # start_server NAME
+    local name=$1 log="$OUT/$2.server.log"
+    if in_s ss -Hlun "sport = :53" | grep -q .; then die "port 53 still bound in $NS_S"; fi
+    case $name in
+        skuad) ip netns exec "$NS_S" taskset -c "$SRV_CPU" "$WORK/skuad" --config "$WORK/skuad.conf" > "$log" 2>&1 & ;;
+        skuad-rcvbuf) ip netns exec "$NS_S" taskset -c "$SRV_CPU" "$WORK/skuad" --config "$WORK/skuad-rcvbuf.conf" > "$log" 2>&1 & ;;
+        knotd) ip netns exec "$NS_S" taskset -c "$SRV_CPU" knotd -c "$WORK/knot.conf" > "$log" 2>&1 & ;;
+        knotd-xdp) ip netns exec "$NS_S" taskset -c "$SRV_CPU" knotd -c "$WORK/knot-xdp.conf" > "$log" 2>&1 & ;;
+    esac
+    SERVER_PID=$!   # ip netns exec and taskset exec: this is the server's own pid
+    local i
+    for i in $(seq 100); do
+        if ! kill -0 "$SERVER_PID" 2>/dev/null; then cat "$log" >&2; die "$name exited"; fi
+        if [[ $(in_c kdig @"$IP_S" h42.internal. A +short +timeout=1 +retry=0 2>/dev/null) == 198.18.0.42 ]]; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    cat "$log" >&2
+    die "$name does not answer after 10 s"
+}
+
+# run_dnsperf TAG -> prints 'qps lost'
+run_dnsperf() {
+    timeout $((DUR + 30)) ip netns exec "$NS_C" taskset -c "$GEN_CPU" \
+        dnsperf -s "$IP_S" -d "$WORK/queries.txt" -c 20 -q 200 -l "$DUR" > "$OUT/$1.dnsperf.log" 2>&1 || true
+    awk '/Queries per second:/ {q = $4} /Queries lost:/ {l = $3} END {printf "%.0f %d\n", q, l}' "$OUT/$1.dnsperf.log"
+}
+
+# run_kx TAG RATE SECONDS -> prints 'sent_pps replies_pps loss_percent'
+run_kx() {
+    local f="$OUT/$1.kx-$2-$3s.log"
+    timeout $((${3%.*} + 20)) ip netns exec "$NS_C" kxdpgun -t "$3" -Q "$2" -i "$WORK/queries.txt" \
+        -I "$IF_C" -l "$IP_C" -L "$MAC_C" -R "$MAC_S" -F "$GEN_CPU" "$IP_S" > "$f" 2>&1 || true
+    # kxdpgun leaves its XDP program on the generator's interface.
+    in_c ip link set dev "$IF_C" xdp off 2>/dev/null || true
+    awk '/^total queries:/ {s = $3; sp = $4} /^total replies:/ {r = $3; rp = $4}
+         END { gsub(/\(/, "", sp); gsub(/\(/, "", rp);
+               if (s > 0) printf "%d %d %.2f\n", sp, rp, 100 * (s - r) / s; else print "0 0 100" }' "$f"
+}
+
+# ladder TAG -> prints the highest offered rate with < 1 % loss (0 if none)
+LADDER_RATES=(25000 50000 75000 100000 150000 200000 250000 300000 400000 500000 700000 1000000)
+ladder() {
+    local tag=$1 best=0 fail=0 r res loss
+    for r in "${LADDER_RATES[@]}"; do
+        res=$(run_kx "$tag" "$r" 3); loss=${res##* }
+        echo "ladder $tag $r: $res" >> "$OUT/ladder.log"
+        if awk -v l="$loss" 'BEGIN {exit !(l < 1)}'; then best=$r; else fail=$r; break; fi
+    done
+    # Two bisection steps between the last rate that passed and the first that failed.
+    local k mid
+    for k in 1 2; do
+        [[ $fail -gt 0 && $best -gt 0 ]] || break
+        mid=$(( (best + fail) / 2 ))
+        res=$(run_kx "$tag" "$mid" 3); loss=${res##* }
+        echo "ladder $tag $mid: $res" >> "$OUT/ladder.log"
+        if awk -v l="$loss" 'BEGIN {exit !(l < 1)}'; then best=$mid; else fail=$mid; fi
+    done
+    echo "$best"
+}
+
+# ---------------------------------------------------------------- the runs
+RES="$OUT/results.tsv"
+printf 'rep\tserver\tphase\tqps\tloss\trcvbuf_errors\tsndbuf_errors\tudp_in\tcpu0_busy_pct\textra\n' > "$RES"
+record() { # record REP SERVER PHASE QPS LOSS COUNTERS_DELTA CPU_DELTA_BUSY CPU_DELTA_TOTAL EXTRA
+    local c=($6)
+    local busy
+    busy=$(awk -v b="$7" -v t="$8" 'BEGIN {printf "%.0f", (t > 0 ? 100 * b / t : 0)}')
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "${c[2]}" "${c[3]}" "${c[0]}" "$busy" "${9:-}" >> "$RES"
+}
+
+# phase REP SERVER PHASE CMD...: runs CMD (prints 'qps loss [extra]'), records counters.
+phase() {
+    local rep=$1 srv=$2 ph=$3; shift 3
+    local u0 u1 c0 c1 out d cd
+    u0=$(udp_counters); c0=$(cpu_ticks "$SRV_CPU")
+    out=$("$@")
+    u1=$(udp_counters); c1=$(cpu_ticks "$SRV_CPU")
+    d=$(delta "$u0" "$u1"); cd=($(delta "$c0" "$c1"))
+    local o=($out)
+    record "$rep" "$srv" "$ph" "${o[0]}" "${o[1]}" "$d" "${cd[0]}" "${cd[1]}" "${o[*]:2}"
+    log "  $srv $ph: ${o[0]} qps, loss ${o[1]}, udp in/out/rcvbuf/sndbuf $d"
+}
+
+dnsperf_phase() { run_dnsperf "$1"; }
+kx_phase() { local r; r=$(run_kx "$1" "$2" "$DUR"); set -- $r; echo "$2 $3 sent=$1"; }
+
+log "results in $OUT (servers: ${SERVER_LIST[*]}; reps $REPS; ${DUR} s phases; kxdpgun $KX, ladder $LADDER, threaded NAPI $THREADED)"
+{
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "kernel: $(uname -r)"
+    echo "cpu: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo) x $(nproc)"
+    echo "knotd: $(knotd --version 2>&1 | head -1)"
+    echo "dnsperf: $(dpkg-query -W -f '${Version}' dnsperf 2>/dev/null || echo ?)"
+    echo "skuad: $(cd "$BENCH_ROOT" && git rev-parse --short HEAD 2>/dev/null || echo ?)$(cd "$BENCH_ROOT" && git diff --quiet HEAD -- kernel-appliance 2>/dev/null || echo ' (work tree modified)')"
+    echo "net.core.rmem_default: $(sysctl -n net.core.rmem_default)  rmem_max: $(sysctl -n net.core.rmem_max)"
+    echo "args: reps=$REPS duration=$DUR servers=$SERVERS kxdpgun=$KX ladder=$LADDER threaded_napi=$THREADED skuad_rcvbuf=$SKUAD_RCVBUF"
+} > "$OUT/machine.txt"
+
+n=${#SERVER_LIST[@]}
+for rep in $(seq "$REPS"); do
+    for k in $(seq 0 $((n - 1))); do
+        srv=${SERVER_LIST[$(( (k + rep - 1) % n ))]}
+        tag="r$rep-$srv"
+        log "rep $rep: $srv"
+        start_server "$srv" "$tag"
+        phase "$rep" "$srv" dnsperf dnsperf_phase "$tag"
+        if [[ $KX == 1 ]]; then
+            if [[ $LADDER == 1 ]]; then
+                u0=$(udp_counters)
+                best=$(ladder "$tag")
+                u1=$(udp_counters)
+                printf '%s\t%s\tladder\t%s\t<1\t%s\t%s\t%s\t\t(3 s steps)\n' "$rep" "$srv" "$best" \
+                    $(delta "$u0" "$u1" | awk '{print $3, $4, $1}') >> "$RES"
+                log "  $srv ladder: highest rate with < 1 % loss $best"
+                if [[ $best -gt 0 ]]; then
+                    phase "$rep" "$srv" "kx@$best" kx_phase "$tag" "$best"
+                fi
+            fi
+            phase "$rep" "$srv" "kx@1M" kx_phase "$tag" 1000000
+        fi
+        stop_server
+    done
+done
+
+# ---------------------------------------------------------------- summary
+summary() {
+    awk -F'\t' -v servers="${SERVER_LIST[*]}" '
+    function median(s,   a, n, i, j, t) {
+        n = split(s, a, " ")
+        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+        if (n == 0) return "-"
+        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    NR == 1 { next }
+    {
+        ph = $3; if (ph ~ /^kx@[0-9]+$/ && ph != "kx@1M") ph = "kx@ladder"
+        key = $2 SUBSEP ph
+        q[key] = q[key] " " $4; rb[key] = rb[key] " " $6; sb[key] = sb[key] " " $7
+        cpu[key] = cpu[key] " " $9; loss[key] = loss[key] " " $5
+        runs[key] = runs[key] (runs[key] == "" ? "" : "/") $4 "(" $6 ")"
+        if (!(ph in seen)) { seen[ph] = 1; phases[++np] = ph }
+    }
+    END {
+        ns = split(servers, S, " ")
+        printf "%-13s %-10s %10s %9s %8s %7s  %s\n", "server", "phase", "median", "rcvbuf", "sndbuf", "cpu0%", "runs: qps(rcvbuf drops)"
+        for (p = 1; p <= np; p++) for (s = 1; s <= ns; s++) {
+            key = S[s] SUBSEP phases[p]
+            if (!(key in q)) continue
+            printf "%-13s %-10s %10s %9s %8s %7s  %s\n", S[s], phases[p], median(q[key]), median(rb[key]), median(sb[key]), median(cpu[key]), runs[key]
+        }
+        # Ratios of medians, each server against knotd (same run).
+        for (p = 1; p <= np; p++) {
+            kd = "knotd" SUBSEP phases[p]
+            if (!(kd in q)) continue
+            for (s = 1; s <= ns; s++) {
+                key = S[s] SUBSEP phases[p]
+                if (S[s] == "knotd" || !(key in q) || median(q[kd]) == 0) continue
+                printf "ratio %s/knotd %s: %.2f\n", S[s], phases[p], median(q[key]) / median(q[kd])
+            }
+        }
+    }' "$RES"
+}
+{
+    echo
+    echo "== medians over $REPS repetition(s); qps = replies/s (dnsperf: completed; ladder: offered rate"
+    echo "   with < 1 % loss; kx@ladder: replies/s over $DUR s at that rate; kx@1M: replies/s at 1 M offered)"
+    echo "   rcvbuf/sndbuf = Udp RcvbufErrors/SndbufErrors in the server namespace during the phase"
+    summary
+    echo
+    cat "$OUT/machine.txt"
+} | tee "$OUT/summary.txt"
+log "raw logs: $OUT"
