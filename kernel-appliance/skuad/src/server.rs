@@ -161,13 +161,16 @@ async fn tcp_conn(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>, idle
     let _ = stream.set_nodelay(true);
     let (mut rd, mut wr) = stream.into_split();
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
+    // A client that stops reading its replies must not hold the connection (and its slot)
+    // forever: writes get the idle timeout too.
     let writer = tokio::spawn(async move {
         while let Some(buf) = rx.recv().await {
-            if wr.write_all(&buf).await.is_err() {
-                break;
+            match tokio::time::timeout(idle, wr.write_all(&buf)).await {
+                Ok(Ok(())) => {}
+                _ => break,
             }
         }
-        let _ = wr.shutdown().await;
+        let _ = tokio::time::timeout(idle, wr.shutdown()).await;
     });
     let stats = &shared.stats[shared.stats.len() - 1];
     let mut q = vec![0u8; 65535];
@@ -195,8 +198,9 @@ async fn tcp_conn(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>, idle
             Outcome::Reply { len, .. } => {
                 // Cannot truncate: replies are at most 65535 bytes.
                 out[..2].copy_from_slice(&(len as u16).to_be_bytes());
-                if tx.send(out[..2 + len].to_vec()).await.is_err() {
-                    break;
+                match tokio::time::timeout(idle, tx.send(out[..2 + len].to_vec())).await {
+                    Ok(Ok(())) => {}
+                    _ => break,
                 }
             }
             // A denied client over TCP: close, as Unbound does.
@@ -291,6 +295,25 @@ pub fn run(source: Source) -> Result<(), String> {
         loaded.engine.heap_bytes() / 1024
     ));
     let settings = loaded.settings.clone();
+    // The runtime and the signal handlers come first: a SIGHUP or SIGTERM that arrives as
+    // soon as we answer must find its handler, not the default action (which kills).
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("tcp")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start runtime: {e}"))?;
+    let sigs = {
+        use tokio::signal::unix::{SignalKind, signal};
+        let _guard = rt.enter();
+        let mk =
+            |k: SignalKind| signal(k).map_err(|e| format!("cannot install signal handler: {e}"));
+        Signals {
+            hup: mk(SignalKind::hangup())?,
+            term: mk(SignalKind::terminate())?,
+            int: mk(SignalKind::interrupt())?,
+        }
+    };
     let udp = bind_udp(&settings).map_err(|e| format!("cannot listen: {e}"))?;
     let tcp = bind_tcp(&settings).map_err(|e| format!("cannot listen: {e}"))?;
     let shared = Arc::new(Shared {
@@ -318,12 +341,6 @@ pub fn run(source: Source) -> Result<(), String> {
     for a in &settings.tcp {
         log::info(format_args!("listening on {a} tcp"));
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("tcp")
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start runtime: {e}"))?;
     let result = rt.block_on(async {
         let limit = Arc::new(Semaphore::new(settings.tcp_limit));
         for l in tcp {
@@ -336,7 +353,7 @@ pub fn run(source: Source) -> Result<(), String> {
                 settings.tcp_idle,
             ));
         }
-        signals(&source, &shared, &settings).await
+        signals(sigs, &source, &shared, &settings).await
     });
     shared.stop.store(true, Ordering::Relaxed);
     for w in workers {
@@ -360,13 +377,26 @@ pub fn run(source: Source) -> Result<(), String> {
     result
 }
 
+/// The signals the daemon handles, registered before it starts answering.
+struct Signals {
+    hup: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
 /// SIGHUP reloads (a bad configuration is rejected and the old one keeps serving);
 /// SIGTERM and SIGINT stop.
-async fn signals(source: &Source, shared: &Arc<Shared>, settings: &Settings) -> Result<(), String> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut hup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
-    let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
-    let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+async fn signals(
+    sigs: Signals,
+    source: &Source,
+    shared: &Arc<Shared>,
+    settings: &Settings,
+) -> Result<(), String> {
+    let Signals {
+        mut hup,
+        mut term,
+        mut int,
+    } = sigs;
     loop {
         tokio::select! {
             _ = hup.recv() => {
