@@ -283,6 +283,18 @@ fn setsockopt_int(fd: i32, level: i32, name: i32, value: i32) -> io::Result<()> 
     }
 }
 
+/// Sets `SO_SNDBUF` on a connected socket. Fixing the size also turns off the kernel's
+/// send-buffer autotuning (which grows to megabytes), so a peer that stops reading blocks
+/// our writes quickly and its timeout applies.
+pub fn set_send_buffer(sock: &impl AsRawFd, bytes: usize) -> io::Result<()> {
+    setsockopt_int(
+        sock.as_raw_fd(),
+        libc::SOL_SOCKET,
+        libc::SO_SNDBUF,
+        i32::try_from(bytes).unwrap_or(i32::MAX),
+    )
+}
+
 /// Socket type for [`bind_socket`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {

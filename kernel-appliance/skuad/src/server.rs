@@ -27,6 +27,8 @@ const BATCH: usize = 64;
 /// Receive buffer per datagram: queries are small; a longer one is truncated and answered
 /// FORMERR (its tail is lost anyway).
 const RX_BUF: usize = 4096;
+/// Send buffer of accepted TCP connections.
+const TCP_SNDBUF: usize = 64 * 1024;
 /// How often blocked UDP workers look at the stop flag.
 const POLL: Duration = Duration::from_millis(200);
 
@@ -159,6 +161,9 @@ fn udp_worker(
 /// (§6.2.3: a client that stops mid-message is disconnected).
 async fn tcp_conn(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>, idle: Duration) {
     let _ = stream.set_nodelay(true);
+    // Replies of a pipelining client fit easily; a client that never reads fills this and
+    // then the write timeout disconnects it (instead of megabytes of autotuned buffer).
+    let _ = skua_netio::set_send_buffer(&stream, TCP_SNDBUF);
     let (mut rd, mut wr) = stream.into_split();
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
     // A client that stops reading its replies must not hold the connection (and its slot)
