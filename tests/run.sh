@@ -31,7 +31,7 @@ rustup target add x86_64-unknown-none >/dev/null 2>&1 || true
 
 echo "== fmt";     cargo fmt --all -- --check
 echo "== clippy";  cargo clippy --workspace --all-targets --locked -- -D warnings
-echo "== no_std";  cargo build --locked -p skua-engine --target x86_64-unknown-none
+echo "== no_std";  cargo build --locked -p skua-engine -p skua-fastpath --target x86_64-unknown-none
 echo "== tests";   cargo test --workspace --locked
 echo "== fuzz";    bash tests/fuzz.sh "$FUZZ_SECS"
 echo "== all tests passed"

@@ -466,6 +466,16 @@ impl Engine {
         }
     }
 
+    /// The reply size limit this query gets over `transport` (512 when the query does not
+    /// parse). Dataplanes with fixed-size buffers use it to tell a truncation due to the
+    /// client's limit from one due to their buffer.
+    pub fn reply_limit(&self, query: &[u8], transport: Transport) -> usize {
+        match Query::parse(query) {
+            Ok(q) => self.size_limit(&q, transport),
+            Err(_) => 512,
+        }
+    }
+
     /// Largest reply: 65535 over TCP; over UDP 512 without EDNS, else the client's size
     /// (at least 512, RFC 6891 §6.2.5) capped by `max-udp-size`.
     pub(crate) fn size_limit(&self, q: &Query<'_>, transport: Transport) -> usize {

@@ -1,0 +1,249 @@
+//! Frame-level tests: every verdict on crafted frames, reply frames checked field by field.
+
+extern crate std;
+
+use std::vec;
+use std::vec::Vec;
+
+use super::*;
+use skua_engine::testing::fuzz_engine;
+
+const CLIENT_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+const SERVER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+
+fn dns_query(name: &[u8], qtype: u16) -> Vec<u8> {
+    let mut q = vec![0xbe, 0xef, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+    q.extend_from_slice(name);
+    q.extend_from_slice(&qtype.to_be_bytes());
+    q.extend_from_slice(&[0, 1]);
+    q
+}
+
+const A_STATIC: &[u8] = b"\x01a\x06static\x07example\x00";
+
+fn frame(src: &str, dst: &str, vlan: Option<u16>, payload: &[u8]) -> (Vec<u8>, usize) {
+    let mut buf = vec![0u8; 4096];
+    let len = build_udp_frame(
+        &mut buf,
+        CLIENT_MAC,
+        SERVER_MAC,
+        vlan,
+        src.parse().unwrap(),
+        dst.parse().unwrap(),
+        payload,
+    )
+    .unwrap();
+    (buf, len)
+}
+
+fn run(buf: &mut [u8], len: usize) -> Verdict {
+    let e = engine();
+    let mut scratch = vec![0u8; 4096];
+    handle_frame(e, buf, len, &mut scratch)
+}
+
+fn engine() -> &'static Engine {
+    static E: std::sync::OnceLock<Engine> = std::sync::OnceLock::new();
+    E.get_or_init(fuzz_engine)
+}
+
+/// Checks a reply frame: addresses swapped, checksums valid (by re-parsing it), payload =
+/// what the engine answers directly.
+fn check_reply(buf: &[u8], len: usize, query_frame: &[u8], query: &[u8]) {
+    let u = parse(&buf[..len]).unwrap_or_else(|e| panic!("reply does not verify: {e:?}"));
+    assert_eq!(&buf[0..6], &query_frame[6..12], "dst MAC = query's src MAC");
+    assert_eq!(&buf[6..12], &query_frame[0..6]);
+    let (c, s) = endpoints(buf, &u);
+    let qu = parse(query_frame).unwrap();
+    let (qc, qs) = endpoints(query_frame, &qu);
+    assert_eq!((c, s), (qs, qc), "endpoints swapped");
+    let mut direct = vec![0u8; 4096];
+    let Outcome::Reply { len: dl, .. } = engine().handle_query(
+        &Request {
+            src: qc.ip(),
+            transport: Transport::Udp,
+        },
+        query,
+        &mut direct,
+    ) else {
+        panic!("engine dropped")
+    };
+    let off = u.udp_off + UDP_HLEN;
+    assert_eq!(&buf[off..len], &direct[..dl], "payload = engine's answer");
+}
+
+#[test]
+fn ipv4_query_answered_in_place() {
+    let q = dns_query(A_STATIC, 1);
+    let (mut buf, len) = frame("127.0.0.1:40000", "127.0.0.2:53", None, &q);
+    let orig = buf[..len].to_vec();
+    let Verdict::Reply { len: rl, info } = run(&mut buf, len) else {
+        panic!()
+    };
+    assert!(info.hot);
+    check_reply(&buf, rl, &orig, &q);
+    assert_eq!(buf[12..14], [0x08, 0x00]);
+}
+
+#[test]
+fn ipv6_and_vlan_queries_answered() {
+    let q = dns_query(A_STATIC, 28);
+    let (mut buf, len) = frame("[::1]:40000", "[::1]:53", None, &q);
+    let orig = buf[..len].to_vec();
+    let Verdict::Reply { len: rl, .. } = run(&mut buf, len) else {
+        panic!()
+    };
+    check_reply(&buf, rl, &orig, &q);
+    let (mut buf, len) = frame("127.0.0.1:40000", "127.0.0.2:53", Some(42), &q);
+    let orig = buf[..len].to_vec();
+    let Verdict::Reply { len: rl, .. } = run(&mut buf, len) else {
+        panic!()
+    };
+    check_reply(&buf, rl, &orig, &q);
+    assert_eq!(&buf[12..16], &[0x81, 0x00, 0x00, 42], "VLAN tag kept");
+}
+
+#[test]
+fn corrupted_frames_are_dropped_with_a_reason() {
+    let q = dns_query(A_STATIC, 1);
+    let (good, len) = frame("127.0.0.1:40000", "127.0.0.2:53", None, &q);
+    let case = |f: &dyn Fn(&mut Vec<u8>) -> usize| {
+        let mut b = good.clone();
+        let l = f(&mut b);
+        run(&mut b, l)
+    };
+    assert_eq!(
+        case(&|b| {
+            b[14 + 8] ^= 1;
+            len
+        }),
+        Verdict::Drop(Drop::BadIpChecksum)
+    );
+    assert_eq!(
+        case(&|b| {
+            b[len - 1] ^= 0x40;
+            len
+        }),
+        Verdict::Drop(Drop::BadUdpChecksum)
+    );
+    // UDP length 4 (< 8) and 2000 (> IP payload); IP checksum stays right (UDP header).
+    assert_eq!(
+        case(&|b| {
+            b[38..40].copy_from_slice(&4u16.to_be_bytes());
+            len
+        }),
+        Verdict::Drop(Drop::BadUdpLength)
+    );
+    assert_eq!(
+        case(&|b| {
+            b[38..40].copy_from_slice(&2000u16.to_be_bytes());
+            len
+        }),
+        Verdict::Drop(Drop::BadUdpLength)
+    );
+    assert_eq!(
+        case(&|b| {
+            b[14] = 0x44;
+            len
+        }),
+        Verdict::Drop(Drop::BadIpHeader)
+    );
+    assert_eq!(case(&|_| 30), Verdict::Drop(Drop::Truncated));
+    assert_eq!(case(&|_| 10), Verdict::Drop(Drop::Truncated));
+    // IPv4 total length beyond the frame.
+    assert_eq!(
+        case(&|b| {
+            b[16..18].copy_from_slice(&3000u16.to_be_bytes());
+            len
+        }),
+        Verdict::Drop(Drop::Truncated)
+    );
+    // IPv6 with a zero UDP checksum is invalid (RFC 8200 §8.1).
+    let (mut b6, l6) = frame("[::1]:40000", "[::1]:53", None, &q);
+    let uo = 14 + 40;
+    b6[uo + 6] = 0;
+    b6[uo + 7] = 0;
+    assert_eq!(run(&mut b6, l6), Verdict::Drop(Drop::BadUdpChecksum));
+    // IPv4 with a zero UDP checksum is fine ("not computed").
+    let mut b4 = good.clone();
+    b4[40] = 0;
+    b4[41] = 0;
+    assert!(matches!(run(&mut b4, len), Verdict::Reply { .. }));
+}
+
+#[test]
+fn not_for_us_goes_to_the_kernel() {
+    let q = dns_query(A_STATIC, 1);
+    let (good, len) = frame("127.0.0.1:40000", "127.0.0.2:53", None, &q);
+    let kernel = |v: Verdict| matches!(v, Verdict::Kernel { query_len: 0, .. });
+    let mut arp = good.clone();
+    arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+    assert!(kernel(run(&mut arp, len)));
+    let mut tcp = good.clone();
+    tcp[14 + 9] = 6;
+    assert!(kernel(run(&mut tcp, len)));
+    let mut frag = good.clone();
+    frag[14 + 6] = 0x20; // MF
+    assert!(kernel(run(&mut frag, len)));
+    let mut opts = good.clone();
+    opts[14] = 0x46;
+    assert!(kernel(run(&mut opts, len)));
+}
+
+#[test]
+fn engine_drops_and_refusals() {
+    // Denied client (198.19/16 in the test engine): dropped; refused client: REFUSED frame.
+    let q = dns_query(A_STATIC, 1);
+    let (mut b, l) = frame("198.19.0.5:4000", "198.18.0.1:53", None, &q);
+    assert_eq!(run(&mut b, l), Verdict::Drop(Drop::Engine));
+    let (mut b, l) = frame("198.18.0.5:4000", "198.18.0.1:53", None, &q);
+    let Verdict::Reply { len, info } = run(&mut b, l) else {
+        panic!()
+    };
+    assert_eq!(info.rcode, 5);
+    assert_eq!(len, 14 + 20 + 8 + 12, "bare 12-byte REFUSED");
+    assert!(parse(&b[..len]).is_ok());
+}
+
+#[test]
+fn replies_larger_than_the_frame_go_to_the_kernel() {
+    let mut q = dns_query(b"\x03big\x06static\x07example\x00", 1);
+    q[11] = 1; // EDNS 4096
+    q.extend_from_slice(&[0, 0, 0x29, 0x10, 0x00, 0, 0, 0, 0, 0, 0]);
+    let (buf, len) = frame("127.0.0.1:40000", "127.0.0.2:53", None, &q);
+    // A 1024-byte frame buffer cannot hold 120 A records.
+    let mut small = buf[..1024].to_vec();
+    let v = run(&mut small, len);
+    assert!(
+        matches!(v, Verdict::Kernel { query_len, .. } if query_len == q.len()),
+        "{v:?}"
+    );
+    // Without EDNS the client's limit is 512: TC in the frame is the right answer.
+    let q512 = dns_query(b"\x03big\x06static\x07example\x00", 1);
+    let (buf, len) = frame("127.0.0.1:40000", "127.0.0.2:53", None, &q512);
+    let mut small = buf[..1024].to_vec();
+    let Verdict::Reply { info, .. } = run(&mut small, len) else {
+        panic!()
+    };
+    assert!(info.truncated);
+}
+
+#[test]
+fn garbage_never_panics() {
+    let q = dns_query(A_STATIC, 1);
+    let (good, len) = frame("127.0.0.1:40000", "127.0.0.2:53", Some(7), &q);
+    let mut seed = 0x1234_5678_9abc_def0u64;
+    for _ in 0..20_000 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let mut b = good.clone();
+        let n = (seed % 4) as usize + 1;
+        for k in 0..n {
+            let at = ((seed >> (8 * k)) as usize) % len;
+            b[at] = (seed >> (3 * k)) as u8;
+        }
+        let l = ((seed >> 40) as usize) % (len + 8);
+        let _ = run(&mut b, l);
+    }
+}
