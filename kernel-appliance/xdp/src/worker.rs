@@ -1,0 +1,151 @@
+//! The per-queue worker: one thread, one AF_XDP socket, no locks on the hot path.
+//!
+//! Each turn: completed transmissions back to the free pool, the fill ring topped up, a
+//! batch of received frames answered in place by the fast path and put on TX, one TX kick
+//! when the kernel asks for it (NEED_WAKEUP), replies too large for a frame sent through the
+//! kernel socket, and a `poll` when there was nothing to do.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use skua_engine::{Engine, Outcome, Request, Transport};
+use skua_fastpath::{Drop, Verdict, handle_frame};
+
+use crate::queue::RxAction;
+use crate::socket::XskSocket;
+
+/// Counters of one queue, written by its worker only (relaxed atomics, one cache line
+/// group per queue), read by the daemon for metrics.
+#[derive(Default, Debug)]
+#[repr(align(64))]
+pub struct QueueStats {
+    /// Frames received on the XSK.
+    pub rx: AtomicU64,
+    /// Replies built in place and queued on TX.
+    pub answered: AtomicU64,
+    /// Of those, from the engine's precompiled hot path.
+    pub hot: AtomicU64,
+    /// Queries answered through the kernel socket (reply larger than a frame).
+    pub slow_path: AtomicU64,
+    /// Frames that were not DNS over UDP (should not reach the XSK; counted, released).
+    pub not_dns: AtomicU64,
+    /// Replies lost because TX was full.
+    pub tx_ring_full: AtomicU64,
+    /// Drops by reason ([`Drop::ALL`] order).
+    pub dropped: [AtomicU64; Drop::COUNT],
+}
+
+impl QueueStats {
+    /// Total drops.
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped.iter().map(|d| d.load(Ordering::Relaxed)).sum()
+    }
+}
+
+/// Where the worker gets the engine in force: called once per batch, so a reload takes
+/// effect within one batch and costs no lock (the daemon backs it with an `ArcSwap`).
+pub trait EngineSource: Send + Sync {
+    /// The current engine.
+    fn current(&self) -> Arc<Engine>;
+}
+
+/// Kernel sockets for replies that do not fit a frame, by the local address queried.
+pub trait SlowPath: Send {
+    /// A kernel UDP socket bound to `server` (our address and port), if one exists.
+    fn socket_for(&self, server: SocketAddr) -> Option<&UdpSocket>;
+}
+
+impl SlowPath for Vec<UdpSocket> {
+    fn socket_for(&self, server: SocketAddr) -> Option<&UdpSocket> {
+        self.iter()
+            .find(|s| s.local_addr().is_ok_and(|a| a == server))
+    }
+}
+
+/// Runs the worker until `stop` is set. `poll_ms` bounds how long an idle worker sleeps in
+/// `poll` (and therefore how quickly it sees `stop`).
+pub fn run(
+    sock: &mut XskSocket,
+    engines: &dyn EngineSource,
+    slow: &dyn SlowPath,
+    stats: &QueueStats,
+    stop: &AtomicBool,
+    poll_ms: i32,
+) {
+    let mut scratch = vec![0u8; 65536];
+    let mut big = vec![0u8; 65535];
+    let mut slow_queue: Vec<(Vec<u8>, SocketAddr, SocketAddr)> = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let q = sock.queue();
+        q.reap_completions();
+        q.refill();
+        let engine = engines.current();
+        let tx_before = q.counters.tx;
+        let full_before = q.counters.tx_ring_full;
+        let n = q.process_rx(
+            |buf, len| match handle_frame(&engine, buf, len, &mut scratch) {
+                Verdict::Reply { len, info } => {
+                    stats.answered.fetch_add(1, Ordering::Relaxed);
+                    if info.hot {
+                        stats.hot.fetch_add(1, Ordering::Relaxed);
+                    }
+                    RxAction::Transmit(len)
+                }
+                Verdict::Drop(d) => {
+                    stats.dropped[d as usize].fetch_add(1, Ordering::Relaxed);
+                    RxAction::Release
+                }
+                Verdict::Kernel {
+                    query_len,
+                    client: Some(c),
+                    server: Some(s),
+                } if query_len > 0 => {
+                    slow_queue.push((scratch[..query_len].to_vec(), c, s));
+                    RxAction::Release
+                }
+                Verdict::Kernel { .. } => {
+                    stats.not_dns.fetch_add(1, Ordering::Relaxed);
+                    RxAction::Release
+                }
+            },
+        );
+        stats.rx.fetch_add(n as u64, Ordering::Relaxed);
+        let full = q.counters.tx_ring_full - full_before;
+        if full > 0 {
+            stats.tx_ring_full.fetch_add(full, Ordering::Relaxed);
+        }
+        let produced = q.counters.tx != tx_before;
+        // In copy mode the kernel transmits only when kicked; with NEED_WAKEUP it says so.
+        if produced && q.tx_needs_wakeup() {
+            sock.wakeup_tx();
+        }
+        for (query, client, server) in slow_queue.drain(..) {
+            let req = Request {
+                src: client.ip(),
+                transport: Transport::Udp,
+            };
+            if let Outcome::Reply { len, .. } = engine.handle_query(&req, &query, &mut big) {
+                match slow.socket_for(server) {
+                    Some(s) if s.send_to(&big[..len], client).is_ok() => {
+                        stats.slow_path.fetch_add(1, Ordering::Relaxed);
+                    }
+                    _ => {
+                        stats.dropped[Drop::NoRoom as usize].fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        if n == 0 {
+            // Nothing received: sleep in poll (which also wakes the kernel's RX side when
+            // the fill ring has NEED_WAKEUP), unless TX still has frames in flight.
+            let q = sock.queue();
+            if q.tx_in_flight() > 0 {
+                sock.wakeup_tx();
+                std::thread::yield_now();
+            } else {
+                sock.wait_rx(poll_ms);
+            }
+        }
+    }
+}
