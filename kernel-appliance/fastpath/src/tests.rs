@@ -164,6 +164,19 @@ fn corrupted_frames_are_dropped_with_a_reason() {
     b6[uo + 6] = 0;
     b6[uo + 7] = 0;
     assert_eq!(run(&mut b6, l6), Verdict::Drop(Drop::BadUdpChecksum));
+    // Checksum left by TX offload on a local peer (CHECKSUM_PARTIAL): the folded
+    // pseudo-header sum. Accepted, over IPv4 and IPv6.
+    for (src, dst) in [
+        ("127.0.0.1:40000", "127.0.0.2:53"),
+        ("[::1]:40000", "[::1]:53"),
+    ] {
+        let (mut b, l) = frame(src, dst, None, &q);
+        let u = parse(&b[..l]).unwrap();
+        let udp_len = 8 + q.len();
+        let partial = csum_fold(pseudo_sum(&b, &u, udp_len));
+        b[u.udp_off + 6..u.udp_off + 8].copy_from_slice(&partial.to_be_bytes());
+        assert!(matches!(run(&mut b, l), Verdict::Reply { .. }), "{src}");
+    }
     // IPv4 with a zero UDP checksum is fine ("not computed").
     let mut b4 = good.clone();
     b4[40] = 0;

@@ -423,6 +423,117 @@ pub fn rss_bytes() -> Option<usize> {
     Some(pages * usize::try_from(page).ok()?)
 }
 
+/// A network interface holding some of our addresses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Interface {
+    /// Name (`eth0`).
+    pub name: String,
+    /// Index.
+    pub index: u32,
+    /// The addresses of `wanted` found on it.
+    pub addrs: Vec<std::net::IpAddr>,
+    /// True for loopback.
+    pub loopback: bool,
+}
+
+/// Finds which interfaces hold the given local addresses (`getifaddrs(3)`). Unspecified
+/// addresses (0.0.0.0, ::) match every interface with an address of that family.
+pub fn interfaces_for(wanted: &[std::net::IpAddr]) -> io::Result<Vec<Interface>> {
+    use std::ffi::CStr;
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes a list head we free below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut head) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut out: Vec<Interface> = Vec::new();
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned, not yet freed.
+        let ifa = unsafe { &*cur };
+        cur = ifa.ifa_next;
+        if ifa.ifa_addr.is_null() {
+            continue;
+        }
+        // SAFETY: ifa_addr is non-null and points to a sockaddr of at least its family's size.
+        let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
+        let ss = match family {
+            libc::AF_INET | libc::AF_INET6 => {
+                // SAFETY: zero is a valid sockaddr_storage.
+                let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
+                let n = if family == libc::AF_INET {
+                    size_of::<libc::sockaddr_in>()
+                } else {
+                    size_of::<libc::sockaddr_in6>()
+                };
+                // SAFETY: copies exactly the family's sockaddr size from a valid sockaddr
+                // into a larger storage.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        ifa.ifa_addr.cast::<u8>(),
+                        std::ptr::from_mut(&mut ss).cast::<u8>(),
+                        n,
+                    )
+                };
+                ss
+            }
+            _ => continue,
+        };
+        let Some(sa) = from_storage(&ss) else {
+            continue;
+        };
+        let ip = sa.ip();
+        let hit = wanted
+            .iter()
+            .any(|w| *w == ip || (w.is_unspecified() && w.is_ipv4() == ip.is_ipv4()));
+        if !hit {
+            continue;
+        }
+        // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+        let name = unsafe { CStr::from_ptr(ifa.ifa_name) }
+            .to_string_lossy()
+            .into_owned();
+        let loopback = ifa.ifa_flags & (libc::IFF_LOOPBACK as u32) != 0;
+        let cname = std::ffi::CString::new(name.clone()).unwrap_or_default();
+        // SAFETY: passes a valid NUL-terminated name.
+        let index = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+        match out.iter_mut().find(|i| i.name == name) {
+            Some(i) => i.addrs.push(ip),
+            None => out.push(Interface {
+                name,
+                index,
+                addrs: vec![ip],
+                loopback,
+            }),
+        }
+    }
+    // SAFETY: frees the list getifaddrs allocated; no reference into it survives.
+    unsafe { libc::freeifaddrs(head) };
+    Ok(out)
+}
+
+/// Number of RX queues of an interface (from sysfs; 1 when unknown).
+pub fn rx_queues(ifname: &str) -> usize {
+    std::fs::read_dir(format!("/sys/class/net/{ifname}/queues"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                .count()
+        })
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// The MAC address of an interface (from sysfs).
+pub fn mac_address(ifname: &str) -> Option<[u8; 6]> {
+    let s = std::fs::read_to_string(format!("/sys/class/net/{ifname}/address")).ok()?;
+    let mut mac = [0u8; 6];
+    let mut parts = s.trim().split(':');
+    for b in &mut mac {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    Some(mac)
+}
+
 /// `MaybeUninit` is re-exported for callers building their own batches in tests.
 #[doc(hidden)]
 pub type Uninit<T> = MaybeUninit<T>;
@@ -456,6 +567,22 @@ mod tests {
             }
             got += n;
         }
+    }
+
+    #[test]
+    fn loopback_interface_found() {
+        let ifs = interfaces_for(&["127.0.0.1".parse().unwrap()]).unwrap();
+        assert_eq!(ifs.len(), 1);
+        assert!(ifs[0].loopback);
+        assert_eq!(ifs[0].name, "lo");
+        assert!(ifs[0].index > 0);
+        assert!(rx_queues("lo") >= 1);
+        assert_eq!(mac_address("lo"), Some([0; 6]));
+        assert!(
+            interfaces_for(&["198.18.255.254".parse().unwrap()])
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

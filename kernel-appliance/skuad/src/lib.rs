@@ -7,7 +7,10 @@
 //! query; a configuration that fails to load is rejected and the old one keeps serving.
 //! [`bench`] runs the engine in-process over a query file (after BIND 10's query_bench).
 //!
-//! What it does not do yet: AF_XDP (its own crate, next), forwarding and recursion
+//! With [`xdp`], it also runs the AF_XDP dataplane (skua-xdp) on the interfaces holding the
+//! served addresses, with a self-test and a fall back to the kernel sockets.
+//!
+//! What it does not do yet: forwarding and recursion
 //! (queries outside local data are REFUSED), the REST API and metrics, privilege dropping.
 
 #![forbid(unsafe_code)]
@@ -16,3 +19,4 @@ pub mod bench;
 pub mod load;
 pub mod log;
 pub mod server;
+pub mod xdp;

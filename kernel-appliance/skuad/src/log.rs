@@ -52,3 +52,46 @@ pub fn describe_query(q: &[u8]) -> String {
         Err(_) => "<unparsed query>".into(),
     }
 }
+
+/// Forwards the `log` crate's records (aya, skua-xdp) to this logger.
+struct Bridge;
+
+impl log::Log for Bridge {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.level() <= log::Level::Info
+    }
+
+    fn log(&self, r: &log::Record<'_>) {
+        match r.level() {
+            log::Level::Error => error(*r.args()),
+            log::Level::Warn => warn(*r.args()),
+            log::Level::Info => info(*r.args()),
+            _ => {}
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+/// Installs the bridge (once; later calls are no-ops).
+pub fn install_bridge() {
+    static BRIDGE: Bridge = Bridge;
+    if log::set_logger(&BRIDGE).is_ok() {
+        log::set_max_level(log::LevelFilter::Info);
+    }
+}
+
+/// An error and its sources, `outer: inner: innermost` (so errno is not lost).
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let cs = c.to_string();
+        if !s.ends_with(&cs) {
+            s.push_str(": ");
+            s.push_str(&cs);
+        }
+        cur = c.source();
+    }
+    s
+}

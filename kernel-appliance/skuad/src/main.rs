@@ -4,15 +4,22 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 const USAGE: &str = "\
-usage: skuad [--config FILE]            serve (no --config: embedded demo config on 127.0.0.1:5353)
+usage: skuad [--config FILE] [XDP options]   serve (no --config: embedded demo config on 127.0.0.1:5353)
        skuad --check-config [FILE]      check a configuration and print its warnings
        skuad bench [options] QUERYFILE  measure the engine in-process (see skuad bench --help)
-       skuad --version";
+       skuad --version
+XDP options (AF_XDP dataplane on the interfaces holding the served addresses):
+  --no-xdp                kernel sockets only
+  --xdp-required          exit with an error if XDP cannot start (default: fall back to sockets)
+  --xdp-mode MODE         auto (native, then generic), native, generic
+  --xdp-queues N          use at most N queues per interface (default: all)
+  --xdp-copy              never try zero-copy";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut config: Option<PathBuf> = None;
     let mut check = false;
+    let mut xdp = skuad::xdp::XdpOptions::default();
     let mut i = 0;
     if args.first().map(String::as_str) == Some("bench") {
         return match skuad::bench::main(&args[1..]) {
@@ -38,6 +45,36 @@ fn main() -> ExitCode {
                 if let Some(f) = args.get(i + 1).filter(|a| !a.starts_with('-')) {
                     config = Some(PathBuf::from(f));
                     i += 1;
+                }
+            }
+            "--no-xdp" => xdp.policy = skuad::xdp::XdpPolicy::Off,
+            "--xdp-required" => xdp.policy = skuad::xdp::XdpPolicy::Required,
+            "--xdp-copy" => xdp.copy_only = true,
+            "--xdp-mode" | "--xdp-queues" => {
+                let flag = args[i].clone();
+                i += 1;
+                let Some(v) = args.get(i) else {
+                    eprintln!("skuad: {flag} needs a value\n{USAGE}");
+                    return ExitCode::from(2);
+                };
+                if flag == "--xdp-mode" {
+                    xdp.attach = match v.as_str() {
+                        "auto" => skua_xdp::bpf::AttachMode::Auto,
+                        "native" => skua_xdp::bpf::AttachMode::Native,
+                        "generic" => skua_xdp::bpf::AttachMode::Generic,
+                        _ => {
+                            eprintln!("skuad: --xdp-mode must be auto, native or generic");
+                            return ExitCode::from(2);
+                        }
+                    };
+                } else {
+                    match v.parse::<usize>() {
+                        Ok(n) if n > 0 => xdp.max_queues = Some(n),
+                        _ => {
+                            eprintln!("skuad: --xdp-queues must be a positive number");
+                            return ExitCode::from(2);
+                        }
+                    }
                 }
             }
             "-V" | "--version" => {
@@ -85,7 +122,7 @@ fn main() -> ExitCode {
              skuad: try   dig @127.0.0.1 -p 5353 www.skua.test   or   dig @127.0.0.1 -p 5353 +tcp skua.test MX"
         );
     }
-    match skuad::server::run(source) {
+    match skuad::server::run(source, &xdp) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("skuad: {e}");

@@ -283,11 +283,12 @@ fn bind_tcp(s: &Settings) -> io::Result<Vec<std::net::TcpListener>> {
 }
 
 /// Runs the daemon until SIGTERM/SIGINT.
-pub fn run(source: Source) -> Result<(), String> {
+pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), String> {
     let loaded = source
         .load()
         .map_err(|e| format!("cannot load configuration: {e}"))?;
     log::set_verbosity(loaded.settings.verbosity);
+    log::install_bridge();
     for w in &loaded.warnings {
         log::warn(format_args!("{w}"));
     }
@@ -327,6 +328,12 @@ pub fn run(source: Source) -> Result<(), String> {
         stats: (0..=udp.len()).map(|_| WorkerStats::default()).collect(),
     });
     let tx_size = usize::from(settings.max_udp_size);
+    // The XDP workers send replies too large for a frame through these (kernel) sockets.
+    let slow: Vec<UdpSocket> = udp
+        .iter()
+        .filter(|(_, t)| *t == 0)
+        .filter_map(|(s, _)| s.try_clone().ok())
+        .collect();
     let mut workers: Vec<JoinHandle<()>> = Vec::new();
     for (i, (sock, t)) in udp.into_iter().enumerate() {
         let cpu = settings.cpus.as_ref().map(|c| c[t % c.len()]);
@@ -346,6 +353,18 @@ pub fn run(source: Source) -> Result<(), String> {
     for a in &settings.tcp {
         log::info(format_args!("listening on {a} tcp"));
     }
+    // XDP comes after the sockets: the kernel path is always there to fall back to, and
+    // what the XDP program passes (TCP, fragments, other queues) lands on it.
+    let mut plane = match crate::xdp::start(&settings, xdp_opts, &shared, &slow) {
+        Ok(p) => p,
+        Err(e) => {
+            shared.stop.store(true, Ordering::Relaxed);
+            for w in workers {
+                let _ = w.join();
+            }
+            return Err(e);
+        }
+    };
     let result = rt.block_on(async {
         let limit = Arc::new(Semaphore::new(settings.tcp_limit));
         for l in tcp {
@@ -363,6 +382,12 @@ pub fn run(source: Source) -> Result<(), String> {
     shared.stop.store(true, Ordering::Relaxed);
     for w in workers {
         let _ = w.join();
+    }
+    if let Some(p) = plane.as_mut() {
+        for line in p.summary() {
+            log::info(format_args!("{line}"));
+        }
+        p.shutdown();
     }
     rt.shutdown_timeout(Duration::from_millis(500));
     let total = |f: fn(&WorkerStats) -> &AtomicU64| -> u64 {

@@ -13,6 +13,8 @@
 //! `// SAFETY:` comment; the frame-ownership logic ([`queue`]) is safe code over them and is
 //! tested without root against simulated rings.
 
+pub mod abi;
+pub mod bpf;
 pub mod queue;
 pub mod ring;
 pub mod socket;
