@@ -511,6 +511,14 @@ pub fn interfaces_for(wanted: &[std::net::IpAddr]) -> io::Result<Vec<Interface>>
     Ok(out)
 }
 
+/// The index of an interface, by name.
+pub fn if_index(name: &str) -> Option<u32> {
+    let c = std::ffi::CString::new(name).ok()?;
+    // SAFETY: passes a valid NUL-terminated string.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    (i != 0).then_some(i)
+}
+
 /// Number of RX queues of an interface (from sysfs; 1 when unknown).
 pub fn rx_queues(ifname: &str) -> usize {
     std::fs::read_dir(format!("/sys/class/net/{ifname}/queues"))

@@ -13,7 +13,10 @@ XDP options (AF_XDP dataplane on the interfaces holding the served addresses):
   --xdp-required          exit with an error if XDP cannot start (default: fall back to sockets)
   --xdp-mode MODE         auto (native, then generic), native, generic
   --xdp-queues N          use at most N queues per interface (default: all)
-  --xdp-copy              never try zero-copy";
+  --xdp-copy              never try zero-copy
+  --xdp-interface IF      attach to IF (repeatable) instead of the interfaces holding the
+                          served addresses: e.g. the parent of a VLAN interface
+signals: HUP reloads, USR1 logs the counters, TERM/INT stop";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -50,6 +53,14 @@ fn main() -> ExitCode {
             "--no-xdp" => xdp.policy = skuad::xdp::XdpPolicy::Off,
             "--xdp-required" => xdp.policy = skuad::xdp::XdpPolicy::Required,
             "--xdp-copy" => xdp.copy_only = true,
+            "--xdp-interface" => {
+                i += 1;
+                let Some(v) = args.get(i) else {
+                    eprintln!("skuad: --xdp-interface needs an interface name\n{USAGE}");
+                    return ExitCode::from(2);
+                };
+                xdp.interfaces.push(v.clone());
+            }
             "--xdp-mode" | "--xdp-queues" => {
                 let flag = args[i].clone();
                 i += 1;

@@ -52,6 +52,8 @@ pub struct Shared {
     pub engine: ArcSwap<Engine>,
     /// Set to stop.
     pub stop: AtomicBool,
+    /// Incremented at every engine swap (XDP workers reload only when it changes).
+    pub generation: AtomicU64,
     /// UDP worker counters, then one for TCP.
     pub stats: Vec<WorkerStats>,
 }
@@ -315,6 +317,7 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
         let mk =
             |k: SignalKind| signal(k).map_err(|e| format!("cannot install signal handler: {e}"));
         Signals {
+            usr1: mk(SignalKind::user_defined1())?,
             hup: mk(SignalKind::hangup())?,
             term: mk(SignalKind::terminate())?,
             int: mk(SignalKind::interrupt())?,
@@ -325,6 +328,7 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
     let shared = Arc::new(Shared {
         engine: ArcSwap::from_pointee(loaded.engine),
         stop: AtomicBool::new(false),
+        generation: AtomicU64::new(0),
         stats: (0..=udp.len()).map(|_| WorkerStats::default()).collect(),
     });
     let tx_size = usize::from(settings.max_udp_size);
@@ -377,7 +381,15 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
                 settings.tcp_idle,
             ));
         }
-        signals(sigs, &source, &shared, &settings).await
+        let dump = || {
+            log::info(format_args!("stats: {}", socket_summary(&shared)));
+            if let Some(p) = plane.as_ref() {
+                for line in p.summary() {
+                    log::info(format_args!("{line}"));
+                }
+            }
+        };
+        signals(sigs, &source, &shared, &settings, &dump).await
     });
     shared.stop.store(true, Ordering::Relaxed);
     for w in workers {
@@ -390,6 +402,12 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
         p.shutdown();
     }
     rt.shutdown_timeout(Duration::from_millis(500));
+    log::info(format_args!("stopped: {}", socket_summary(&shared)));
+    result
+}
+
+/// Kernel-socket counters, one line.
+fn socket_summary(shared: &Shared) -> String {
     let total = |f: fn(&WorkerStats) -> &AtomicU64| -> u64 {
         shared
             .stats
@@ -397,32 +415,34 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
             .map(|s| f(s).load(Ordering::Relaxed))
             .sum()
     };
-    log::info(format_args!(
-        "stopped: {} queries, {} replies ({} hot path), {} dropped",
+    format!(
+        "{} queries, {} replies ({} hot path), {} dropped (kernel sockets)",
         total(|s| &s.queries),
         total(|s| &s.replies),
         total(|s| &s.hot),
         total(|s| &s.dropped)
-    ));
-    result
+    )
 }
 
 /// The signals the daemon handles, registered before it starts answering.
 struct Signals {
+    usr1: tokio::signal::unix::Signal,
     hup: tokio::signal::unix::Signal,
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
 }
 
 /// SIGHUP reloads (a bad configuration is rejected and the old one keeps serving);
-/// SIGTERM and SIGINT stop.
+/// SIGUSR1 logs the counters; SIGTERM and SIGINT stop.
 async fn signals(
     sigs: Signals,
     source: &Source,
     shared: &Arc<Shared>,
     settings: &Settings,
+    dump: &dyn Fn(),
 ) -> Result<(), String> {
     let Signals {
+        mut usr1,
         mut hup,
         mut term,
         mut int,
@@ -441,6 +461,7 @@ async fn signals(
                         }
                         log::set_verbosity(new.settings.verbosity);
                         shared.engine.store(Arc::new(new.engine));
+                        shared.generation.fetch_add(1, Ordering::Release);
                         skua_netio::release_free_memory();
                         log::info(format_args!("reloaded: {} records in {:.1} ms", new.records, new.elapsed.as_secs_f64() * 1e3));
                     }
@@ -448,6 +469,7 @@ async fn signals(
                     Err(e) => log::error(format_args!("reload failed: {e}")),
                 }
             }
+            _ = usr1.recv() => dump(),
             _ = term.recv() => return Ok(()),
             _ = int.recv() => return Ok(()),
         }

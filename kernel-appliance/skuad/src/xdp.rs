@@ -40,6 +40,9 @@ pub struct XdpOptions {
     pub max_queues: Option<usize>,
     /// Never try zero-copy.
     pub copy_only: bool,
+    /// Attach to these interfaces instead of those holding the served addresses (e.g. the
+    /// parent of a VLAN interface: the program handles one 802.1Q tag).
+    pub interfaces: Vec<String>,
 }
 
 /// `--no-xdp` / default / `--xdp-required`.
@@ -60,6 +63,7 @@ impl Default for XdpOptions {
             attach: AttachMode::Auto,
             max_queues: None,
             copy_only: false,
+            interfaces: Vec::new(),
         }
     }
 }
@@ -69,6 +73,10 @@ struct Engines(Arc<Shared>);
 impl EngineSource for Engines {
     fn current(&self) -> Arc<Engine> {
         self.0.engine.load_full()
+    }
+
+    fn generation(&self) -> u64 {
+        self.0.generation.load(Ordering::Acquire)
     }
 }
 
@@ -112,23 +120,47 @@ impl XdpPlane {
 
     /// One line per queue for the stop summary and metrics.
     pub fn summary(&self) -> Vec<String> {
-        self.workers
+        let r = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        let mut out: Vec<String> = self
+            .workers
             .iter()
             .map(|w| {
                 let s = &w.stats;
+                let drops: Vec<String> = skua_fastpath::Drop::ALL
+                    .iter()
+                    .map(|d| format!("{}={}", d.as_str(), r(&s.dropped[*d as usize])))
+                    .collect();
                 format!(
-                    "xdp {} queue {}: rx {}, answered {} ({} hot), slow path {}, dropped {}, tx full {}",
+                    "xdp {} queue {}: rx {}, answered {} ({} hot), slow path {}, not dns {}, \
+                     tx full {}, dropped {} [{}], kernel: rx_dropped={} rx_ring_full={} \
+                     fill_empty={} tx_invalid={}",
                     w.ifname,
                     w.queue,
-                    s.rx.load(Ordering::Relaxed),
-                    s.answered.load(Ordering::Relaxed),
-                    s.hot.load(Ordering::Relaxed),
-                    s.slow_path.load(Ordering::Relaxed),
+                    r(&s.rx),
+                    r(&s.answered),
+                    r(&s.hot),
+                    r(&s.slow_path),
+                    r(&s.not_dns),
+                    r(&s.tx_ring_full),
                     s.dropped_total(),
-                    s.tx_ring_full.load(Ordering::Relaxed),
+                    drops.join(" "),
+                    r(&s.xsk.rx_dropped),
+                    r(&s.xsk.rx_ring_full),
+                    r(&s.xsk.rx_fill_ring_empty_descs),
+                    r(&s.xsk.tx_invalid_descs),
                 )
             })
-            .collect()
+            .collect();
+        for (name, p) in &self.programs {
+            if let Ok(st) = p.stats() {
+                let fields: Vec<String> = abi::Stat::ALL
+                    .iter()
+                    .map(|k| format!("{}={}", k.name(), st[*k as usize]))
+                    .collect();
+                out.push(format!("xdp program on {name}: {}", fields.join(" ")));
+            }
+        }
+        out
     }
 }
 
@@ -187,8 +219,23 @@ fn try_start(
             "xdp: {a} uses another port than {port}: served by kernel sockets only"
         ));
     }
-    let ifaces =
-        skua_netio::interfaces_for(&served).map_err(|e| format!("cannot list interfaces: {e}"))?;
+    let ifaces = if opts.interfaces.is_empty() {
+        skua_netio::interfaces_for(&served).map_err(|e| format!("cannot list interfaces: {e}"))?
+    } else {
+        // Explicit interfaces: every served address is ours on them.
+        let mut v = Vec::new();
+        for name in &opts.interfaces {
+            let index =
+                skua_netio::if_index(name).ok_or_else(|| format!("no interface named {name}"))?;
+            v.push(skua_netio::Interface {
+                name: name.clone(),
+                index,
+                addrs: served.clone(),
+                loopback: name == "lo",
+            });
+        }
+        v
+    };
     let (lo, ifaces): (Vec<_>, Vec<_>) = ifaces.into_iter().partition(|i| i.loopback);
     if ifaces.is_empty() {
         let why = if lo.is_empty() {

@@ -34,6 +34,25 @@ pub struct QueueStats {
     pub tx_ring_full: AtomicU64,
     /// Drops by reason ([`Drop::ALL`] order).
     pub dropped: [AtomicU64; Drop::COUNT],
+    /// Kernel counters of the socket (XDP_STATISTICS), refreshed about once a second.
+    pub xsk: XskCounters,
+}
+
+/// Copies of the socket's `XDP_STATISTICS`.
+#[derive(Default, Debug)]
+pub struct XskCounters {
+    /// `rx_dropped`.
+    pub rx_dropped: AtomicU64,
+    /// `rx_invalid_descs`.
+    pub rx_invalid_descs: AtomicU64,
+    /// `tx_invalid_descs`.
+    pub tx_invalid_descs: AtomicU64,
+    /// `rx_ring_full`.
+    pub rx_ring_full: AtomicU64,
+    /// `rx_fill_ring_empty_descs`.
+    pub rx_fill_ring_empty_descs: AtomicU64,
+    /// `tx_ring_empty_descs`.
+    pub tx_ring_empty_descs: AtomicU64,
 }
 
 impl QueueStats {
@@ -43,11 +62,14 @@ impl QueueStats {
     }
 }
 
-/// Where the worker gets the engine in force: called once per batch, so a reload takes
-/// effect within one batch and costs no lock (the daemon backs it with an `ArcSwap`).
+/// Where the worker gets the engine in force. The worker reads `generation` once per batch
+/// (one relaxed load, no shared write) and fetches the engine only when it changed, so a
+/// reload takes effect within one batch at no cost to the hot path.
 pub trait EngineSource: Send + Sync {
     /// The current engine.
     fn current(&self) -> Arc<Engine>;
+    /// Increases whenever the engine is replaced.
+    fn generation(&self) -> u64;
 }
 
 /// Kernel sockets for replies that do not fit a frame, by the local address queried.
@@ -60,6 +82,21 @@ impl SlowPath for Vec<UdpSocket> {
     fn socket_for(&self, server: SocketAddr) -> Option<&UdpSocket> {
         self.iter()
             .find(|s| s.local_addr().is_ok_and(|a| a == server))
+    }
+}
+
+fn copy_kernel_stats(sock: &XskSocket, c: &XskCounters) {
+    if let Ok(k) = sock.stats() {
+        c.rx_dropped.store(k.rx_dropped, Ordering::Relaxed);
+        c.rx_invalid_descs
+            .store(k.rx_invalid_descs, Ordering::Relaxed);
+        c.tx_invalid_descs
+            .store(k.tx_invalid_descs, Ordering::Relaxed);
+        c.rx_ring_full.store(k.rx_ring_full, Ordering::Relaxed);
+        c.rx_fill_ring_empty_descs
+            .store(k.rx_fill_ring_empty_descs, Ordering::Relaxed);
+        c.tx_ring_empty_descs
+            .store(k.tx_ring_empty_descs, Ordering::Relaxed);
     }
 }
 
@@ -76,11 +113,22 @@ pub fn run(
     let mut scratch = vec![0u8; 65536];
     let mut big = vec![0u8; 65535];
     let mut slow_queue: Vec<(Vec<u8>, SocketAddr, SocketAddr)> = Vec::new();
+    let mut generation = engines.generation();
+    let mut engine = engines.current();
+    let mut last_stats = std::time::Instant::now();
     while !stop.load(Ordering::Relaxed) {
+        let g = engines.generation();
+        if g != generation {
+            generation = g;
+            engine = engines.current();
+        }
+        if last_stats.elapsed() >= std::time::Duration::from_secs(1) {
+            last_stats = std::time::Instant::now();
+            copy_kernel_stats(sock, &stats.xsk);
+        }
         let q = sock.queue();
         q.reap_completions();
         q.refill();
-        let engine = engines.current();
         let tx_before = q.counters.tx;
         let full_before = q.counters.tx_ring_full;
         let n = q.process_rx(
@@ -148,4 +196,5 @@ pub fn run(
             }
         }
     }
+    copy_kernel_stats(sock, &stats.xsk);
 }
