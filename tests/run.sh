@@ -9,7 +9,8 @@ FUZZ_SECS="${FUZZ_SECS:-60}"
 
 # --- system packages -------------------------------------------------------------------
 missing=()
-for pair in unbound:unbound nsd:nsd dig:bind9-dnsutils kdig:knot-dnsutils ip:iproute2; do
+for pair in unbound:unbound nsd:nsd dig:bind9-dnsutils kdig:knot-dnsutils ip:iproute2 \
+    clang:clang llvm-strip:llvm ethtool:ethtool ping:iputils-ping python3:python3; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
 done
 if ((${#missing[@]})); then
@@ -31,6 +32,7 @@ rustup target add x86_64-unknown-none >/dev/null 2>&1 || true
 
 echo "== fmt";     cargo fmt --all -- --check
 echo "== clippy";  cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== bpf";     bash bpf/check.sh
 echo "== no_std";  cargo build --locked -p skua-engine -p skua-fastpath --target x86_64-unknown-none
 echo "== tests";   cargo test --workspace --locked
 echo "== fuzz";    bash tests/fuzz.sh "$FUZZ_SECS"
