@@ -40,16 +40,23 @@ usage: tests/bench/veth.sh [options]
   --no-ladder          kxdpgun overload run only
   --no-threaded-napi   leave veth NAPI in softirq context (then the receive work of the
                        queries is charged to the generator's CPU)
+  --napi-fifo          run the NAPI kthreads SCHED_FIFO 50 (they then preempt the server as
+                       softirqs do: fewer drops from scheduling latency at moderate rates,
+                       receive livelock under overload); default: normal priority
+  --wait-quiet S       before each run, wait up to S s for other jobs to use < 10 % of the
+                       CPUs (default 60; 0 with --quick); the figure is recorded either way
   --out DIR            keep raw logs and results.tsv here (default /tmp/skua-veth-DATE)
   --skuad BIN          use this skuad binary instead of building target/release/skuad
 EOF
 }
 
-REPS=3 DUR=10 SERVERS="skuad,knotd" KX=1 LADDER=1 THREADED=1 QUICK=0 XDP_REF=0
+REPS=3 DUR=10 SERVERS="skuad,knotd" KX=1 LADDER=1 THREADED=1 NAPI_FIFO=0 QUICK=0 XDP_REF=0
+WAIT_QUIET=60 QUIET_PCT=10
 SKUAD_RCVBUF=4m OUT=""
 while [[ $# -gt 0 ]]; do
     case $1 in
-        --quick) QUICK=1 REPS=1 DUR=3 LADDER=0 ;;
+        --quick) QUICK=1 REPS=1 DUR=3 LADDER=0 WAIT_QUIET=0 ;;
+        --wait-quiet) WAIT_QUIET=$2; shift ;;
         --reps) REPS=$2; shift ;;
         --duration) DUR=$2; shift ;;
         --servers) SERVERS=$2; shift ;;
@@ -58,6 +65,7 @@ while [[ $# -gt 0 ]]; do
         --no-kxdpgun) KX=0 ;;
         --no-ladder) LADDER=0 ;;
         --no-threaded-napi) THREADED=0 ;;
+        --napi-fifo) NAPI_FIFO=1 ;;
         --out) OUT=$2; shift ;;
         --skuad) SKUAD_BIN=$2; shift ;;
         -h|--help) usage; exit 0 ;;
@@ -213,7 +221,8 @@ set_threaded() {
     after=$(napi_pids)
     for p in $(comm -13 <(echo "$before") <(echo "$after")); do
         taskset -pc "$3" "$p" >/dev/null
-        log "NAPI thread $(ps -o comm= -p "$p") (pid $p) pinned to CPU$3"
+        if [[ $NAPI_FIFO == 1 ]]; then chrt -f -p 50 "$p"; fi
+        log "NAPI thread $(ps -o comm= -p "$p") (pid $p) pinned to CPU$3$([[ $NAPI_FIFO == 1 ]] && echo ', SCHED_FIFO 50')"
     done
 }
 if [[ $THREADED == 1 ]]; then
@@ -222,14 +231,42 @@ if [[ $THREADED == 1 ]]; then
 fi
 
 # ---------------------------------------------------------------- measurement helpers
-# udp_counters: 'InDatagrams OutDatagrams RcvbufErrors SndbufErrors' of the server namespace.
+# udp_counters: 'InDatagrams OutDatagrams RcvbufErrors SndbufErrors' of the server namespace
+# (/proc/net/snmp), then the veth drops towards the server (queries lost before the server's
+# stack: vcli tx_dropped + vsrv rx_dropped) and towards the client (replies lost in the veth
+# ring before the generator: vsrv tx_dropped + vcli rx_dropped).
 udp_counters() {
-    in_s awk '/^Udp:/ { if (!h) { for (i = 2; i <= NF; i++) c[$i] = i; h = 1 }
-                        else print $c["InDatagrams"], $c["OutDatagrams"], $c["RcvbufErrors"], $c["SndbufErrors"] }' /proc/net/snmp
+    local snmp qd rd
+    snmp=$(in_s awk '/^Udp:/ { if (!h) { for (i = 2; i <= NF; i++) c[$i] = i; h = 1 }
+                        else print $c["InDatagrams"], $c["OutDatagrams"], $c["RcvbufErrors"], $c["SndbufErrors"] }' /proc/net/snmp)
+    qd=$(( $(in_c cat /sys/class/net/$IF_C/statistics/tx_dropped) + $(in_s cat /sys/class/net/$IF_S/statistics/rx_dropped) ))
+    rd=$(( $(in_s cat /sys/class/net/$IF_S/statistics/tx_dropped) + $(in_c cat /sys/class/net/$IF_C/statistics/rx_dropped) ))
+    echo "$snmp $qd $rd"
 }
-# cpu_ticks CPU: 'busy total' jiffies of that CPU from /proc/stat.
+# cpu_ticks: 'busy total' jiffies of CPU0, of CPU1 and of all CPUs, from /proc/stat.
 cpu_ticks() {
-    awk -v c="cpu$1" '$1 == c { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t }' /proc/stat
+    awk '$1 ~ /^cpu[01]?$/ { t = 0; for (i = 2; i <= NF; i++) t += $i; b[$1] = t - $5 - $6; T[$1] = t }
+         END { print b["cpu0"], T["cpu0"], b["cpu1"], T["cpu1"], b["cpu"], T["cpu"] }' /proc/stat
+}
+# pct BUSY TOTAL
+pct() { awk -v b="$1" -v t="$2" 'BEGIN {printf "%.0f", (t > 0 ? 100 * b / t : 0)}'; }
+# background_busy: % of both CPUs busy over 1 s while no benchmark traffic flows (other jobs).
+background_busy() {
+    local a b
+    a=$(cpu_ticks); sleep 1; b=$(cpu_ticks)
+    local d=($(delta "$a" "$b"))
+    pct "${d[4]}" "${d[5]}"
+}
+# wait_quiet: waits (at most WAIT_QUIET s) for the other jobs on the machine to use less than
+# QUIET_PCT % of the CPUs; prints the last figure, which goes with the run's results.
+wait_quiet() {
+    local b t0=$SECONDS
+    while :; do
+        b=$(background_busy)
+        if [[ $b -lt $QUIET_PCT || $((SECONDS - t0)) -ge $WAIT_QUIET ]]; then break; fi
+    done
+    [[ $b -lt $QUIET_PCT ]] || log "machine busy: other jobs use $b % of the CPUs (waited $((SECONDS - t0)) s)"
+    echo "$b"
 }
 # delta "A B C" "D E F" -> "D-A E-B F-C"
 delta() { paste -d' ' <(tr ' ' '\n' <<< "$1") <(tr ' ' '\n' <<< "$2") | awk '{printf "%s%d", (NR > 1 ? " " : ""), $2 - $1} END {print ""}'; }
@@ -238,8 +275,8 @@ start_server() { # start_server NAME
     local name=$1 log="$OUT/$2.server.log"
     if in_s ss -Hlun "sport = :53" | grep -q .; then die "port 53 still bound in $NS_S"; fi
     case $name in
-        skuad) ip netns exec "$NS_S" taskset -c "$SRV_CPU" "$WORK/skuad" --config "$WORK/skuad.conf" > "$log" 2>&1 & ;;
-        skuad-rcvbuf) ip netns exec "$NS_S" taskset -c "$SRV_CPU" "$WORK/skuad" --config "$WORK/skuad-rcvbuf.conf" > "$log" 2>&1 & ;;
+        skuad) ip netns exec "$NS_S" taskset -c "$SRV_CPU" "$WORK/skuad" --no-xdp --config "$WORK/skuad.conf" > "$log" 2>&1 & ;;
+        skuad-rcvbuf) ip netns exec "$NS_S" taskset -c "$SRV_CPU" "$WORK/skuad" --no-xdp --config "$WORK/skuad-rcvbuf.conf" > "$log" 2>&1 & ;;
         knotd) ip netns exec "$NS_S" taskset -c "$SRV_CPU" knotd -c "$WORK/knot.conf" > "$log" 2>&1 & ;;
         knotd-xdp) ip netns exec "$NS_S" taskset -c "$SRV_CPU" knotd -c "$WORK/knot-xdp.conf" > "$log" 2>&1 & ;;
     esac
@@ -275,54 +312,56 @@ run_kx() {
                if (s > 0) printf "%d %d %.2f\n", sp, rp, 100 * (s - r) / s; else print "0 0 100" }' "$f"
 }
 
-# ladder TAG -> prints the highest offered rate with < 1 % loss (0 if none)
-LADDER_RATES=(25000 50000 75000 100000 150000 200000 250000 300000 400000 500000 700000 1000000)
+# ladder TAG -> prints the highest offered rate with < 1 % loss (0 if none). A step that
+# fails is run once more before it counts as failed (the machine is shared and noisy).
+LADDER_RATES=(5000 10000 20000 30000 50000 75000 100000 150000 200000 250000 300000 400000 500000 700000 1000000)
+step_ok() { # step_ok TAG RATE: true if one of at most two 3 s runs loses < 1 %
+    local res loss try
+    for try in 1 2; do
+        res=$(run_kx "$1" "$2" 3); loss=${res##* }
+        echo "ladder $1 $2 (try $try): $res" >> "$OUT/ladder.log"
+        if awk -v l="$loss" 'BEGIN {exit !(l < 1)}'; then return 0; fi
+    done
+    return 1
+}
 ladder() {
-    local tag=$1 best=0 fail=0 r res loss
+    local tag=$1 best=0 fail=0 r
     for r in "${LADDER_RATES[@]}"; do
-        res=$(run_kx "$tag" "$r" 3); loss=${res##* }
-        echo "ladder $tag $r: $res" >> "$OUT/ladder.log"
-        if awk -v l="$loss" 'BEGIN {exit !(l < 1)}'; then best=$r; else fail=$r; break; fi
+        if step_ok "$tag" "$r"; then best=$r; else fail=$r; break; fi
     done
     # Two bisection steps between the last rate that passed and the first that failed.
     local k mid
     for k in 1 2; do
         [[ $fail -gt 0 && $best -gt 0 ]] || break
         mid=$(( (best + fail) / 2 ))
-        res=$(run_kx "$tag" "$mid" 3); loss=${res##* }
-        echo "ladder $tag $mid: $res" >> "$OUT/ladder.log"
-        if awk -v l="$loss" 'BEGIN {exit !(l < 1)}'; then best=$mid; else fail=$mid; fi
+        if step_ok "$tag" "$mid"; then best=$mid; else fail=$mid; fi
     done
     echo "$best"
 }
 
 # ---------------------------------------------------------------- the runs
 RES="$OUT/results.tsv"
-printf 'rep\tserver\tphase\tqps\tloss\trcvbuf_errors\tsndbuf_errors\tudp_in\tcpu0_busy_pct\textra\n' > "$RES"
-record() { # record REP SERVER PHASE QPS LOSS COUNTERS_DELTA CPU_DELTA_BUSY CPU_DELTA_TOTAL EXTRA
-    local c=($6)
-    local busy
-    busy=$(awk -v b="$7" -v t="$8" 'BEGIN {printf "%.0f", (t > 0 ? 100 * b / t : 0)}')
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "${c[2]}" "${c[3]}" "${c[0]}" "$busy" "${9:-}" >> "$RES"
-}
+printf 'rep\tserver\tphase\tqps\tloss\trcvbuf_errors\tsndbuf_errors\tudp_in\tcpu0_pct\tcpu1_pct\tbackground_pct\textra\tveth_query_drops\tveth_reply_drops\n' > "$RES"
 
-# phase REP SERVER PHASE CMD...: runs CMD (prints 'qps loss [extra]'), records counters.
+# phase REP SERVER PHASE CMD...: runs CMD (prints 'qps loss [extra]'), records the Udp
+# counters of the server namespace and how busy each CPU was around it.
 phase() {
     local rep=$1 srv=$2 ph=$3; shift 3
-    local u0 u1 c0 c1 out d cd
-    u0=$(udp_counters); c0=$(cpu_ticks "$SRV_CPU")
+    local u0 u1 c0 c1 out d c o
+    u0=$(udp_counters); c0=$(cpu_ticks)
     out=$("$@")
-    u1=$(udp_counters); c1=$(cpu_ticks "$SRV_CPU")
-    d=$(delta "$u0" "$u1"); cd=($(delta "$c0" "$c1"))
-    local o=($out)
-    record "$rep" "$srv" "$ph" "${o[0]}" "${o[1]}" "$d" "${cd[0]}" "${cd[1]}" "${o[*]:2}"
-    log "  $srv $ph: ${o[0]} qps, loss ${o[1]}, udp in/out/rcvbuf/sndbuf $d"
+    u1=$(udp_counters); c1=$(cpu_ticks)
+    d=($(delta "$u0" "$u1")); c=($(delta "$c0" "$c1")); o=($out)
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$rep" "$srv" "$ph" "${o[0]}" "${o[1]}" \
+        "${d[2]}" "${d[3]}" "${d[0]}" "$(pct "${c[0]}" "${c[1]}")" "$(pct "${c[2]}" "${c[3]}")" "$BG" "${o[*]:2}" "${d[4]}" "${d[5]}" >> "$RES"
+    log "  $srv $ph: ${o[0]} qps, loss ${o[1]}, udp in ${d[0]} out ${d[1]} rcvbuf-errors ${d[2]} sndbuf-errors ${d[3]}, veth drops queries ${d[4]} replies ${d[5]}, CPU0 $(pct "${c[0]}" "${c[1]}") %, CPU1 $(pct "${c[2]}" "${c[3]}") %"
 }
 
 dnsperf_phase() { run_dnsperf "$1"; }
-kx_phase() { local r; r=$(run_kx "$1" "$2" "$DUR"); set -- $r; echo "$2 $3 sent=$1"; }
+kx_phase() { local r; r=$(run_kx "$1" "$2" "$DUR"); set -- $r; echo "$2 $3 sent_pps=$1"; }
+ladder_phase() { echo "$(ladder "$1") <1% (3 s steps)"; }
 
-log "results in $OUT (servers: ${SERVER_LIST[*]}; reps $REPS; ${DUR} s phases; kxdpgun $KX, ladder $LADDER, threaded NAPI $THREADED)"
+log "results in $OUT (servers: ${SERVER_LIST[*]}; reps $REPS; ${DUR} s phases; kxdpgun $KX, ladder $LADDER, threaded NAPI $THREADED, NAPI FIFO $NAPI_FIFO)"
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "kernel: $(uname -r)"
@@ -331,7 +370,7 @@ log "results in $OUT (servers: ${SERVER_LIST[*]}; reps $REPS; ${DUR} s phases; k
     echo "dnsperf: $(dpkg-query -W -f '${Version}' dnsperf 2>/dev/null || echo ?)"
     echo "skuad: $(cd "$BENCH_ROOT" && git rev-parse --short HEAD 2>/dev/null || echo ?)$(cd "$BENCH_ROOT" && git diff --quiet HEAD -- kernel-appliance 2>/dev/null || echo ' (work tree modified)')"
     echo "net.core.rmem_default: $(sysctl -n net.core.rmem_default)  rmem_max: $(sysctl -n net.core.rmem_max)"
-    echo "args: reps=$REPS duration=$DUR servers=$SERVERS kxdpgun=$KX ladder=$LADDER threaded_napi=$THREADED skuad_rcvbuf=$SKUAD_RCVBUF"
+    echo "args: reps=$REPS duration=$DUR servers=$SERVERS kxdpgun=$KX ladder=$LADDER threaded_napi=$THREADED napi_fifo=$NAPI_FIFO skuad_rcvbuf=$SKUAD_RCVBUF"
 } > "$OUT/machine.txt"
 
 n=${#SERVER_LIST[@]}
@@ -339,17 +378,14 @@ for rep in $(seq "$REPS"); do
     for k in $(seq 0 $((n - 1))); do
         srv=${SERVER_LIST[$(( (k + rep - 1) % n ))]}
         tag="r$rep-$srv"
-        log "rep $rep: $srv"
+        BG=$(wait_quiet)
+        log "rep $rep: $srv (other jobs: $BG % CPU)"
         start_server "$srv" "$tag"
         phase "$rep" "$srv" dnsperf dnsperf_phase "$tag"
         if [[ $KX == 1 ]]; then
             if [[ $LADDER == 1 ]]; then
-                u0=$(udp_counters)
-                best=$(ladder "$tag")
-                u1=$(udp_counters)
-                printf '%s\t%s\tladder\t%s\t<1\t%s\t%s\t%s\t\t(3 s steps)\n' "$rep" "$srv" "$best" \
-                    $(delta "$u0" "$u1" | awk '{print $3, $4, $1}') >> "$RES"
-                log "  $srv ladder: highest rate with < 1 % loss $best"
+                phase "$rep" "$srv" ladder ladder_phase "$tag"
+                best=$(awk -F'\t' -v r="$rep" -v s="$srv" '$1 == r && $2 == s && $3 == "ladder" {print $4}' "$RES")
                 if [[ $best -gt 0 ]]; then
                     phase "$rep" "$srv" "kx@$best" kx_phase "$tag" "$best"
                 fi
@@ -371,28 +407,28 @@ summary() {
     }
     NR == 1 { next }
     {
-        ph = $3; if (ph ~ /^kx@[0-9]+$/ && ph != "kx@1M") ph = "kx@ladder"
+        ph = $3; if (ph ~ /^kx@[0-9]+$/) ph = "kx@ladder"
         key = $2 SUBSEP ph
         q[key] = q[key] " " $4; rb[key] = rb[key] " " $6; sb[key] = sb[key] " " $7
-        cpu[key] = cpu[key] " " $9; loss[key] = loss[key] " " $5
-        runs[key] = runs[key] (runs[key] == "" ? "" : "/") $4 "(" $6 ")"
+        c0[key] = c0[key] " " $9; c1[key] = c1[key] " " $10; bg[key] = bg[key] " " $11
+        vq[key] = vq[key] " " ($13 == "" ? 0 : $13); vr[key] = vr[key] " " ($14 == "" ? 0 : $14)
+        runs[key] = runs[key] (runs[key] == "" ? "" : " ") $4 "(" $6 ")"
         if (!(ph in seen)) { seen[ph] = 1; phases[++np] = ph }
     }
     END {
         ns = split(servers, S, " ")
-        printf "%-13s %-10s %10s %9s %8s %7s  %s\n", "server", "phase", "median", "rcvbuf", "sndbuf", "cpu0%", "runs: qps(rcvbuf drops)"
+        printf "%-13s %-10s %9s %9s %8s %8s %8s %5s %5s %5s  %s\n", "server", "phase", "median", "rcvbuf", "sndbuf", "veth-q", "veth-r", "cpu0", "cpu1", "other", "each run: qps(rcvbuf drops)"
         for (p = 1; p <= np; p++) for (s = 1; s <= ns; s++) {
             key = S[s] SUBSEP phases[p]
             if (!(key in q)) continue
-            printf "%-13s %-10s %10s %9s %8s %7s  %s\n", S[s], phases[p], median(q[key]), median(rb[key]), median(sb[key]), median(cpu[key]), runs[key]
+            printf "%-13s %-10s %9s %9s %8s %8s %8s %4s%% %4s%% %4s%%  %s\n", S[s], phases[p], median(q[key]), median(rb[key]), median(sb[key]), median(vq[key]), median(vr[key]), median(c0[key]), median(c1[key]), median(bg[key]), runs[key]
         }
-        # Ratios of medians, each server against knotd (same run).
         for (p = 1; p <= np; p++) {
             kd = "knotd" SUBSEP phases[p]
-            if (!(kd in q)) continue
+            if (!(kd in q) || median(q[kd]) == 0) continue
             for (s = 1; s <= ns; s++) {
                 key = S[s] SUBSEP phases[p]
-                if (S[s] == "knotd" || !(key in q) || median(q[kd]) == 0) continue
+                if (S[s] == "knotd" || !(key in q)) continue
                 printf "ratio %s/knotd %s: %.2f\n", S[s], phases[p], median(q[key]) / median(q[kd])
             }
         }
@@ -400,9 +436,12 @@ summary() {
 }
 {
     echo
-    echo "== medians over $REPS repetition(s); qps = replies/s (dnsperf: completed; ladder: offered rate"
-    echo "   with < 1 % loss; kx@ladder: replies/s over $DUR s at that rate; kx@1M: replies/s at 1 M offered)"
-    echo "   rcvbuf/sndbuf = Udp RcvbufErrors/SndbufErrors in the server namespace during the phase"
+    echo "== medians over $REPS repetition(s). qps: dnsperf = completed queries/s; ladder = highest offered"
+    echo "   kxdpgun rate with < 1 % loss (3 s steps); kx@ladder = replies/s over $DUR s at that rate;"
+    echo "   kx@1M = replies/s with 1 M qps offered. rcvbuf/sndbuf = Udp RcvbufErrors/SndbufErrors of the"
+    echo "   server namespace during the phase; veth-q/veth-r = veth drops of queries (before the server)"
+    echo "   and of replies (before the generator); cpu0 (server) / cpu1 (generator) busy during the phase;"
+    echo "   other = CPU use of other jobs on the machine just before the run."
     summary
     echo
     cat "$OUT/machine.txt"

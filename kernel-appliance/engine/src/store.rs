@@ -147,6 +147,26 @@ pub struct Tree {
     entries: Vec<(u16, AnsRef)>,
     answers: Vec<u8>,
     hasher: FixedState,
+    /// The top-level labels (wire form, lower case, root label included) of every name in
+    /// the tree, or `None` when the root itself is a node: a query under another TLD cannot
+    /// be enclosed by any node, so its lookup ends after one comparison instead of walking
+    /// every suffix (auth-zone queries first miss the local-zone tree).
+    tlds: Option<Vec<Vec<u8>>>,
+}
+
+/// The last label of a valid lower-cased wire name, with the root label (`\x03com\x00`);
+/// `None` for the root itself.
+fn tld(name: &[u8]) -> Option<&[u8]> {
+    let mut pos = 0usize;
+    let mut last = None;
+    while let Some(&l) = name.get(pos) {
+        if l == 0 {
+            break;
+        }
+        last = Some(pos);
+        pos += 1 + usize::from(l);
+    }
+    last.and_then(|p| name.get(p..))
 }
 
 /// Fixed seed: the keys come from configuration, not from the network, so a flooding
@@ -163,6 +183,7 @@ impl Tree {
             entries: Vec::new(),
             answers: Vec::new(),
             hasher: FixedState::with_seed(HASH_SEED),
+            tlds: Some(Vec::new()),
         }
     }
 
@@ -212,6 +233,11 @@ impl Tree {
     /// `None` when no node of the tree encloses the name.
     #[inline]
     pub fn lookup(&self, qname_lower: &[u8], qtype: u16) -> Option<AnsRef> {
+        if let (Some(tlds), Some(t)) = (&self.tlds, tld(qname_lower))
+            && !tlds.iter().any(|x| x.as_slice() == t)
+        {
+            return None;
+        }
         if let Some(n) = self.find(qname_lower) {
             return Some(self.map_lookup(n.exact, qtype));
         }
@@ -663,6 +689,16 @@ impl TreeBuilder {
             below,
         });
         self.tree.names.extend_from_slice(lower);
+        match tld(lower) {
+            None => self.tree.tlds = None,
+            Some(t) => {
+                if let Some(tlds) = &mut self.tree.tlds
+                    && !tlds.iter().any(|x| x.as_slice() == t)
+                {
+                    tlds.push(t.to_vec());
+                }
+            }
+        }
         let h = self.tree.hasher.hash_one(lower);
         let (nodes, names, hasher) = (&self.tree.nodes, &self.tree.names, &self.tree.hasher);
         self.tree.table.insert_unique(h, idx, |&i| {
