@@ -1166,25 +1166,16 @@ fn build_one_auth(b: &mut TreeBuilder, z: AuthZoneSpec, ra: bool) -> Result<(), 
             b.node(k, m, refm);
             continue;
         }
-        let exact = auth_exact_map(b, &nodes, k, n, None, ra, &soa, apex_len, nodata, nx)?;
+        let exact = auth_exact_map(b, &nodes, k, n, false, ra, &soa, apex_len, nodata)?;
         let wild_key = {
             let mut w = alloc::vec![1u8, b'*'];
             w.extend_from_slice(k);
             w
         };
         let below = match nodes.get(&wild_key) {
-            Some(w) if cut_above(&wild_key).is_none() => auth_exact_map(
-                b,
-                &nodes,
-                &wild_key,
-                w,
-                Some(()),
-                ra,
-                &soa,
-                apex_len,
-                nodata,
-                nx,
-            )?,
+            Some(w) if cut_above(&wild_key).is_none() => {
+                auth_exact_map(b, &nodes, &wild_key, w, true, ra, &soa, apex_len, nodata)?
+            }
             _ => nx_map,
         };
         b.node(k, exact, below);
@@ -1214,22 +1205,22 @@ fn wildcard_for<'a>(nodes: &'a Nodes, lower: &[u8], apex_len: usize) -> Option<&
     None
 }
 
-/// Answers at an authoritative name. `wildcard` = render relocatable, owner = query name.
+/// Answers at an authoritative name. `relocatable`: a wildcard, rendered for any query
+/// name (owner = query name, no compression against it).
 #[allow(clippy::too_many_arguments)]
 fn auth_exact_map(
     b: &mut TreeBuilder,
     nodes: &Nodes,
     key: &[u8],
     n: &NodeSrc,
-    wildcard: Option<()>,
+    relocatable: bool,
     ra: bool,
     soa: &Rrset,
     apex_len: usize,
     nodata: AnsRef,
-    nx: AnsRef,
 ) -> Result<u32, BuildError> {
     let new_render = |rc: u8| {
-        if wildcard.is_some() {
+        if relocatable {
             Render::relocatable(header_flags(true, ra, rc))
         } else {
             Render::exact(key, header_flags(true, ra, rc))
@@ -1254,7 +1245,7 @@ fn auth_exact_map(
                 }
             }
         }
-        let a = if wildcard.is_some() {
+        let a = if relocatable {
             b.shared(r, &n.owner)?
         } else {
             b.answer(r, &n.owner)?
@@ -1298,8 +1289,7 @@ fn auth_exact_map(
             }
         }
     }
-    let start = |b: &mut TreeBuilder, rc: u8| {
-        let _ = b;
+    let start = |rc: u8| {
         let mut r = new_render(rc);
         r.rrset(Section::Answer, NameOut::Qname, cname);
         for (owner, c) in &chain {
@@ -1308,7 +1298,7 @@ fn auth_exact_map(
         r
     };
     let finish = |b: &mut TreeBuilder, r: Render| -> Result<AnsRef, BuildError> {
-        if wildcard.is_some() {
+        if relocatable {
             b.shared(r, &n.owner)
         } else {
             b.answer(r, &n.owner)
@@ -1325,26 +1315,25 @@ fn auth_exact_map(
                 if set.rtype == rtype::CNAME {
                     continue;
                 }
-                let mut r = start(b, rcode::NOERROR);
+                let mut r = start(rcode::NOERROR);
                 r.rrset(Section::Answer, NameOut::Literal(t.0.as_bytes()), set);
                 let a = finish(b, r)?;
                 entries.push((set.rtype, a));
             }
-            let mut r = start(b, rcode::NOERROR);
+            let mut r = start(rcode::NOERROR);
             r.rrset(Section::Authority, apex_out, soa);
             finish(b, r)?
         }
         2 => {
-            let mut r = start(b, rcode::NXDOMAIN);
+            let mut r = start(rcode::NXDOMAIN);
             r.rrset(Section::Authority, apex_out, soa);
             finish(b, r)?
         }
         _ => {
-            let r = start(b, rcode::NOERROR);
+            let r = start(rcode::NOERROR);
             finish(b, r)?
         }
     };
-    let _ = (nodata, nx);
     Ok(b.map(entries, fallback, false))
 }
 

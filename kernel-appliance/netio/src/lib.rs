@@ -12,7 +12,7 @@
 //! whose pointers come from live, correctly sized Rust buffers owned by [`Batch`].
 
 use std::io;
-use std::mem::{MaybeUninit, size_of, zeroed};
+use std::mem::{size_of, zeroed};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -541,10 +541,6 @@ pub fn mac_address(ifname: &str) -> Option<[u8; 6]> {
     }
     Some(mac)
 }
-
-/// `MaybeUninit` is re-exported for callers building their own batches in tests.
-#[doc(hidden)]
-pub type Uninit<T> = MaybeUninit<T>;
 
 #[cfg(test)]
 mod tests {
