@@ -97,8 +97,9 @@ if [[ $CALLGRIND == 1 ]]; then
     }
     # engine_ir CASE N: inclusive Ir of Engine::handle_query in that profile.
     engine_ir() {
-        callgrind_annotate --inclusive=yes --threshold=100 --auto=no "$OUT/callgrind.$1.n$2.out" 2>/dev/null |
-            awk '/Engine::handle_query/ {gsub(/,/, "", $1); print $1; exit}'
+        # (awk reads to the end: an early exit would kill callgrind_annotate with SIGPIPE.)
+        { callgrind_annotate --inclusive=yes --threshold=100 --auto=no "$OUT/callgrind.$1.n$2.out" 2>/dev/null || true; } |
+            awk '/Engine::handle_query/ && !done {gsub(/,/, "", $1); print $1; done = 1}'
     }
     {
         echo

@@ -13,7 +13,9 @@
 #      < 1 % loss, then a DURATION run at that rate;
 #   3. kxdpgun overload (1 M qps offered, DURATION): replies per second.
 # With every phase: Udp RcvbufErrors / SndbufErrors of the server namespace (/proc/net/snmp),
-# and how busy CPU0 was.
+# the veth drops in each direction, how busy CPU0 and CPU1 were, and (before each run) how much
+# CPU other jobs on the machine were using. skuad runs with --no-xdp (UDP sockets) unless the
+# server is skuad-xdp. Results: OUT/results.tsv (every phase), OUT/summary.txt (medians).
 #
 # Usage: tests/bench/veth.sh [--quick] [options]        (root; see --help)
 # Needs: ip, ethtool, taskset, dnsperf, kxdpgun and kdig (knot-dnsutils), knotd (knot), cargo.
@@ -32,8 +34,10 @@ usage: tests/bench/veth.sh [options]
   --reps N             repetitions (default 3)
   --duration S         seconds of each dnsperf / confirmation / overload phase (default 10)
   --servers LIST       comma-separated, run in this order, rotated each repetition
-                       (default skuad,knotd); known: skuad, knotd, knotd-xdp, skuad-rcvbuf
-  --with-knot-xdp      add knotd-xdp (knotd in XDP mode on vsrv) for reference
+                       (default skuad,knotd); known: skuad, knotd, skuad-rcvbuf, knotd-xdp,
+                       skuad-xdp
+  --with-xdp           add knotd-xdp and skuad-xdp (both servers in their AF_XDP mode on vsrv)
+                       for reference; skuad and skuad-rcvbuf always run with --no-xdp
   --skuad-rcvbuf SIZE  so-rcvbuf of the skuad-rcvbuf variant (default 4m; knotd and plain
                        skuad use the kernel default, net.core.rmem_default)
   --no-kxdpgun         dnsperf only
@@ -60,7 +64,7 @@ while [[ $# -gt 0 ]]; do
         --reps) REPS=$2; shift ;;
         --duration) DUR=$2; shift ;;
         --servers) SERVERS=$2; shift ;;
-        --with-knot-xdp) XDP_REF=1 ;;
+        --with-xdp|--with-knot-xdp) XDP_REF=1 ;;
         --skuad-rcvbuf) SKUAD_RCVBUF=$2; shift ;;
         --no-kxdpgun) KX=0 ;;
         --no-ladder) LADDER=0 ;;
@@ -73,10 +77,13 @@ while [[ $# -gt 0 ]]; do
     esac
     shift
 done
-[[ $XDP_REF == 1 && ",$SERVERS," != *,knotd-xdp,* ]] && SERVERS="$SERVERS,knotd-xdp"
+if [[ $XDP_REF == 1 ]]; then
+    [[ ",$SERVERS," == *,knotd-xdp,* ]] || SERVERS="$SERVERS,knotd-xdp"
+    [[ ",$SERVERS," == *,skuad-xdp,* ]] || SERVERS="$SERVERS,skuad-xdp"
+fi
 IFS=, read -r -a SERVER_LIST <<< "$SERVERS"
 for s in "${SERVER_LIST[@]}"; do
-    case $s in skuad|knotd|knotd-xdp|skuad-rcvbuf) ;; *) die "unknown server '$s'" ;; esac
+    case $s in skuad|knotd|knotd-xdp|skuad-rcvbuf|skuad-xdp) ;; *) die "unknown server '$s'" ;; esac
 done
 [[ $(id -u) == 0 ]] || die "run as root (network namespaces)"
 for t in ip ethtool taskset dnsperf kdig knotd timeout; do
@@ -277,6 +284,7 @@ start_server() { # start_server NAME
     case $name in
         skuad) ip netns exec "$NS_S" taskset -c "$SRV_CPU" "$WORK/skuad" --no-xdp --config "$WORK/skuad.conf" > "$log" 2>&1 & ;;
         skuad-rcvbuf) ip netns exec "$NS_S" taskset -c "$SRV_CPU" "$WORK/skuad" --no-xdp --config "$WORK/skuad-rcvbuf.conf" > "$log" 2>&1 & ;;
+        skuad-xdp) ip netns exec "$NS_S" taskset -c "$SRV_CPU" "$WORK/skuad" --xdp-required --config "$WORK/skuad.conf" > "$log" 2>&1 & ;;
         knotd) ip netns exec "$NS_S" taskset -c "$SRV_CPU" knotd -c "$WORK/knot.conf" > "$log" 2>&1 & ;;
         knotd-xdp) ip netns exec "$NS_S" taskset -c "$SRV_CPU" knotd -c "$WORK/knot-xdp.conf" > "$log" 2>&1 & ;;
     esac
