@@ -47,3 +47,7 @@ bench-veth:
 # Load time and RSS per record of a 1,000,000-record zone.
 bench-bigzone:
     bash tests/bench/bigzone.sh
+
+# skuad AF_XDP vs skuad sockets vs knotd XDP vs an XDP_TX ceiling on a veth pair (root; --deps installs, --quick < 2 min).
+bench-xdp *args:
+    bash tests/bench/xdp.sh {{args}}
