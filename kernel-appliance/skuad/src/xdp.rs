@@ -258,7 +258,11 @@ fn try_start(
         copy_only: opts.copy_only,
         ..XskConfig::default()
     };
-    let slow: Vec<UdpSocket> = slow.iter().filter_map(|s| s.try_clone().ok()).collect();
+    // Addresses resolved once here, not per slow-path reply.
+    let slow: Vec<(SocketAddr, UdpSocket)> = slow
+        .iter()
+        .filter_map(|s| Some((s.local_addr().ok()?, s.try_clone().ok()?)))
+        .collect();
     let slow = Arc::new(slow);
     for iface in &ifaces {
         let mut prog = XdpProgram::load()
@@ -367,10 +371,7 @@ fn self_test(plane: &XdpPlane, ifaces: &[skua_netio::Interface], port: u16) -> R
             continue;
         };
         let mac = skua_netio::mac_address(name).unwrap_or([0; 6]);
-        let src = match dst {
-            IpAddr::V4(_) => SocketAddr::new(dst, 65000),
-            IpAddr::V6(_) => SocketAddr::new(dst, 65000),
-        };
+        let src = SocketAddr::new(dst, 65000);
         let query = crate::bench::encode_query(
             0x5e1f,
             &skua_engine::name::WireName::parse("self-test.skua.", None)

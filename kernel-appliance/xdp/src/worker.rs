@@ -78,10 +78,10 @@ pub trait SlowPath: Send {
     fn socket_for(&self, server: SocketAddr) -> Option<&UdpSocket>;
 }
 
-impl SlowPath for Vec<UdpSocket> {
+/// Sockets with their local addresses (resolved once, when the plane starts).
+impl SlowPath for Vec<(SocketAddr, UdpSocket)> {
     fn socket_for(&self, server: SocketAddr) -> Option<&UdpSocket> {
-        self.iter()
-            .find(|s| s.local_addr().is_ok_and(|a| a == server))
+        self.iter().find(|(a, _)| *a == server).map(|(_, s)| s)
     }
 }
 
