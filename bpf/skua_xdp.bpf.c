@@ -45,8 +45,17 @@ static void *(*const bpf_map_lookup_elem)(void *map, const void *key) =
 	(void *)BPF_FUNC_map_lookup_elem;
 static long (*const bpf_redirect_map)(void *map, __u64 key, __u64 flags) =
 	(void *)BPF_FUNC_redirect_map;
+static long (*const bpf_redirect)(__u32 ifindex, __u64 flags) = (void *)BPF_FUNC_redirect;
 static __u64 (*const bpf_xdp_get_buff_len)(struct xdp_md *xdp_md) =
 	(void *)BPF_FUNC_xdp_get_buff_len;
+static long (*const bpf_xdp_load_bytes)(struct xdp_md *xdp_md, __u32 offset, void *buf,
+					__u32 len) = (void *)BPF_FUNC_xdp_load_bytes;
+static long (*const bpf_xdp_store_bytes)(struct xdp_md *xdp_md, __u32 offset, void *buf,
+					 __u32 len) = (void *)BPF_FUNC_xdp_store_bytes;
+static long (*const bpf_xdp_adjust_tail)(struct xdp_md *xdp_md, int delta) =
+	(void *)BPF_FUNC_xdp_adjust_tail;
+static __s64 (*const bpf_csum_diff)(__be32 *from, __u32 from_size, __be32 *to, __u32 to_size,
+				    __wsum seed) = (void *)BPF_FUNC_csum_diff;
 
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define skua_ntohs(x) __builtin_bswap16(x)
@@ -132,6 +141,36 @@ struct {
 	__type(value, __u8);
 } SKUA_MAP_DST6 SEC(".maps");
 
+/* Precompiled answers, filled by skuad from its engine (see skua_xdp_abi.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SKUA_XDP_MAX_ANSWERS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct skua_answer_key);
+	__type(value, struct skua_answer);
+} SKUA_MAP_ANSWERS SEC(".maps");
+
+/*
+ * Clients whose most specific access-control rule lets them get a precompiled answer
+ * (allow, allow_snoop, deny_non_local, refuse_non_local). The longest-prefix match of an
+ * LPM trie is the engine's "most specific rule wins"; skuad inserts every rule, with 0 for
+ * the other actions, so a more specific refuse inside an allowed block wins here too.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, SKUA_XDP_MAX_ACL);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct skua_acl_key);
+	__type(value, __u8);
+} SKUA_MAP_ACL SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct skua_scratch);
+} SKUA_MAP_SCRATCH SEC(".maps");
+
 /* Per-CPU so the hot path needs no atomic; user space sums over CPUs. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -184,8 +223,379 @@ static __always_inline __u32 bytes_from(struct xdp_md *ctx, __u32 l3_off)
 	return (__u32)bpf_xdp_get_buff_len(ctx) - l3_off;
 }
 
+/* --- answers in the program (SKUA_F_ANSWER) ----------------------------------------------- */
+
+#define MISS (-1)
+#define B(i) (s->buf[(i) & 1023]) /* a byte of the work buffer; the mask bounds the index */
+
+/*! \brief Folds a 32-bit ones' complement sum (RFC 1071) to 16 bits, in memory order. */
+static __always_inline __u16 csum_fold32(__u64 sum)
+{
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (__u16)sum;
+}
+
 /*!
- * \brief Final UDP check shared by both IP versions, then redirect.
+ * \brief Ones' complement sum of the pseudo-header and of s->buf[0..len), len <= 520.
+ *
+ * The bytes after len up to the next multiple of 4 are zeroed first (bpf_csum_diff takes
+ * whole 32-bit words); the sum is in memory order, which RFC 1071 §2(B) makes equivalent.
+ * One helper call covers at most 512 bytes, hence the second one.
+ */
+static __always_inline __u64 udp_sum(struct skua_scratch *s, __u32 psize, __u32 len)
+{
+	__u32 r4 = (len + 3) & ~3u;
+	__s64 sum;
+
+	B(len) = 0;
+	B(len + 1) = 0;
+	B(len + 2) = 0;
+	sum = bpf_csum_diff(0, 0, (__be32 *)s->pseudo, psize, 0);
+	if (sum < 0)
+		return 0;
+	if (r4 > 512) {
+		sum = bpf_csum_diff(0, 0, (__be32 *)s->buf, 512, (__wsum)sum);
+		if (sum < 0)
+			return 0;
+		r4 -= 512;
+		if (r4 > 8)
+			return 0;
+		sum = bpf_csum_diff(0, 0, (__be32 *)(s->buf + 512), r4, (__wsum)sum);
+	} else {
+		sum = bpf_csum_diff(0, 0, (__be32 *)s->buf, r4, (__wsum)sum);
+	}
+	return sum < 0 ? 0 : (__u64)sum;
+}
+
+/*! \brief Ones' complement sum of an IPv4 header without options (20 bytes). */
+static __always_inline __u16 ip4_sum(const __u8 *ip)
+{
+	const __u16 *w = (const __u16 *)ip;
+	__u64 sum = 0;
+	int i;
+
+	for (i = 0; i < 10; i++)
+		sum += w[i];
+	return csum_fold32(sum);
+}
+
+/*!
+ * \brief Answers the query from skua_answers in place and returns XDP_TX, or returns MISS
+ *        (the caller then redirects to the AF_XDP socket, where the engine decides).
+ *
+ * The frame has passed every check of the redirect path; \p ulen is its UDP length, already
+ * checked against the IP length. Whatever this function declines (bad checksums, unusual
+ * headers or flags, EDNS other than version 0 with well-formed options, names longer than
+ * SKUA_ANSWER_NAME_MAX, names or types not in the map, clients without an allowing rule)
+ * goes to the engine, which is the reference: every reply produced here is byte for byte
+ * the one skua-fastpath would build (kernel-appliance/xdp/tests/bpf_prog.rs proves it on
+ * crafted frames).
+ *
+ * The packet is only read and written through bpf_xdp_load_bytes/store_bytes with the work
+ * done in a per-CPU buffer, so no variable-offset packet pointer is needed, and the frame is
+ * untouched until every check has passed.
+ */
+static __always_inline int answer(struct xdp_md *ctx, __u32 l3_off, int v6, __u32 ulen,
+				  __u16 cfg_flags)
+{
+	struct skua_answer_key key;
+	struct skua_acl_key acl;
+	const struct skua_answer *a;
+	const __u8 *allowed;
+	struct skua_scratch *s;
+	__u32 zero = 0, iphl = v6 ? 40 : 20, psize = v6 ? 40 : 12;
+	__u32 udp_off = l3_off + iphl;
+	__u32 pos, qlen, qend, ar, edns = 0, dnssec_ok = 0, i;
+	__u32 tail_len, new_ulen, at, old_len;
+	__u16 field, qflags, flags, c;
+
+	if (ulen < UDP_HDR + 17 || ulen > UDP_HDR + SKUA_ANSWER_MSG_MAX)
+		return MISS;
+	s = bpf_map_lookup_elem(&SKUA_MAP_SCRATCH, &zero);
+	if (!s)
+		return MISS;
+	if (v6) {
+		if (bpf_xdp_load_bytes(ctx, l3_off, s->ip, 40))
+			return MISS;
+	} else {
+		if (bpf_xdp_load_bytes(ctx, l3_off, s->ip, 20))
+			return MISS;
+	}
+	if (bpf_xdp_load_bytes(ctx, udp_off, s->buf, ulen))
+		return MISS;
+
+	/* RFC 791 §3.1: a wrong header checksum is the engine's path to count and drop. */
+	if (!v6 && ip4_sum(s->ip) != 0xffff)
+		return MISS;
+
+	/* RFC 768 / RFC 8200 §8.1 pseudo-header, in the layout each one sums over. */
+	if (v6) {
+		__builtin_memcpy(s->pseudo, s->ip + 8, 32);
+		s->pseudo[32] = 0;
+		s->pseudo[33] = 0;
+		s->pseudo[34] = ulen >> 8;
+		s->pseudo[35] = ulen & 0xff;
+		s->pseudo[36] = 0;
+		s->pseudo[37] = 0;
+		s->pseudo[38] = 0;
+		s->pseudo[39] = IPPROTO_UDP;
+	} else {
+		__builtin_memcpy(s->pseudo, s->ip + 12, 8);
+		s->pseudo[8] = 0;
+		s->pseudo[9] = IPPROTO_UDP;
+		s->pseudo[10] = ulen >> 8;
+		s->pseudo[11] = ulen & 0xff;
+	}
+	/*
+	 * The UDP checksum, with skua-fastpath's rules: zero means "none" over IPv4 only; a
+	 * field holding just the folded pseudo-header sum is a local sender's CHECKSUM_PARTIAL.
+	 */
+	field = (__u16)B(6) | ((__u16)B(7) << 8);
+	if (field == 0) {
+		if (v6)
+			return MISS;
+	} else if (csum_fold32(udp_sum(s, psize, ulen)) != 0xffff) {
+		__s64 p = bpf_csum_diff(0, 0, (__be32 *)s->pseudo, psize, 0);
+
+		if (p < 0 || field != csum_fold32((__u64)p))
+			return MISS;
+	}
+
+	/* RFC 1035 §4.1.1: a plain query (QR 0, opcode QUERY, TC 0), one question, no
+	 * answer or authority records, at most one additional (the OPT). */
+	if (B(10) & 0xfa)
+		return MISS;
+	if (B(12) != 0 || B(13) != 1 || B(14) | B(15) | B(16) | B(17) | B(18))
+		return MISS;
+	ar = B(19);
+	if (ar > 1)
+		return MISS;
+
+	/* The name: uncompressed labels, at most SKUA_ANSWER_NAME_MAX bytes. */
+	pos = UDP_HDR + 12;
+#pragma clang loop unroll(disable)
+	for (i = 0; i < SKUA_ANSWER_NAME_MAX / 2 + 1; i++) {
+		__u8 len = B(pos);
+
+		if (len == 0)
+			break;
+		if (len > 63)
+			return MISS;
+		pos += len + 1;
+		if (pos >= UDP_HDR + 12 + SKUA_ANSWER_NAME_MAX)
+			return MISS;
+	}
+	if (B(pos) != 0)
+		return MISS;
+	/*
+	 * The loop leaves by a different iteration for every name length, and the verifier
+	 * would walk the rest of the program once per exit. A round trip through map memory
+	 * (opaque to it) makes all exits the same state, so it walks the rest once.
+	 */
+	*(volatile __u32 *)&s->spill = pos + 1 - (UDP_HDR + 12);
+	qlen = *(volatile __u32 *)&s->spill;
+	if (qlen < 1 || qlen > SKUA_ANSWER_NAME_MAX)
+		return MISS;
+	qend = UDP_HDR + 12 + qlen;
+	if (qend + 4 > ulen)
+		return MISS;
+	/* Class IN only (the map holds IN answers). */
+	if (B(qend + 2) != 0 || B(qend + 3) != 1)
+		return MISS;
+
+	/*
+	 * RFC 6891 §6.1: a root-owned OPT, version 0. Its options are ignored, as by the
+	 * engine; none or one (a client cookie, say) is handled here, more go to the engine.
+	 */
+	if (ar) {
+		__u32 p = qend + 4, rdlen;
+
+		if (p + 11 > ulen)
+			return MISS;
+		if (B(p) != 0 || B(p + 1) != 0 || B(p + 2) != 41 || B(p + 6) != 0)
+			return MISS;
+		rdlen = ((__u32)B(p + 9) << 8) | B(p + 10);
+		if (p + 11 + rdlen > ulen)
+			return MISS;
+		if (rdlen != 0 &&
+		    (rdlen < 4 || 4 + (((__u32)B(p + 13) << 8) | B(p + 14)) != rdlen))
+			return MISS;
+		edns = 1;
+		dnssec_ok = B(p + 7) & 0x80;
+	}
+
+	/*
+	 * The key: the name lower-cased 8 bytes at a time (ASCII letters only: bytes >= 0x80
+	 * and length bytes, all <= 63, are left alone), zero past its end.
+	 */
+	__builtin_memset(&key, 0, sizeof(key));
+	key.qtype = ((__u16)B(qend) << 8) | B(qend + 1);
+	key.name_len = qlen;
+#pragma clang loop unroll(full)
+	for (i = 0; i < SKUA_ANSWER_NAME_MAX / 8; i++) {
+		__u64 x = *(__u64 *)&s->buf[UDP_HDR + 12 + i * 8];
+		__u64 h = x & 0x7f7f7f7f7f7f7f7fULL;
+		__u64 ge_a = h + 0x3f3f3f3f3f3f3f3fULL; /* high bit set where byte >= 'A' */
+		__u64 gt_z = h + 0x2525252525252525ULL; /* high bit set where byte > 'Z' */
+		__u64 upper = (ge_a ^ gt_z) & ~x & 0x8080808080808080ULL;
+		__u32 keep = qlen > i * 8 ? qlen - i * 8 : 0;
+		__u64 mask = keep >= 8 ? ~0ULL : (1ULL << (keep * 8)) - 1;
+
+		*(__u64 *)&key.name[i * 8] = (x | (upper >> 2)) & mask;
+	}
+	a = bpf_map_lookup_elem(&SKUA_MAP_ANSWERS, &key);
+	if (!a)
+		return MISS;
+
+	/* The client's most specific access-control rule must allow a local answer. */
+	acl.prefixlen = 128;
+	if (v6) {
+		__builtin_memcpy(acl.addr, s->ip + 8, 16);
+	} else {
+		__builtin_memset(acl.addr, 0, 10);
+		acl.addr[10] = 0xff;
+		acl.addr[11] = 0xff;
+		__builtin_memcpy(acl.addr + 12, s->ip + 12, 4);
+	}
+	allowed = bpf_map_lookup_elem(&SKUA_MAP_ACL, &acl);
+	if (!allowed || !*allowed)
+		return MISS;
+
+	tail_len = a->tail_len;
+	if (tail_len > SKUA_ANSWER_TAIL_MAX)
+		return MISS;
+	new_ulen = qend + 4 + tail_len + (edns ? 11 : 0);
+	if (new_ulen > UDP_HDR + SKUA_ANSWER_MSG_MAX)
+		return MISS;
+
+	/* --- the reply's UDP and DNS headers, in s->buf before the (kept) question --- */
+	{
+		__u8 t0 = B(0), t1 = B(1);
+
+		B(0) = B(2);
+		B(1) = B(3);
+		B(2) = t0;
+		B(3) = t1;
+	}
+	B(4) = new_ulen >> 8;
+	B(5) = new_ulen & 0xff;
+	B(6) = 0;
+	B(7) = 0;
+	/* RFC 1035 §4.1.1: ID kept; RD copied (and CD, RFC 4035 §3.2.2); the rest is ours. */
+	qflags = ((__u16)B(10) << 8) | B(11);
+	flags = a->flags | (qflags & 0x0110);
+	B(10) = flags >> 8;
+	B(11) = flags & 0xff;
+	B(14) = a->ancount >> 8;
+	B(15) = a->ancount & 0xff;
+	B(16) = a->nscount >> 8;
+	B(17) = a->nscount & 0xff;
+	B(18) = (a->arcount + edns) >> 8;
+	B(19) = (a->arcount + edns) & 0xff;
+	/* RFC 6891 §6.1.2-3: our payload size, no extended RCODE, version 0, DO echoed. */
+	s->opt[0] = 0;
+	s->opt[1] = 0;
+	s->opt[2] = 41;
+	s->opt[3] = a->edns_size >> 8;
+	s->opt[4] = a->edns_size & 0xff;
+	s->opt[5] = 0;
+	s->opt[6] = 0;
+	s->opt[7] = dnssec_ok ? 0x80 : 0;
+	s->opt[8] = 0;
+	s->opt[9] = 0;
+	s->opt[10] = 0;
+
+	/* --- the frame: resize, then write; nothing was touched before this point --- */
+	old_len = (__u32)bpf_xdp_get_buff_len(ctx);
+	if (bpf_xdp_adjust_tail(ctx, (int)(udp_off + new_ulen) - (int)old_len))
+		return MISS;
+	/* From here on the frame is the reply or is dropped (a failure cannot happen: the
+	 * frame was sized for every write below). */
+	at = qend + 4;
+	if (bpf_xdp_store_bytes(ctx, udp_off, s->buf, at))
+		return XDP_DROP;
+	if (tail_len && bpf_xdp_store_bytes(ctx, udp_off + at, (void *)a->tail, tail_len))
+		return XDP_DROP;
+	at += tail_len;
+	if (edns && bpf_xdp_store_bytes(ctx, udp_off + at, s->opt, 11))
+		return XDP_DROP;
+
+	/* The UDP checksum over the reply as written (RFC 768: a computed zero is sent as
+	 * all ones). */
+	if (v6) {
+		s->pseudo[34] = new_ulen >> 8;
+		s->pseudo[35] = new_ulen & 0xff;
+	} else {
+		s->pseudo[10] = new_ulen >> 8;
+		s->pseudo[11] = new_ulen & 0xff;
+	}
+	if (bpf_xdp_load_bytes(ctx, udp_off, s->buf, new_ulen))
+		return XDP_DROP;
+	c = ~csum_fold32(udp_sum(s, psize, new_ulen));
+	if (c == 0)
+		c = 0xffff;
+	if (bpf_xdp_store_bytes(ctx, udp_off + 6, &c, 2))
+		return XDP_DROP;
+
+	if (v6) {
+		__u8 tmp[16];
+
+		__builtin_memcpy(tmp, s->ip + 8, 16);
+		__builtin_memcpy(s->ip + 8, s->ip + 24, 16);
+		__builtin_memcpy(s->ip + 24, tmp, 16);
+		s->ip[4] = new_ulen >> 8;
+		s->ip[5] = new_ulen & 0xff;
+		s->ip[7] = 64; /* hop limit, as skua-fastpath */
+		if (bpf_xdp_store_bytes(ctx, l3_off, s->ip, 40))
+			return XDP_DROP;
+	} else {
+		__u32 total = 20 + new_ulen;
+		__u8 tmp[4];
+
+		__builtin_memcpy(tmp, s->ip + 12, 4);
+		__builtin_memcpy(s->ip + 12, s->ip + 16, 4);
+		__builtin_memcpy(s->ip + 16, tmp, 4);
+		s->ip[2] = total >> 8;
+		s->ip[3] = total & 0xff;
+		s->ip[6] = 0; /* no fragment flags (DF clear), as skua-fastpath */
+		s->ip[7] = 0;
+		s->ip[8] = 64;
+		s->ip[10] = 0;
+		s->ip[11] = 0;
+		c = ~ip4_sum(s->ip);
+		s->ip[10] = c & 0xff;
+		s->ip[11] = c >> 8;
+		if (bpf_xdp_store_bytes(ctx, l3_off, s->ip, 20))
+			return XDP_DROP;
+	}
+	if (bpf_xdp_load_bytes(ctx, 0, s->mac, 12))
+		return XDP_DROP;
+	{
+		__u8 tmp[6];
+
+		__builtin_memcpy(tmp, s->mac, 6);
+		__builtin_memcpy(s->mac, s->mac + 6, 6);
+		__builtin_memcpy(s->mac + 6, tmp, 6);
+	}
+	if (bpf_xdp_store_bytes(ctx, 0, s->mac, 12))
+		return XDP_DROP;
+	/*
+	 * A native-mode veth delivers XDP_TX frames to its peer without waking the peer's NAPI
+	 * unless the peer runs an XDP program itself (veth_xdp_flush()), so the reply could sit
+	 * there until the next packet. A redirect to the ingress device goes through
+	 * ndo_xdp_xmit with a flush, which wakes it: skuad sets SKUA_F_TX_REDIRECT on veth.
+	 */
+	if (cfg_flags & SKUA_F_TX_REDIRECT)
+		return bpf_redirect(ctx->ingress_ifindex, 0);
+	return XDP_TX;
+}
+
+#undef B
+
+/*!
+ * \brief Final UDP check shared by both IP versions, then answer or redirect.
  * \param udp       UDP header; the caller has proven its 8 bytes are inside the frame.
  * \param ip_avail  bytes the IP layer says it carries after its header (IPv4 total length
  *                  minus 20, IPv6 payload length); the caller has checked it against the
@@ -193,9 +603,11 @@ static __always_inline __u32 bytes_from(struct xdp_md *ctx, __u32 l3_off)
  * \return XDP_DROP or the result of bpf_redirect_map().
  */
 static __always_inline int udp_to_xsk(struct xdp_md *ctx, const struct udphdr *udp,
-				      __u32 ip_avail)
+				      __u32 ip_avail, const struct skua_xdp_config *cfg,
+				      __u32 l3_off, int v6)
 {
 	__u32 ulen = skua_ntohs(udp->len);
+	int verdict;
 
 	/*
 	 * RFC 768: Length counts header and data, so it is at least 8, and it must fit in what
@@ -206,6 +618,13 @@ static __always_inline int udp_to_xsk(struct xdp_md *ctx, const struct udphdr *u
 	if (ulen < UDP_HDR || ulen > ip_avail)
 		return drop_malformed();
 
+	if (cfg->flags & SKUA_F_ANSWER) {
+		verdict = answer(ctx, l3_off, v6, ulen, cfg->flags);
+		if (verdict != MISS) {
+			count(verdict == XDP_DROP ? SKUA_STAT_DROP_MALFORMED : SKUA_STAT_ANSWERED);
+			return verdict;
+		}
+	}
 	count(SKUA_STAT_REDIRECTED);
 	/*
 	 * The fallback action (XDP_PASS in the low bits of flags, kernel >= 5.3) applies when no
@@ -302,7 +721,7 @@ int skua_xdp(struct xdp_md *ctx)
 		tot_len = skua_ntohs(ip->tot_len);
 		if (tot_len < IP4_MIN_HDR + UDP_HDR || tot_len > bytes_from(ctx, l3_off))
 			return drop_malformed();
-		return udp_to_xsk(ctx, udp, tot_len - IP4_MIN_HDR);
+		return udp_to_xsk(ctx, udp, tot_len - IP4_MIN_HDR, cfg, l3_off, 0);
 	}
 
 	if (proto == ETH_P_IPV6_BE) {
@@ -335,7 +754,7 @@ int skua_xdp(struct xdp_md *ctx)
 		payload_len = skua_ntohs(ip6->payload_len);
 		if (payload_len > bytes_from(ctx, l3_off) - sizeof(*ip6))
 			return drop_malformed();
-		return udp_to_xsk(ctx, udp, payload_len);
+		return udp_to_xsk(ctx, udp, payload_len, cfg, l3_off, 1);
 	}
 
 	return pass(SKUA_STAT_PASS_NOT_IP);

@@ -209,6 +209,13 @@ impl Acl {
             .map_or(AclAction::Refuse, |(_, a)| *a)
     }
 
+    /// The rules, most specific first: (address as IPv6, IPv4 as `::ffff:a.b.c.d`;
+    /// prefix length in that 128-bit space; action). Dataplanes that need the list in
+    /// another form (an LPM trie) rebuild it from this.
+    pub fn rules(&self) -> impl Iterator<Item = (u128, u8, AclAction)> + '_ {
+        self.rules.iter().map(|(nb, a)| (nb.addr, nb.prefix, *a))
+    }
+
     /// Number of rules.
     pub fn len(&self) -> usize {
         self.rules.len()

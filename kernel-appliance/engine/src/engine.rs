@@ -289,6 +289,22 @@ impl Engine {
         }
     }
 
+    /// The (lower-cased wire name, qtype) pairs that have an answer of their own in the
+    /// compiled tables (plus A and AAAA at every name, for their NODATA answers), local
+    /// zones first. Candidates only: a dataplane that caches answers asks
+    /// [`Engine::handle_query`] for each and checks what it gets.
+    pub fn answer_keys(&self) -> impl Iterator<Item = (&[u8], u16)> + '_ {
+        const EXTRA: &[u16] = &[rtype::A, rtype::AAAA];
+        self.local
+            .exact_keys(EXTRA)
+            .chain(self.auth.exact_keys(EXTRA))
+    }
+
+    /// The access-control list in force.
+    pub fn acl(&self) -> &Acl {
+        &self.acl
+    }
+
     /// The general path alone, for differential testing of the hot path against it.
     #[doc(hidden)]
     pub fn handle_query_general(&self, req: &Request, query: &[u8], out: &mut [u8]) -> Outcome {

@@ -254,6 +254,30 @@ impl Tree {
         None
     }
 
+    /// Every (lower-cased wire name, qtype) this tree has an exact-match entry for, and for
+    /// each name also the types its fallback covers among `extra` (e.g. A and AAAA, whose
+    /// NODATA answers are common queries). Order: names in insertion order. For dataplanes
+    /// that precompute answers further (the XDP answer map): they must still ask the
+    /// engine for each answer, since another tree may shadow this one.
+    pub fn exact_keys<'a>(
+        &'a self,
+        extra: &'a [u16],
+    ) -> impl Iterator<Item = (&'a [u8], u16)> + 'a {
+        self.nodes.iter().flat_map(move |n| {
+            let s = n.name_off as usize;
+            let name = &self.names[s..s + usize::from(n.name_len)];
+            let m = &self.maps[n.exact as usize];
+            let st = m.start as usize;
+            let entries = &self.entries[st..st + m.len as usize];
+            let listed = entries.iter().map(|e| e.0);
+            let more = extra
+                .iter()
+                .copied()
+                .filter(move |t| !entries.iter().any(|e| e.0 == *t));
+            listed.chain(more).map(move |t| (name, t))
+        })
+    }
+
     /// The rendered answer behind `r`, or `None` for a verdict.
     #[inline]
     pub fn answer(&self, r: AnsRef) -> Option<Answer<'_>> {

@@ -11,6 +11,8 @@
 //! This is the only crate of the daemon with `unsafe` code: each block is a single libc call
 //! whose pointers come from live, correctly sized Rust buffers owned by [`Batch`].
 
+pub mod ethtool;
+
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};

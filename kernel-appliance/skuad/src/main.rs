@@ -16,6 +16,8 @@ XDP options (AF_XDP dataplane on the interfaces holding the served addresses):
   --xdp-copy              never try zero-copy
   --xdp-interface IF      attach to IF (repeatable) instead of the interfaces holding the
                           served addresses: e.g. the parent of a VLAN interface
+  --xdp-answers N         precompile up to N answers into the XDP program, which then sends
+                          them itself (XDP_TX); 0 = off (default: 65536)
 signals: HUP reloads, USR1 logs the counters, TERM/INT stop";
 
 fn main() -> ExitCode {
@@ -61,14 +63,22 @@ fn main() -> ExitCode {
                 };
                 xdp.interfaces.push(v.clone());
             }
-            "--xdp-mode" | "--xdp-queues" => {
+            "--xdp-mode" | "--xdp-queues" | "--xdp-answers" => {
                 let flag = args[i].clone();
                 i += 1;
                 let Some(v) = args.get(i) else {
                     eprintln!("skuad: {flag} needs a value\n{USAGE}");
                     return ExitCode::from(2);
                 };
-                if flag == "--xdp-mode" {
+                if flag == "--xdp-answers" {
+                    match v.parse::<u32>() {
+                        Ok(n) => xdp.answers = n,
+                        _ => {
+                            eprintln!("skuad: --xdp-answers must be a number (0 = off)");
+                            return ExitCode::from(2);
+                        }
+                    }
+                } else if flag == "--xdp-mode" {
                     xdp.attach = match v.as_str() {
                         "auto" => skua_xdp::bpf::AttachMode::Auto,
                         "native" => skua_xdp::bpf::AttachMode::Native,

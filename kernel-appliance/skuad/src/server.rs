@@ -389,7 +389,19 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
                 }
             }
         };
-        signals(sigs, &source, &shared, &settings, &dump).await
+        let hooks = ReloadHooks {
+            before_swap: &|| {
+                if let Some(p) = plane.as_ref() {
+                    p.suspend_answers();
+                }
+            },
+            after_swap: &|e: &Engine| {
+                if let Some(p) = plane.as_ref() {
+                    p.resume_answers(e);
+                }
+            },
+        };
+        signals(sigs, &source, &shared, &settings, &dump, &hooks).await
     });
     shared.stop.store(true, Ordering::Relaxed);
     for w in workers {
@@ -432,6 +444,13 @@ struct Signals {
     int: tokio::signal::unix::Signal,
 }
 
+/// What the XDP plane does around an engine swap (answers in the program off before, back
+/// on with the new engine's answers after).
+struct ReloadHooks<'a> {
+    before_swap: &'a dyn Fn(),
+    after_swap: &'a dyn Fn(&Engine),
+}
+
 /// SIGHUP reloads (a bad configuration is rejected and the old one keeps serving);
 /// SIGUSR1 logs the counters; SIGTERM and SIGINT stop.
 async fn signals(
@@ -440,6 +459,7 @@ async fn signals(
     shared: &Arc<Shared>,
     settings: &Settings,
     dump: &dyn Fn(),
+    hooks: &ReloadHooks<'_>,
 ) -> Result<(), String> {
     let Signals {
         mut usr1,
@@ -460,8 +480,11 @@ async fn signals(
                             log::warn(format_args!("reload: listener settings changed (interfaces, ports, threads, buffers); they take effect at restart"));
                         }
                         log::set_verbosity(new.settings.verbosity);
-                        shared.engine.store(Arc::new(new.engine));
+                        (hooks.before_swap)();
+                        let engine = Arc::new(new.engine);
+                        shared.engine.store(engine.clone());
                         shared.generation.fetch_add(1, Ordering::Release);
+                        (hooks.after_swap)(&engine);
                         skua_netio::release_free_memory();
                         log::info(format_args!("reloaded: {} records in {:.1} ms", new.records, new.elapsed.as_secs_f64() * 1e3));
                     }

@@ -12,10 +12,18 @@
 //! the path) injects a DNS query into every queue through the attached program itself
 //! (`BPF_PROG_TEST_RUN` with live frames, as if it arrived on that queue) and requires the
 //! queue's worker to receive and answer it within a second.
+//!
+//! Answers in the program (`--xdp-answers N`, on by default): once the AF_XDP path has passed
+//! its self-test, the engine's answers that the XDP program can reproduce exactly are compiled
+//! into its answer map ([`skua_xdp::answers`]), and the program sends them itself with
+//! `XDP_TX`; everything else still goes to the AF_XDP workers. A test run of the program on one
+//! such query must produce the engine's own reply frame before the feature is switched on. On
+//! reload the feature is switched off before the new engine is swapped in and on again once
+//! the map holds the new answers, so no client ever gets an old answer after a new one.
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -43,6 +51,8 @@ pub struct XdpOptions {
     /// Attach to these interfaces instead of those holding the served addresses (e.g. the
     /// parent of a VLAN interface: the program handles one 802.1Q tag).
     pub interfaces: Vec<String>,
+    /// At most this many answers precompiled into the XDP program (0: none).
+    pub answers: u32,
 }
 
 /// `--no-xdp` / default / `--xdp-required`.
@@ -64,6 +74,7 @@ impl Default for XdpOptions {
             max_queues: None,
             copy_only: false,
             interfaces: Vec::new(),
+            answers: abi::MAX_ANSWERS,
         }
     }
 }
@@ -91,9 +102,21 @@ pub struct QueueWorker {
     handle: Option<JoinHandle<()>>,
 }
 
+/// One interface's program and the config record it runs with.
+struct Attached {
+    ifname: String,
+    program: XdpProgram,
+    config: XdpConfig,
+    /// A served address and port on it, for the answer self-test.
+    probe: Option<SocketAddr>,
+}
+
 /// The running XDP dataplane; detaches on drop.
 pub struct XdpPlane {
-    programs: Vec<(String, XdpProgram)>,
+    programs: Mutex<Vec<Attached>>,
+    /// Answers in the program wanted (capacity > 0) and proven to work at start.
+    answers: AtomicBool,
+    capacity: u32,
     /// Stops this plane's workers (set on shutdown, including a failed start).
     stop: Arc<AtomicBool>,
     /// Workers, one per (interface, queue).
@@ -109,13 +132,91 @@ impl XdpPlane {
                 let _ = h.join();
             }
         }
-        for (name, p) in &mut self.programs {
-            match p.detach() {
-                Ok(()) => log::info(format_args!("xdp: detached from {name}")),
-                Err(e) => log::error(format_args!("xdp: detach from {name} failed: {e}")),
+        let mut programs = self.programs();
+        for a in programs.iter_mut() {
+            match a.program.detach() {
+                Ok(()) => log::info(format_args!("xdp: detached from {}", a.ifname)),
+                Err(e) => log::error(format_args!("xdp: detach from {} failed: {e}", a.ifname)),
             }
         }
-        self.programs.clear();
+        programs.clear();
+    }
+
+    fn programs(&self) -> MutexGuard<'_, Vec<Attached>> {
+        // A panic while holding the lock leaves maps the kernel keeps consistent anyway.
+        self.programs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Stops answering in the programs (before a new engine is swapped in).
+    pub fn suspend_answers(&self) {
+        if !self.answers.load(Ordering::Relaxed) {
+            return;
+        }
+        for a in self.programs().iter_mut() {
+            let off = XdpConfig {
+                flags: a.config.flags & !abi::F_ANSWER,
+                ..a.config
+            };
+            if let Err(e) = a.program.set_config(off) {
+                log::error(format_args!("xdp: {}: {}", a.ifname, log::chain(&e)));
+            }
+        }
+    }
+
+    /// Loads `engine`'s answers into the programs and answers there again.
+    pub fn resume_answers(&self, engine: &Engine) {
+        if !self.answers.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Err(e) = self.load_answers(engine, false) {
+            log::error(format_args!(
+                "xdp: answers in the program stay off: {e}; the AF_XDP workers answer everything"
+            ));
+        }
+    }
+
+    /// Compiles and loads the answers; with `check`, proves on one query that the program's
+    /// reply frame is the engine's before switching the feature on.
+    fn load_answers(&self, engine: &Engine, check: bool) -> Result<(), String> {
+        let started = Instant::now();
+        let compiled = skua_xdp::answers::compile(engine, self.capacity as usize);
+        let mut programs = self.programs();
+        for a in programs.iter_mut() {
+            a.program
+                .set_acl(&compiled.acl)
+                .and_then(|()| a.program.set_answers(&compiled.answers))
+                .map_err(|e| format!("{}: {}", a.ifname, log::chain(&e)))?;
+            a.config.flags |= abi::F_ANSWER;
+            a.program
+                .set_config(a.config)
+                .map_err(|e| format!("{}: {}", a.ifname, log::chain(&e)))?;
+            // On failure the caller switches the feature off again.
+            if check {
+                let frame = check_answer(
+                    &a.program,
+                    engine,
+                    &compiled.answers,
+                    a.probe,
+                    a.config.flags,
+                )
+                .map_err(|e| format!("{}: self-test of answers in the program: {e}", a.ifname))?;
+                if let Some(frame) = frame {
+                    check_veth_peer(&a.program, &a.ifname, &frame)?;
+                }
+            }
+        }
+        let s = compiled.skipped;
+        log::info(format_args!(
+            "xdp: {} answers precompiled into the program in {:.1} ms (left to the engine: {} too long, \
+             {} client-dependent, {} not reproducible, {} over --xdp-answers)",
+            compiled.answers.len(),
+            started.elapsed().as_secs_f64() * 1e3,
+            s.too_long,
+            s.client_dependent,
+            s.not_reproducible,
+            s.over_capacity
+        ));
+        Ok(())
     }
 
     /// One line per queue for the stop summary and metrics.
@@ -151,13 +252,13 @@ impl XdpPlane {
                 )
             })
             .collect();
-        for (name, p) in &self.programs {
-            if let Ok(st) = p.stats() {
+        for a in self.programs().iter() {
+            if let Ok(st) = a.program.stats() {
                 let fields: Vec<String> = abi::Stat::ALL
                     .iter()
                     .map(|k| format!("{}={}", k.name(), st[*k as usize]))
                     .collect();
-                out.push(format!("xdp program on {name}: {}", fields.join(" ")));
+                out.push(format!("xdp program on {}: {}", a.ifname, fields.join(" ")));
             }
         }
         out
@@ -246,7 +347,9 @@ fn try_start(
         return Err(why);
     }
     let mut plane = XdpPlane {
-        programs: Vec::new(),
+        programs: Mutex::new(Vec::new()),
+        answers: AtomicBool::new(false),
+        capacity: opts.answers,
         stop: Arc::new(AtomicBool::new(false)),
         workers: Vec::new(),
     };
@@ -265,7 +368,7 @@ fn try_start(
         .collect();
     let slow = Arc::new(slow);
     for iface in &ifaces {
-        let mut prog = XdpProgram::load()
+        let mut prog = XdpProgram::load_with_capacity(opts.answers)
             .map_err(|e| format!("loading the XDP program: {}", log::chain(&e)))?;
         match skua_xdp::bpf::detach_stale(&iface.name) {
             Ok(true) => log::warn(format_args!(
@@ -284,12 +387,12 @@ fn try_start(
         if any6 {
             flags |= abi::F_ANY_V6;
         }
-        prog.set_config(XdpConfig {
+        let mut config = XdpConfig {
             port,
             flags,
             pad: 0,
-        })
-        .map_err(|e| log::chain(&e))?;
+        };
+        prog.set_config(config).map_err(|e| log::chain(&e))?;
         for a in &iface.addrs {
             if !a.is_unspecified() {
                 prog.add_dest(*a).map_err(|e| log::chain(&e))?;
@@ -302,6 +405,14 @@ fn try_start(
             "xdp: attached to {} in {mode:?} mode",
             iface.name
         ));
+        // Native veth: answers from the program leave by redirect, not XDP_TX (see
+        // SKUA_F_TX_REDIRECT in bpf/skua_xdp_abi.h).
+        if mode == skua_xdp::bpf::AttachedMode::Native
+            && skua_netio::ethtool::driver(&iface.name).ok().as_deref() == Some("veth")
+        {
+            config.flags |= abi::F_TX_REDIRECT;
+            prog.set_config(config).map_err(|e| log::chain(&e))?;
+        }
         let nq = skua_netio::rx_queues(&iface.name)
             .min(opts.max_queues.unwrap_or(usize::MAX))
             .max(1);
@@ -322,7 +433,12 @@ fn try_start(
                 .map_err(|e| log::chain(&e))?;
             socks.push(s);
         }
-        plane.programs.push((iface.name.clone(), prog));
+        plane.programs().push(Attached {
+            ifname: iface.name.clone(),
+            program: prog,
+            config,
+            probe: iface.addrs.first().map(|ip| SocketAddr::new(*ip, port)),
+        });
         for (q, mut sock) in socks.into_iter().enumerate() {
             // Give the kernel frames to receive into before anything is redirected here
             // (the self-test's first frame must not find an empty fill ring).
@@ -358,12 +474,129 @@ fn try_start(
         }
     }
     self_test(&plane, &ifaces, port)?;
+    if opts.answers > 0 {
+        plane.answers.store(true, Ordering::Relaxed);
+        if let Err(e) = plane.load_answers(&shared.engine.load(), true) {
+            plane.suspend_answers();
+            plane.answers.store(false, Ordering::Relaxed);
+            log::warn(format_args!(
+                "xdp: no answers in the program: {e}; the AF_XDP workers answer everything"
+            ));
+        }
+    } else {
+        log::info(format_args!(
+            "xdp: answers in the program off (--xdp-answers 0)"
+        ));
+    }
     Ok(plane)
+}
+
+/// A native-mode veth sends `XDP_TX` frames straight into its peer's NAPI ring, which exists
+/// only when the peer runs an XDP program or has GRO on; otherwise the kernel drops them
+/// without a trace on our side (veth_xdp_xmit: -ENXIO). Injects the test query for real and
+/// requires the peer's `xdp_xmit` counter (shown on our side as `tx_queue_N_xdp_xmit`) to
+/// move. Other drivers transmit `XDP_TX` frames themselves and are not checked here.
+fn check_veth_peer(prog: &XdpProgram, ifname: &str, frame: &[u8]) -> Result<(), String> {
+    if prog.attached_mode() != Some(skua_xdp::bpf::AttachedMode::Native)
+        || skua_netio::ethtool::driver(ifname).ok().as_deref() != Some("veth")
+    {
+        return Ok(());
+    }
+    let xmit = || -> u64 {
+        skua_netio::ethtool::stats(ifname)
+            .unwrap_or_default()
+            .iter()
+            .filter(|(k, _)| k.starts_with("tx_queue_") && k.ends_with("_xdp_xmit"))
+            .map(|(_, v)| *v)
+            .sum()
+    };
+    let Some(ifindex) = prog.ifindex() else {
+        return Ok(());
+    };
+    let before = xmit();
+    prog.inject(frame, ifindex, 0)
+        .map_err(|e| format!("{ifname}: {}", log::chain(&e)))?;
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < deadline {
+        if xmit() > before {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Err(format!(
+        "{ifname} is a veth whose peer takes no XDP frames (no XDP program and GRO off on \
+         the peer), so replies sent with XDP_TX would be lost; enable them with \
+         `ethtool -K PEER gro on` in the peer's namespace (or attach an XDP program there)"
+    ))
+}
+
+/// Runs the program (not live) on a query for one precompiled answer from an allowed client
+/// and requires `XDP_TX` with exactly the reply frame the engine path builds. Returns the
+/// query frame, or `None` when there was nothing to test.
+fn check_answer(
+    prog: &XdpProgram,
+    engine: &Engine,
+    answers: &[(abi::AnswerKey, abi::AnswerValue)],
+    probe: Option<SocketAddr>,
+    prog_flags: u16,
+) -> Result<Option<Vec<u8>>, String> {
+    let (Some((key, _)), Some(server)) = (answers.first(), probe) else {
+        return Ok(None);
+    };
+    // A wildcard listener (0.0.0.0 / ::) has the "any destination" flag: any address does.
+    let server = match server.ip() {
+        IpAddr::V4(a) if a.is_unspecified() => {
+            SocketAddr::new([198, 18, 0, 53].into(), server.port())
+        }
+        IpAddr::V6(a) if a.is_unspecified() => {
+            SocketAddr::new([0xfd00, 0x5c, 0, 0, 0, 0, 0, 0x53u16].into(), server.port())
+        }
+        _ => server,
+    };
+    let Some(client) = skua_xdp::answers::allowed_client(engine, server.is_ipv6()) else {
+        // No client of this family may get answers in the program: nothing to prove.
+        return Ok(None);
+    };
+    let name = &key.name[..usize::from(key.name_len)];
+    let query = skua_xdp::answers::query(0x5e1f, 0x0100, name, key.qtype, None);
+    let mut frame = [0u8; 1024];
+    let len = skua_fastpath::build_udp_frame(
+        &mut frame,
+        [0x02, 0, 0, 0, 0x5e, 0x1f],
+        [0x02, 0, 0, 0, 0x5e, 0x20],
+        None,
+        SocketAddr::new(client, 65000),
+        server,
+        &query,
+    )
+    .ok_or("test frame does not fit")?;
+    let (action, out) = prog
+        .test_run_output(&frame[..len])
+        .map_err(|e| log::chain(&e))?;
+    let mut reference = frame;
+    let mut scratch = [0u8; 1024];
+    let skua_fastpath::Verdict::Reply { len: rlen, .. } =
+        skua_fastpath::handle_frame(engine, &mut reference, len, &mut scratch)
+    else {
+        return Err("the engine does not answer the test query".into());
+    };
+    let sent = if prog_flags & abi::F_TX_REDIRECT != 0 {
+        skua_xdp::bpf::XDP_REDIRECT
+    } else {
+        skua_xdp::bpf::XDP_TX
+    };
+    if action != sent || out != reference[..rlen] {
+        return Err(format!(
+            "the program's reply differs from the engine's (action {action})"
+        ));
+    }
+    Ok(Some(frame[..len].to_vec()))
 }
 
 /// Injects one query per queue through the attached program and waits for its worker.
 fn self_test(plane: &XdpPlane, ifaces: &[skua_netio::Interface], port: u16) -> Result<(), String> {
-    for (name, prog) in &plane.programs {
+    for a in plane.programs().iter() {
+        let (name, prog) = (&a.ifname, &a.program);
         let Some(iface) = ifaces.iter().find(|i| &i.name == name) else {
             continue;
         };

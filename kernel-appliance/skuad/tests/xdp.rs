@@ -239,6 +239,9 @@ impl Pair {
         ]);
         ip(&["-n", srv.name(), "link", "set", SRV_IF, "up"]);
         ip(&["-n", cli.name(), "link", "set", CLI_IF, "up"]);
+        // GRO on the client's end gives it a NAPI ring, which a native-mode veth needs to
+        // deliver the frames skuad's program sends with XDP_TX (a real NIC does not care).
+        set_gro(&cli, true);
         Self { srv, cli, net }
     }
 
@@ -287,6 +290,16 @@ impl Pair {
     fn cli_v6(&self) -> String {
         format!("fd00:{}::2", self.net)
     }
+}
+
+/// `ethtool -K cli0 gro on|off` in `ns`.
+fn set_gro(ns: &Netns, on: bool) {
+    let o = in_ns(
+        ns,
+        "ethtool",
+        &["-K", CLI_IF, "gro", if on { "on" } else { "off" }],
+    );
+    assert!(o.ok(), "ethtool -K {CLI_IF} gro: {}{}", o.stdout, o.stderr);
 }
 
 /// `ip link add NAME type KIND` in `ns`; `false` if this kernel lacks the link type.
@@ -897,6 +910,12 @@ impl Counters {
             .unwrap_or(0)
     }
 
+    /// Queries answered through XDP on `ifname`: by the AF_XDP queues plus by the program
+    /// itself (its precompiled answers).
+    fn answered(&self, ifname: &str) -> u64 {
+        self.queue(ifname, "answered") + self.prog(ifname, "answered")
+    }
+
     /// A program counter of `ifname` (0 if absent).
     fn prog(&self, ifname: &str, key: &str) -> u64 {
         self.programs
@@ -1110,14 +1129,22 @@ impl Drop for Skuad {
 #[test]
 fn xdp_answers_ipv4_and_ipv6_native_and_generic() {
     require_root();
-    for (net, mode, token, logged) in [
-        (10, "native", "xdp", "Native"),
-        (11, "generic", "xdpgeneric", "Generic"),
+    // Each mode twice: the AF_XDP queues answering everything (--xdp-answers 0), then the
+    // program answering the precompiled names itself (the default).
+    for (net, mode, token, logged, in_program) in [
+        (10, "native", "xdp", "Native", false),
+        (11, "generic", "xdpgeneric", "Generic", false),
+        (12, "native", "xdp", "Native", true),
+        (13, "generic", "xdpgeneric", "Generic", true),
     ] {
-        let test = format!("modes-{mode}");
+        let test = format!("modes-{mode}-{in_program}");
         let pair = Pair::with_addresses(&test, net);
         let conf = Conf::new(&test, &[pair.srv_v4(), pair.srv_v6()]);
-        let mut d = Skuad::start(&pair.srv, &conf, &["--xdp-mode", mode]);
+        let mut args = vec!["--xdp-mode", mode];
+        if !in_program {
+            args.extend_from_slice(&["--xdp-answers", "0"]);
+        }
+        let mut d = Skuad::start(&pair.srv, &conf, &args);
         d.assert_xdp_serving(SRV_IF);
         assert!(
             d.log()
@@ -1150,14 +1177,26 @@ fn xdp_answers_ipv4_and_ipv6_native_and_generic() {
         let after = d.counters(&[SRV_IF]);
         let answered = after.queue(SRV_IF, "answered") - before.queue(SRV_IF, "answered");
         let redirected = after.prog(SRV_IF, "redirected") - before.prog(SRV_IF, "redirected");
-        assert!(
-            answered >= 2 && redirected >= 2 && after.socket_queries == 0,
-            "{mode}: want >= 2 answered by the XSK queue, >= 2 redirected by the program and \
-             0 queries on the kernel sockets; got answered +{answered}, redirected \
-             +{redirected}, socket queries {}:\n{}",
-            after.socket_queries,
-            d.log()
-        );
+        let in_prog = after.prog(SRV_IF, "answered") - before.prog(SRV_IF, "answered");
+        if in_program {
+            assert!(
+                in_prog >= 2 && answered == 0 && after.socket_queries == 0,
+                "{mode}: want >= 2 answered in the program, none by the XSK queue or the \
+                 kernel sockets; got +{in_prog}, +{answered}, {}:\n{}",
+                after.socket_queries,
+                d.log()
+            );
+        } else {
+            assert!(
+                answered >= 2 && redirected >= 2 && in_prog == 0 && after.socket_queries == 0,
+                "{mode}: want >= 2 answered by the XSK queue, >= 2 redirected by the program, \
+                 none answered in the program and 0 queries on the kernel sockets; got \
+                 answered +{answered}, redirected +{redirected}, in the program +{in_prog}, \
+                 socket queries {}:\n{}",
+                after.socket_queries,
+                d.log()
+            );
+        }
         let st = d.stop();
         assert!(st.success(), "{mode}: SIGTERM exit {st}:\n{}", d.log());
         let link = link_details(&pair.srv, SRV_IF);
@@ -1318,12 +1357,16 @@ fn vlan_tagged_query_answered() {
         expected += 1;
     }
     let c1 = d.counters(&[SRV_IF]);
-    let answered = c1.queue(SRV_IF, "answered") - c0.queue(SRV_IF, "answered");
-    let redirected = c1.prog(SRV_IF, "redirected") - c0.prog(SRV_IF, "redirected");
+    let answered = c1.answered(SRV_IF) - c0.answered(SRV_IF);
+    // Taken by the program: answered there, or redirected to the queue.
+    let taken = c1.prog(SRV_IF, "redirected") - c0.prog(SRV_IF, "redirected")
+        + c1.prog(SRV_IF, "answered")
+        - c0.prog(SRV_IF, "answered");
     assert!(
-        answered >= expected && redirected >= expected && c1.socket_queries == 0,
-        "want >= {expected} tagged queries answered through XSK and none on the kernel \
-         sockets; got answered +{answered}, redirected +{redirected}, socket queries {}:\n{}",
+        answered >= expected && taken >= expected && c1.socket_queries == 0,
+        "want >= {expected} tagged queries answered through XDP and none on the kernel \
+         sockets; got answered +{answered}, taken by the program +{taken}, socket queries \
+         {}:\n{}",
         c1.socket_queries,
         d.log()
     );
@@ -1360,15 +1403,13 @@ fn malformed_frames_dropped_and_counted() {
     // exactly one defect.
     let mut prev = d.counters(&iface);
     send_raw(&pair.cli, CLI_IF, vec![frame(1).bytes]);
-    let now = d.counters_until(&iface, wait, |c| {
-        c.queue(SRV_IF, "answered") > prev.queue(SRV_IF, "answered")
-    });
+    let now = d.counters_until(&iface, wait, |c| c.answered(SRV_IF) > prev.answered(SRV_IF));
     assert!(
-        now.queue(SRV_IF, "answered") > prev.queue(SRV_IF, "answered"),
+        now.answered(SRV_IF) > prev.answered(SRV_IF),
         "a well-formed raw query was not answered through XSK:\n{}",
         d.log()
     );
-    let answered_ok = now.queue(SRV_IF, "answered");
+    let answered_ok = now.answered(SRV_IF);
     prev = now;
 
     // (what, frame, counters that must grow: (queue keys, program keys), any of them)
@@ -1421,7 +1462,7 @@ fn malformed_frames_dropped_and_counted() {
             d.log()
         );
         assert_eq!(
-            now.queue(SRV_IF, "answered"),
+            now.answered(SRV_IF),
             answered_ok,
             "{what}: the malformed query was answered"
         );
@@ -1440,7 +1481,7 @@ fn malformed_frames_dropped_and_counted() {
     );
     let last = d.counters(&iface);
     assert!(
-        last.queue(SRV_IF, "answered") > answered_ok,
+        last.answered(SRV_IF) > answered_ok,
         "the query after the bad frames was not answered through XSK:\n{}",
         d.log()
     );
@@ -1478,7 +1519,7 @@ fn kill9_then_restart_and_sigterm_detaches() {
     );
     let c1 = second.counters(&[SRV_IF]);
     assert!(
-        c1.queue(SRV_IF, "answered") > c0.queue(SRV_IF, "answered") && c1.socket_queries == 0,
+        c1.answered(SRV_IF) > c0.answered(SRV_IF) && c1.socket_queries == 0,
         "after the restart the query was not answered through XSK:\n{}",
         second.log()
     );
@@ -1611,4 +1652,132 @@ fn no_xdp_flag() {
         !log.contains("xdp program on") && !log.contains(" queue 0: rx "),
         "--no-xdp, yet XDP counters:\n{log}"
     );
+}
+
+/// `dig @server NAME TYPE` from `ns`: (status word, answer section as +short prints it).
+fn dig_status(ns: &Netns, server: &str, name: &str, qtype: &str) -> (String, String) {
+    let at = format!("@{server}");
+    let args = [
+        "+time=2",
+        "+tries=2",
+        "+noall",
+        "+comments",
+        "+answer",
+        &at,
+        name,
+        qtype,
+    ];
+    let o = in_ns(ns, "dig", &args);
+    assert!(o.ok(), "dig {}: {}{}", args.join(" "), o.stdout, o.stderr);
+    let status = o
+        .stdout
+        .split("status: ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .unwrap_or_default()
+        .to_string();
+    let answer = o
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with(';') && !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().last())
+        .collect::<Vec<_>>()
+        .join(" ");
+    (status, answer)
+}
+
+#[test]
+fn program_answers_follow_reloads() {
+    require_root();
+    let pair = Pair::with_addresses("reload", 60);
+    let conf = Conf::new("reload", &[pair.srv_v4(), pair.srv_v6()]);
+    let mut d = Skuad::start(&pair.srv, &conf, &[]);
+    d.assert_xdp_serving(SRV_IF);
+    assert!(
+        wait_until(Duration::from_secs(5), || d
+            .log()
+            .contains("answers precompiled into the program")),
+        "no answers were precompiled:\n{}",
+        d.log()
+    );
+
+    // A precompiled name: answered by the program, not by the queue.
+    let c0 = d.counters(&[SRV_IF]);
+    assert_eq!(dig_a(&pair.cli, &pair.srv_v4(), &[]), ANSWER_V4);
+    let c1 = d.counters(&[SRV_IF]);
+    assert!(
+        c1.prog(SRV_IF, "answered") > c0.prog(SRV_IF, "answered")
+            && c1.queue(SRV_IF, "answered") == c0.queue(SRV_IF, "answered"),
+        "want the A query answered in the program: {:?} -> {:?}",
+        c0.programs,
+        c1.programs
+    );
+    // A name without an entry (NXDOMAIN): the program leaves it to the AF_XDP queue.
+    let (status, _) = dig_status(&pair.cli, &pair.srv_v4(), "nope.example.", "A");
+    assert_eq!(status, "NXDOMAIN");
+    let c2 = d.counters(&[SRV_IF]);
+    assert!(
+        c2.queue(SRV_IF, "answered") > c1.queue(SRV_IF, "answered")
+            && c2.prog(SRV_IF, "answered") == c1.prog(SRV_IF, "answered"),
+        "want NXDOMAIN answered by the queue: {:?} -> {:?}",
+        c1.queues,
+        c2.queues
+    );
+
+    // Reload with new data: the program serves the new answer, never the old one again.
+    let text = std::fs::read_to_string(conf.path()).unwrap();
+    std::fs::write(conf.path(), text.replace(ANSWER_V4, "198.19.0.54")).unwrap();
+    d.signal(libc::SIGHUP);
+    assert!(
+        wait_until(Duration::from_secs(10), || d
+            .log()
+            .matches("answers precompiled into the program")
+            .count()
+            >= 2),
+        "no reload of the program's answers:\n{}",
+        d.log()
+    );
+    for _ in 0..3 {
+        assert_eq!(dig_a(&pair.cli, &pair.srv_v4(), &[]), "198.19.0.54");
+    }
+    let c3 = d.counters(&[SRV_IF]);
+    assert!(
+        c3.prog(SRV_IF, "answered") >= c2.prog(SRV_IF, "answered") + 3,
+        "the new answer did not come from the program: {:?} -> {:?}",
+        c2.programs,
+        c3.programs
+    );
+    let st = d.stop();
+    assert!(st.success(), "SIGTERM exit {st}:\n{}", d.log());
+}
+
+#[test]
+fn veth_peer_without_napi_keeps_answers_in_the_queues() {
+    require_root();
+    let pair = Pair::with_addresses("nonapi", 80);
+    set_gro(&pair.cli, false);
+    let conf = Conf::new("nonapi", &[pair.srv_v4(), pair.srv_v6()]);
+    let mut d = Skuad::start(&pair.srv, &conf, &["--xdp-mode", "native"]);
+    d.assert_xdp_serving(SRV_IF);
+    assert!(
+        wait_until(Duration::from_secs(5), || d
+            .log()
+            .contains("takes no XDP frames")),
+        "skuad did not detect that the veth peer drops XDP_TX frames:\n{}",
+        d.log()
+    );
+    // Nothing is lost: the AF_XDP queue answers everything.
+    let c0 = d.counters(&[SRV_IF]);
+    assert_eq!(dig_a(&pair.cli, &pair.srv_v4(), &[]), ANSWER_V4);
+    assert_eq!(kdig_aaaa(&pair.cli, &pair.srv_v6()), ANSWER_V6);
+    let c1 = d.counters(&[SRV_IF]);
+    assert!(
+        c1.queue(SRV_IF, "answered") >= c0.queue(SRV_IF, "answered") + 2
+            && c1.prog(SRV_IF, "answered") == c0.prog(SRV_IF, "answered"),
+        "want both answered by the queue: {:?} {:?}",
+        c1.queues,
+        c1.programs
+    );
+    let st = d.stop();
+    assert!(st.success(), "SIGTERM exit {st}:\n{}", d.log());
 }

@@ -17,11 +17,28 @@ pub const MAP_DST4: &str = "skua_dst4";
 pub const MAP_DST6: &str = "skua_dst6";
 /// PERCPU_ARRAY: key = [`Stat`], value = `u64` (`SKUA_MAP_STATS`).
 pub const MAP_STATS: &str = "skua_stats";
+/// HASH: key = [`AnswerKey`], value = [`AnswerValue`] (`SKUA_MAP_ANSWERS`).
+pub const MAP_ANSWERS: &str = "skua_answers";
+/// LPM_TRIE: key = [`AclKey`], value = `u8` 1 when the client may get answers in the
+/// program (`SKUA_MAP_ACL`).
+pub const MAP_ACL: &str = "skua_acl";
+/// PERCPU_ARRAY with one entry: the program's work area (`SKUA_MAP_SCRATCH`).
+pub const MAP_SCRATCH: &str = "skua_scratch";
 
 /// Entries in the XSKMAP: the highest rx queue index served is `MAX_QUEUES - 1`.
 pub const MAX_QUEUES: u32 = 256;
 /// Entries in each destination map.
 pub const MAX_DESTS: u32 = 1024;
+/// Entries in the ACL trie (`SKUA_XDP_MAX_ACL`).
+pub const MAX_ACL: u32 = 4096;
+/// Default entries in the answer map (`SKUA_XDP_MAX_ANSWERS`); the loader may change it.
+pub const MAX_ANSWERS: u32 = 65536;
+/// Longest wire name in an [`AnswerKey`], root label included (`SKUA_ANSWER_NAME_MAX`).
+pub const ANSWER_NAME_MAX: usize = 64;
+/// Longest record section in an [`AnswerValue`] (`SKUA_ANSWER_TAIL_MAX`).
+pub const ANSWER_TAIL_MAX: usize = 496;
+/// Longest query and reply handled in the program (`SKUA_ANSWER_MSG_MAX`).
+pub const ANSWER_MSG_MAX: usize = 512;
 
 /// `SKUA_F_ENABLED`: redirect at all (clear = `XDP_PASS` everything).
 pub const F_ENABLED: u16 = 0x0001;
@@ -29,6 +46,11 @@ pub const F_ENABLED: u16 = 0x0001;
 pub const F_ANY_V4: u16 = 0x0002;
 /// `SKUA_F_ANY_V6`: every IPv6 destination is ours (no `skua_dst6` lookup).
 pub const F_ANY_V6: u16 = 0x0004;
+/// `SKUA_F_ANSWER`: answer from [`MAP_ANSWERS`] with `XDP_TX` (clients allowed by [`MAP_ACL`]).
+pub const F_ANSWER: u16 = 0x0008;
+/// `SKUA_F_TX_REDIRECT`: send those answers with `bpf_redirect` to the ingress device
+/// instead of `XDP_TX` (for veth: its `XDP_TX` does not wake a peer without XDP).
+pub const F_TX_REDIRECT: u16 = 0x0010;
 
 /// `struct skua_xdp_config`: the single value of [`MAP_CFG`].
 ///
@@ -78,6 +100,61 @@ impl XdpConfig {
 // and from the kernel as bytes, which is all `aya::Pod` requires.
 unsafe impl aya::Pod for XdpConfig {}
 
+/// `struct skua_answer_key`: the query name lower-cased (wire form, zero padded) and type.
+#[derive(Clone, Copy, Debug, Eq, PartialEq, Hash)]
+#[repr(C)]
+pub struct AnswerKey {
+    /// QTYPE, host byte order.
+    pub qtype: u16,
+    /// Wire length of the name, root label included.
+    pub name_len: u8,
+    /// Zero.
+    pub pad: u8,
+    /// Lower-cased wire name, zero padded.
+    pub name: [u8; ANSWER_NAME_MAX],
+}
+
+/// `struct skua_answer`: a reply without its question (see `bpf/skua_xdp_abi.h`).
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+#[repr(C)]
+pub struct AnswerValue {
+    /// Reply flags before RD/CD are copied from the query (QR, AA, RA, RCODE).
+    pub flags: u16,
+    /// ANCOUNT.
+    pub ancount: u16,
+    /// NSCOUNT.
+    pub nscount: u16,
+    /// ARCOUNT, not counting the OPT record.
+    pub arcount: u16,
+    /// Bytes of `tail` used.
+    pub tail_len: u16,
+    /// UDP payload size advertised in the reply's OPT record.
+    pub edns_size: u16,
+    /// Zero.
+    pub pad: u32,
+    /// Answer, authority and additional sections, as the engine renders them.
+    pub tail: [u8; ANSWER_TAIL_MAX],
+}
+
+/// `struct skua_acl_key`: an LPM trie key over IPv6 space (IPv4 as `::ffff:a.b.c.d`).
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+#[repr(C)]
+pub struct AclKey {
+    /// Prefix length, 0..=128.
+    pub prefixlen: u32,
+    /// Address, network byte order.
+    pub addr: [u8; 16],
+}
+
+// SAFETY: `AnswerKey`, `AnswerValue` and `AclKey` are `#[repr(C)]`, made only of integers
+// and byte arrays, with no padding (sizes asserted below equal the sums of their fields), so
+// every bit pattern is a valid value and they may be copied to and from the kernel as bytes.
+unsafe impl aya::Pod for AnswerKey {}
+// SAFETY: as above.
+unsafe impl aya::Pod for AnswerValue {}
+// SAFETY: as above.
+unsafe impl aya::Pod for AclKey {}
+
 /// `enum skua_xdp_stat`: index into [`MAP_STATS`].
 ///
 /// Every frame counts [`Stat::Seen`] plus exactly one other counter.
@@ -106,11 +183,13 @@ pub enum Stat {
     PassDisabled = 9,
     /// Truncated or inconsistent IP/UDP headers or lengths, IHL < 5, wrong IP version.
     DropMalformed = 10,
+    /// Answered in the program from [`MAP_ANSWERS`] (`XDP_TX` or redirect to the ingress device).
+    Answered = 11,
 }
 
 impl Stat {
     /// Number of counters (`SKUA_STAT_MAX`).
-    pub const COUNT: usize = 11;
+    pub const COUNT: usize = 12;
 
     /// All counters, in index order.
     pub const ALL: [Self; Self::COUNT] = [
@@ -125,6 +204,7 @@ impl Stat {
         Self::PassIpv6Ext,
         Self::PassDisabled,
         Self::DropMalformed,
+        Self::Answered,
     ];
 
     /// Index into the stats map and into arrays of `COUNT` values.
@@ -146,6 +226,7 @@ impl Stat {
             Self::PassIpv6Ext => "pass_ipv6_ext",
             Self::PassDisabled => "pass_disabled",
             Self::DropMalformed => "drop_malformed",
+            Self::Answered => "answered",
         }
     }
 }
@@ -156,7 +237,18 @@ const _: () = {
     assert!(offset_of!(XdpConfig, flags) == 2);
     assert!(offset_of!(XdpConfig, pad) == 4);
     assert!(size_of::<Stat>() == size_of::<u32>());
-    assert!(Stat::DropMalformed as usize + 1 == Stat::COUNT);
+    assert!(Stat::Answered as usize + 1 == Stat::COUNT);
+    assert!(size_of::<AnswerKey>() == 4 + ANSWER_NAME_MAX);
+    assert!(offset_of!(AnswerKey, qtype) == 0);
+    assert!(offset_of!(AnswerKey, name_len) == 2);
+    assert!(offset_of!(AnswerKey, name) == 4);
+    assert!(size_of::<AnswerValue>() == 16 + ANSWER_TAIL_MAX);
+    assert!(offset_of!(AnswerValue, ancount) == 2);
+    assert!(offset_of!(AnswerValue, tail_len) == 8);
+    assert!(offset_of!(AnswerValue, edns_size) == 10);
+    assert!(offset_of!(AnswerValue, tail) == 16);
+    assert!(size_of::<AclKey>() == 20);
+    assert!(offset_of!(AclKey, addr) == 4);
     let mut i = 0;
     while i < Stat::COUNT {
         assert!(Stat::ALL[i] as usize == i);

@@ -18,7 +18,7 @@ use std::io;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, BorrowedFd};
 
-use aya::Ebpf;
+use aya::maps::lpm_trie::{Key as LpmKey, LpmTrie};
 use aya::maps::{Array, HashMap, Map, MapData, MapError, PerCpuArray, XskMap};
 use aya::programs::links::LinkType;
 use aya::programs::xdp::XdpLinkId;
@@ -27,8 +27,12 @@ use aya::programs::{
     loaded_programs,
 };
 use aya::sys::SyscallError;
+use aya::{Ebpf, EbpfLoader};
 
-use crate::abi::{MAP_CFG, MAP_DST4, MAP_DST6, MAP_STATS, MAP_XSKS, MAX_QUEUES, Stat, XdpConfig};
+use crate::abi::{
+    AclKey, AnswerKey, AnswerValue, MAP_ACL, MAP_ANSWERS, MAP_CFG, MAP_DST4, MAP_DST6, MAP_SCRATCH,
+    MAP_STATS, MAP_XSKS, MAX_ACL, MAX_ANSWERS, MAX_QUEUES, Stat, XdpConfig,
+};
 
 /// The compiled XDP program (`bpf/skua_xdp.bpf.o`), 8-byte aligned as aya's ELF parser wants.
 pub static OBJECT: &[u8] = aya::include_bytes_aligned!("../../../bpf/skua_xdp.bpf.o");
@@ -203,6 +207,16 @@ pub enum XdpError {
     /// No interface by that name.
     #[error("Unknown network interface {0:?}")]
     UnknownInterface(String),
+    /// More entries than a map holds.
+    #[error("{len} entries for {map}, which holds {max}")]
+    TooMany {
+        /// The map.
+        map: &'static str,
+        /// Entries offered.
+        len: usize,
+        /// Its capacity.
+        max: usize,
+    },
 }
 
 /// The loaded `skua_xdp` program, its maps and at most one attachment.
@@ -224,10 +238,29 @@ struct Attachment {
 impl XdpProgram {
     /// Loads [`OBJECT`] and its maps into the kernel, without attaching it.
     ///
-    /// The config map starts all zero: disabled, everything passes.
+    /// The config map starts all zero: disabled, everything passes. The answer map holds
+    /// up to [`MAX_ANSWERS`] entries; see [`XdpProgram::load_with_capacity`].
     pub fn load() -> Result<Self, XdpError> {
-        let mut ebpf = Ebpf::load(OBJECT).map_err(|e| XdpError::Load(Box::new(e)))?;
-        for map in [MAP_XSKS, MAP_CFG, MAP_DST4, MAP_DST6, MAP_STATS] {
+        Self::load_with_capacity(MAX_ANSWERS)
+    }
+
+    /// [`XdpProgram::load`] with room for `answers` precompiled answers (at least 1: the
+    /// kernel refuses empty maps). Entries are allocated as inserted, not up front.
+    pub fn load_with_capacity(answers: u32) -> Result<Self, XdpError> {
+        let mut ebpf = EbpfLoader::new()
+            .map_max_entries(MAP_ANSWERS, answers.max(1))
+            .load(OBJECT)
+            .map_err(|e| XdpError::Load(Box::new(e)))?;
+        for map in [
+            MAP_XSKS,
+            MAP_CFG,
+            MAP_DST4,
+            MAP_DST6,
+            MAP_STATS,
+            MAP_ANSWERS,
+            MAP_ACL,
+            MAP_SCRATCH,
+        ] {
             if ebpf.map(map).is_none() {
                 return Err(XdpError::MissingObject(map));
             }
@@ -389,6 +422,57 @@ impl XdpProgram {
         }
     }
 
+    /// Replaces the access-control trie: (prefix, 1 = may get answers in the program).
+    pub fn set_acl(&mut self, rules: &[(AclKey, u8)]) -> Result<(), XdpError> {
+        if rules.len() > MAX_ACL as usize {
+            return Err(XdpError::TooMany {
+                map: MAP_ACL,
+                len: rules.len(),
+                max: MAX_ACL as usize,
+            });
+        }
+        let mut map: LpmTrie<&mut MapData, [u8; 16], u8> =
+            LpmTrie::try_from(self.map_mut(MAP_ACL)?).map_err(map_err(MAP_ACL))?;
+        let old: Vec<LpmKey<[u8; 16]>> = map.keys().filter_map(Result::ok).collect();
+        for k in &old {
+            match map.remove(k) {
+                Err(e) if !is_not_found(&e) => return Err(map_err(MAP_ACL)(e)),
+                _ => {}
+            }
+        }
+        for (k, v) in rules {
+            map.insert(&LpmKey::new(k.prefixlen, k.addr), v, 0)
+                .map_err(map_err(MAP_ACL))?;
+        }
+        Ok(())
+    }
+
+    /// Replaces every precompiled answer. Clear [`crate::abi::F_ANSWER`] first (the map is
+    /// rewritten entry by entry), set it again after.
+    pub fn set_answers(&mut self, answers: &[(AnswerKey, AnswerValue)]) -> Result<(), XdpError> {
+        let mut map: HashMap<&mut MapData, AnswerKey, AnswerValue> =
+            HashMap::try_from(self.map_mut(MAP_ANSWERS)?).map_err(map_err(MAP_ANSWERS))?;
+        let keep: std::collections::HashSet<&AnswerKey> = answers.iter().map(|(k, _)| k).collect();
+        let old: Vec<AnswerKey> = map.keys().filter_map(Result::ok).collect();
+        for k in old.iter().filter(|k| !keep.contains(k)) {
+            match map.remove(k) {
+                Err(e) if !is_not_found(&e) => return Err(map_err(MAP_ANSWERS)(e)),
+                _ => {}
+            }
+        }
+        for (k, v) in answers {
+            map.insert(k, v, 0).map_err(map_err(MAP_ANSWERS))?;
+        }
+        Ok(())
+    }
+
+    /// Number of precompiled answers in the map.
+    pub fn answer_count(&self) -> Result<usize, XdpError> {
+        let map: HashMap<&MapData, AnswerKey, AnswerValue> =
+            HashMap::try_from(self.map(MAP_ANSWERS)?).map_err(map_err(MAP_ANSWERS))?;
+        Ok(map.keys().filter_map(Result::ok).count())
+    }
+
     /// Puts the AF_XDP socket serving rx queue `queue` into the XSKMAP.
     ///
     /// The map does not keep the socket alive: when its last fd closes, the kernel removes
@@ -443,6 +527,23 @@ impl XdpProgram {
             .test_run(opts)
             .map_err(|e| XdpError::TestRun(Box::new(e)))?;
         Ok(result.return_value)
+    }
+
+    /// [`XdpProgram::test_run`], also returning the frame as the program left it (the
+    /// reply, after `XDP_TX`).
+    pub fn test_run_output(&self, frame: &[u8]) -> Result<(u32, Vec<u8>), XdpError> {
+        let mut out = vec![0u8; 4096];
+        let opts = TestRunOptions {
+            data_in: Some(frame),
+            data_out: Some(&mut out),
+            ..TestRunOptions::new()
+        };
+        let result = self
+            .program()?
+            .test_run(opts)
+            .map_err(|e| XdpError::TestRun(Box::new(e)))?;
+        out.truncate(result.data_size_out as usize);
+        Ok((result.return_value, out))
     }
 
     /// Feeds `frame` to the program as if it had arrived on rx queue `queue` of interface

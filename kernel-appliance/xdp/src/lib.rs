@@ -14,6 +14,7 @@
 //! tested without root against simulated rings.
 
 pub mod abi;
+pub mod answers;
 pub mod bpf;
 pub mod queue;
 pub mod ring;

@@ -1,0 +1,397 @@
+//! Differential test of the XDP program's own answers (`SKUA_F_ANSWER`) against the engine.
+//!
+//! The answer map is compiled from an engine ([`skua_xdp::answers::compile`]) and loaded into
+//! the real program; then thousands of crafted frames (IPv4/IPv6, VLAN tags, 0x20 case, header
+//! flags, EDNS shapes, clients under every ACL action, good, zero, partial and broken
+//! checksums, Ethernet padding, unknown names) run through `BPF_PROG_TEST_RUN`. Every frame
+//! the program answers (`XDP_TX`) must be byte for byte the frame `skua-fastpath` builds with
+//! the engine; every frame it does not answer must leave the program unchanged.
+//!
+//! Needs root (CI runs as root); fails, never skips, without it.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use skua_engine::acl::{AclAction, Netblock};
+use skua_engine::localzone::LocalZoneType;
+use skua_engine::name::WireName;
+use skua_engine::text::parse_rr;
+use skua_engine::{Engine, EngineBuilder};
+use skua_fastpath::{Verdict, build_udp_frame, handle_frame};
+use skua_xdp::abi::{F_ANSWER, F_ANY_V4, F_ANY_V6, F_TX_REDIRECT, Stat, XdpConfig};
+use skua_xdp::answers::{compile, query};
+use skua_xdp::bpf::{XDP_REDIRECT, XDP_TX, XdpProgram};
+
+fn root() {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(euid, 0, "the XDP program tests need root; they do not skip");
+}
+
+fn engine() -> Engine {
+    let mut b = EngineBuilder::new();
+    for (nb, a) in [
+        ("198.18.0.0/15", AclAction::Allow),
+        ("198.18.9.0/24", AclAction::Refuse),
+        ("198.18.10.0/24", AclAction::DenyNonLocal),
+        ("198.18.11.0/24", AclAction::AllowSetRd),
+        ("198.18.12.0/24", AclAction::Deny),
+        ("fd00::/8", AclAction::AllowSnoop),
+        ("fd00:9::/32", AclAction::Refuse),
+    ] {
+        b.acl_mut().insert(nb.parse::<Netblock>().unwrap(), a);
+    }
+    b.local_zone(
+        WireName::parse("example.", None).unwrap(),
+        LocalZoneType::Static,
+    );
+    b.local_zone(
+        WireName::parse("gone.example.", None).unwrap(),
+        LocalZoneType::AlwaysNxdomain,
+    );
+    let mut lines = vec![
+        "example. 3600 IN SOA ns.example. host.example. 1 3600 600 86400 300".to_string(),
+        "example. 3600 IN NS ns.example.".into(),
+        "ns.example. 3600 IN A 198.18.0.53".into(),
+        "www.example. 300 IN A 198.18.0.1".into(),
+        "www.example. 300 IN A 198.18.0.2".into(),
+        "www.example. 300 IN AAAA fd00::1".into(),
+        "mail.example. 300 IN MX 10 www.example.".into(),
+        "alias.example. 300 IN CNAME www.example.".into(),
+        "txt.example. 300 IN TXT \"v=spf1 -all\"".into(),
+        "UPPER.Example. 300 IN A 198.18.0.3".into(),
+        "a.very.deep.name.with.many.labels.example. 300 IN A 198.18.0.4".into(),
+        "gone.example. 300 IN A 198.18.0.5".into(),
+    ];
+    for i in 0..40 {
+        lines.push(format!("h{i}.example. 60 IN A 198.18.1.{i}"));
+    }
+    for l in &lines {
+        b.local_data(parse_rr(l, None, 3600).unwrap(), 0);
+    }
+    b.build().unwrap()
+}
+
+/// xorshift64*: deterministic cases without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+const SERVER4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 53);
+const SERVER6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x5c, 0, 0, 0, 0, 0, 0x53);
+
+fn client(rng: &mut Rng, v6: bool) -> IpAddr {
+    if v6 {
+        let net = [0xfd00u16, 0xfd00, 0xfd00, 0xfd00, 0xfd00, 0xfc00][rng.below(6) as usize];
+        let second = if rng.chance(20) { 9 } else { 0x5c };
+        IpAddr::V6(Ipv6Addr::new(
+            net,
+            second,
+            0,
+            0,
+            0,
+            0,
+            0,
+            rng.below(65535) as u16 + 1,
+        ))
+    } else {
+        // Mostly allowed; some refused, deny_non_local, allow_setrd, deny, unmatched.
+        let third = [0u8, 0, 0, 1, 2, 9, 10, 11, 12][rng.below(9) as usize];
+        let first = if rng.chance(5) { 203 } else { 198 };
+        IpAddr::V4(Ipv4Addr::new(first, 18, third, rng.below(254) as u8 + 1))
+    }
+}
+
+fn random_case(rng: &mut Rng, name: &[u8]) -> Vec<u8> {
+    name.iter()
+        .map(|b| {
+            if rng.chance(50) {
+                b.to_ascii_uppercase()
+            } else {
+                *b
+            }
+        })
+        .collect()
+}
+
+/// One random DNS message for `name`/`qtype`, mostly well-formed, sometimes not.
+fn random_query(rng: &mut Rng, name: &[u8], qtype: u16) -> Vec<u8> {
+    let name = random_case(rng, name);
+    let mut flags = 0u16;
+    for bit in [0x0100u16, 0x0010, 0x0020, 0x0400] {
+        if rng.chance(40) {
+            flags |= bit;
+        }
+    }
+    if rng.chance(3) {
+        flags |= 0x0200; // TC
+    }
+    if rng.chance(3) {
+        flags |= 0x2000; // opcode 4
+    }
+    let cookie = [0u8, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8];
+    let two = [0u8, 10, 0, 0, 0, 12, 0, 0];
+    let edns: Option<(u16, bool, &[u8])> = match rng.below(6) {
+        0 | 1 => None,
+        2 => Some((1232, rng.chance(50), &[])),
+        3 => Some((rng.below(5000) as u16, rng.chance(50), &cookie)),
+        4 => Some((4096, true, &two)),
+        _ => Some((512, false, &[0, 10, 0, 9])), // option overruns RDLEN: FORMERR
+    };
+    let mut q = query(rng.next() as u16, flags, &name, qtype, edns);
+    if rng.chance(3) {
+        let n = q.len();
+        q[n - 1 - if edns.is_some() { 11 } else { 0 }] = 3; // class CH (or garbage)
+    }
+    if edns.is_some() && rng.chance(5) {
+        let at = 12 + name.len() + 4 + 6;
+        q[at] = 1; // EDNS version 1: BADVERS
+    }
+    if rng.chance(5) {
+        q.extend_from_slice(&[0xde, 0xad]); // trailing bytes, ignored
+    }
+    q
+}
+
+/// Frame around `payload`; then perhaps a VLAN tag, Ethernet padding, a zero, partial or
+/// broken UDP checksum.
+fn frame(rng: &mut Rng, src: IpAddr, payload: &[u8]) -> Vec<u8> {
+    let dst = match src {
+        IpAddr::V4(_) => IpAddr::V4(SERVER4),
+        IpAddr::V6(_) => IpAddr::V6(SERVER6),
+    };
+    let vlan = rng.chance(20).then_some(7);
+    let mut buf = vec![0u8; 2048];
+    let len = build_udp_frame(
+        &mut buf,
+        [0x02, 0, 0, 0, 0, 0x0c],
+        [0x02, 0, 0, 0, 0, 0x53],
+        vlan,
+        SocketAddr::new(src, 1024 + rng.below(60000) as u16),
+        SocketAddr::new(dst, 53),
+        payload,
+    )
+    .unwrap();
+    buf.truncate(len);
+    let l3 = if vlan.is_some() { 18 } else { 14 };
+    let uo = l3 + if src.is_ipv4() { 20 } else { 40 };
+    match rng.below(20) {
+        0 if src.is_ipv4() => {
+            buf[uo + 6] = 0;
+            buf[uo + 7] = 0;
+        }
+        1 => {
+            // CHECKSUM_PARTIAL: the field holds the folded pseudo-header sum.
+            let mut sum: u64 = 17 + (len - uo) as u64;
+            let (s, e) = if src.is_ipv4() {
+                (l3 + 12, l3 + 20)
+            } else {
+                (l3 + 8, l3 + 40)
+            };
+            for w in buf[s..e].chunks(2) {
+                sum += u64::from(u16::from_be_bytes([w[0], w[1]]));
+            }
+            while sum > 0xffff {
+                sum = (sum & 0xffff) + (sum >> 16);
+            }
+            buf[uo + 6..uo + 8].copy_from_slice(&(sum as u16).to_be_bytes());
+        }
+        2 => buf[uo + 7] ^= 0x40,
+        3 if src.is_ipv4() => buf[l3 + 11] ^= 1, // IPv4 header checksum
+        _ => {}
+    }
+    if buf.len() < 60 || rng.chance(10) {
+        // Ethernet minimum frame, or padding after the IP datagram.
+        let pad = 60usize.saturating_sub(buf.len()).max(rng.below(8) as usize);
+        buf.extend(std::iter::repeat_n(0u8, pad));
+    }
+    buf
+}
+
+fn program(engine: &Engine) -> XdpProgram {
+    let mut p = XdpProgram::load().expect("load");
+    let c = compile(engine, 100_000);
+    assert!(c.answers.len() > 40, "compiled {} answers", c.answers.len());
+    assert_eq!(c.skipped.not_reproducible, 0);
+    p.set_acl(&c.acl).unwrap();
+    p.set_answers(&c.answers).unwrap();
+    assert_eq!(p.answer_count().unwrap(), c.answers.len());
+    p.set_config(XdpConfig::enabled(53).with_flags(F_ANY_V4 | F_ANY_V6 | F_ANSWER))
+        .unwrap();
+    p
+}
+
+#[test]
+fn program_answers_are_the_engines_byte_for_byte() {
+    root();
+    let engine = engine();
+    let p = program(&engine);
+    let mut keys: Vec<(Vec<u8>, u16)> =
+        engine.answer_keys().map(|(n, t)| (n.to_vec(), t)).collect();
+    // Names and types with no entry: NXDOMAIN below a name, other types, long names.
+    keys.push((
+        WireName::parse("nope.example.", None)
+            .unwrap()
+            .as_bytes()
+            .to_vec(),
+        1,
+    ));
+    keys.push((
+        WireName::parse("www.example.", None)
+            .unwrap()
+            .as_bytes()
+            .to_vec(),
+        99,
+    ));
+    keys.push((
+        WireName::parse(&format!("{}.example.", "x".repeat(60)), None)
+            .unwrap()
+            .as_bytes()
+            .to_vec(),
+        1,
+    ));
+    let mut rng = Rng(0x5eed_5c0a_0000_0001);
+    let (mut tx, mut other) = (0usize, 0usize);
+    let before = p.stats().unwrap();
+    let mut scratch = vec![0u8; 4096];
+    for i in 0..6000 {
+        let (name, qtype) = &keys[rng.below(keys.len() as u64) as usize];
+        let v6 = rng.chance(30);
+        let src = client(&mut rng, v6);
+        let q = random_query(&mut rng, name, *qtype);
+        let f = frame(&mut rng, src, &q);
+        let (action, out) = p.test_run_output(&f).unwrap();
+        let mut reference = vec![0u8; 2048];
+        reference[..f.len()].copy_from_slice(&f);
+        let verdict = handle_frame(&engine, &mut reference, f.len(), &mut scratch);
+        if action == XDP_TX {
+            tx += 1;
+            let Verdict::Reply { len, .. } = verdict else {
+                panic!("case {i}: program answered, engine says {verdict:?}\nframe {f:02x?}");
+            };
+            assert_eq!(
+                out,
+                &reference[..len],
+                "case {i}: program reply differs from the engine's\nquery frame {f:02x?}"
+            );
+        } else {
+            other += 1;
+            assert_eq!(
+                out, f,
+                "case {i}: frame modified without XDP_TX (action {action})"
+            );
+        }
+    }
+    let after = p.stats().unwrap();
+    let answered = after[Stat::Answered.index()] - before[Stat::Answered.index()];
+    assert_eq!(answered as usize, tx);
+    eprintln!("{tx} answered in the program, {other} left to the engine");
+    // The random mix is mostly answerable: a program that never answers fails here.
+    // About 30 % of the mix is answerable by design (see random_query, client, frame).
+    assert!(tx > 1200, "only {tx} of 6000 answered in the program");
+    assert!(other > 1000, "only {other} of 6000 left to the engine");
+}
+
+#[test]
+fn program_leaves_what_it_must_to_the_engine() {
+    root();
+    let engine = engine();
+    let p = program(&engine);
+    let www = WireName::parse("www.example.", None).unwrap();
+    let ok = query(7, 0x0100, www.as_bytes(), 1, None);
+    let mut rng = Rng(3);
+    let mut send = |src: IpAddr, payload: &[u8]| {
+        let dst = if src.is_ipv4() {
+            IpAddr::V4(SERVER4)
+        } else {
+            IpAddr::V6(SERVER6)
+        };
+        let mut buf = vec![0u8; 512];
+        let len = build_udp_frame(
+            &mut buf,
+            [2, 0, 0, 0, 0, 1],
+            [2, 0, 0, 0, 0, 2],
+            None,
+            SocketAddr::new(src, 5353),
+            SocketAddr::new(dst, 53),
+            payload,
+        )
+        .unwrap();
+        let _ = rng.next();
+        p.test_run_output(&buf[..len]).unwrap().0
+    };
+    let allowed = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
+    assert_eq!(send(allowed, &ok), XDP_TX);
+    assert_eq!(
+        send(IpAddr::V6(Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 2)), &ok),
+        XDP_TX
+    );
+    // deny_non_local still gets local data.
+    assert_eq!(send(IpAddr::V4(Ipv4Addr::new(198, 18, 10, 2)), &ok), XDP_TX);
+    for (what, src) in [
+        ("refuse", IpAddr::V4(Ipv4Addr::new(198, 18, 9, 2))),
+        ("allow_setrd", IpAddr::V4(Ipv4Addr::new(198, 18, 11, 2))),
+        ("deny", IpAddr::V4(Ipv4Addr::new(198, 18, 12, 2))),
+        ("no rule", IpAddr::V4(Ipv4Addr::new(203, 0, 113, 2))),
+        (
+            "refuse v6",
+            IpAddr::V6(Ipv6Addr::new(0xfd00, 9, 0, 0, 0, 0, 0, 2)),
+        ),
+    ] {
+        assert_ne!(send(src, &ok), XDP_TX, "{what}");
+    }
+    let mut tc = ok.clone();
+    tc[2] |= 0x02;
+    assert_ne!(send(allowed, &tc), XDP_TX, "TC set");
+    let unknown = query(
+        7,
+        0,
+        WireName::parse("nope.example.", None).unwrap().as_bytes(),
+        1,
+        None,
+    );
+    assert_ne!(send(allowed, &unknown), XDP_TX, "no entry");
+    // With SKUA_F_TX_REDIRECT (veth) the same reply leaves by redirect.
+    let mut p2 = p;
+    let mut buf = vec![0u8; 512];
+    let len = build_udp_frame(
+        &mut buf,
+        [2, 0, 0, 0, 0, 1],
+        [2, 0, 0, 0, 0, 2],
+        None,
+        SocketAddr::new(allowed, 5353),
+        SocketAddr::new(IpAddr::V4(SERVER4), 53),
+        &ok,
+    )
+    .unwrap();
+    let (act_tx, out_tx) = p2.test_run_output(&buf[..len]).unwrap();
+    p2.set_config(
+        XdpConfig::enabled(53).with_flags(F_ANY_V4 | F_ANY_V6 | F_ANSWER | F_TX_REDIRECT),
+    )
+    .unwrap();
+    let (act_redir, out_redir) = p2.test_run_output(&buf[..len]).unwrap();
+    assert_eq!((act_tx, act_redir), (XDP_TX, XDP_REDIRECT));
+    assert_eq!(out_tx, out_redir);
+    // Switching the flag off sends everything to the engine.
+    p2.set_config(XdpConfig::enabled(53).with_flags(F_ANY_V4 | F_ANY_V6))
+        .unwrap();
+    let (act_off, out_off) = p2.test_run_output(&buf[..len]).unwrap();
+    // No socket in the XSKMAP: the redirect falls back to XDP_PASS.
+    assert_eq!(act_off, skua_xdp::bpf::XDP_PASS, "flag off");
+    assert_eq!(out_off, &buf[..len], "flag off: frame untouched");
+    // Replacing the answers drops stale ones.
+    p2.set_answers(&[]).unwrap();
+    assert_eq!(p2.answer_count().unwrap(), 0);
+}
