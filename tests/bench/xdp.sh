@@ -14,7 +14,9 @@
 # by skuad as an auth-zone and by knotd); queries: the 10,000 names.
 #
 # Servers (--servers; they alternate, the order rotates each repetition):
-#   skuad-xdp    skuad --config F --xdp-mode native    (log must say "self-test passed")
+#   skuad-xdp    skuad --config F --xdp-mode native    (log must say "self-test passed"): the
+#                program answers the zone's names itself, the AF_XDP queue the rest
+#   skuad-xsk    the same with --xdp-answers 0: every query through the AF_XDP queue
 #   skuad-sock   skuad --no-xdp --config F              (F has so-rcvbuf: 8m)
 #   knotd-xdp    knotd 3.x, 'xdp: listen: xbs0@53, udp: on', 1 UDP worker
 #   ceiling      bpf/bench/xdp_tx_ceiling.bpf.c (clang -target bpf), attached with
@@ -61,7 +63,7 @@ usage: tests/bench/xdp.sh [options]                 (as root)
                        (highest rate before the first with >= 1 % loss) and, at --cpu-rate,
                        for the CPU phase; no confirmation run: < 2 min
   --reps N             repetitions (default 3)
-  --servers LIST       comma-separated (default skuad-xdp,skuad-sock,knotd-xdp,ceiling)
+  --servers LIST       comma-separated (default skuad-xdp,skuad-xsk,skuad-sock,knotd-xdp,ceiling)
   --rates LIST         fixed offered rates, qps (default 25000,50000,100000,200000,400000,
                        800000,1600000)
   --step-secs S        seconds per fixed-rate step (default 5)
@@ -81,7 +83,7 @@ usage: tests/bench/xdp.sh [options]                 (as root)
 EOF
 }
 
-ALL_SERVERS="skuad-xdp,skuad-sock,knotd-xdp,ceiling"
+ALL_SERVERS="skuad-xdp,skuad-xsk,skuad-sock,knotd-xdp,ceiling"
 REPS=3 SERVERS=$ALL_SERVERS QUICK=0 DEPS=0 DEPS_ONLY=0 PLOT=1 OUT=""
 RATES="25000,50000,100000,200000,400000,800000,1600000"
 LADDER_SECS=3 STEP_SECS=5 CPU_RATE=50000 CPU_SECS=10 CONFIRM_SECS=10
@@ -396,12 +398,12 @@ udp_snmp() { # InDatagrams OutDatagrams RcvbufErrors SndbufErrors of the server 
 # skuad_counters: SIGUSR1, then the dump's figures:
 # 'answered received tx_full xsk_rx_dropped fill_empty rx_ring_full sock_queries sock_replies
 #  xdp_dropped hot prog_redirected' (xdp figures summed over queues; answered = XDP answers +
-# slow path + kernel-socket replies).
+# slow path + kernel-socket replies + answers sent by the XDP program itself).
 skuad_counters() {
     local log=$OUT/logs/$SERVER_TAG.server.log off i want
     off=$(stat -c %s "$log")
     kill -USR1 "$SERVER_PID" || die "cannot signal skuad ($SERVER_PID)"
-    if [[ $SERVER == skuad-xdp ]]; then want="skuad info: xdp program on $IF_S: .*drop_malformed=[0-9]"; else want="skuad info: stats: .* dropped"; fi
+    if [[ $SERVER == skuad-x* ]]; then want="skuad info: xdp program on $IF_S: .*drop_malformed=[0-9]"; else want="skuad info: stats: .* dropped"; fi
     for i in $(seq 250); do
         if grep -q "$want" <(tail -c +"$((off + 1))" "$log"); then break; fi
         [[ $i -lt 250 ]] || die "skuad wrote no counters within 5 s of SIGUSR1 (log $log)"
@@ -418,8 +420,8 @@ skuad_counters() {
             fe += num($0, "fill_empty="); rf += num($0, "rx_ring_full=")
             if (match($0, /[(][0-9]+ hot/)) { t = substr($0, RSTART, RLENGTH); gsub(/[^0-9]/, "", t); hot += t }
         }
-        / skuad info: xdp program on / { pr += num($0, " redirected=") }
-        END { printf "%.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f\n", an + sp + sr, rx + sq, tf, kd, fe, rf, sq, sr, dr, hot, pr }'
+        / skuad info: xdp program on / { pr += num($0, " redirected="); pa += num($0, " answered=") }
+        END { printf "%.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f\n", an + sp + sr + pa, rx + sq + pa, tf, kd, fe, rf, sq, sr, dr, hot, pr }'
 }
 ceiling_counters() { # 'answered received 0 ... bare': from the program's per-CPU map
     local a b p
@@ -482,6 +484,7 @@ start_server() { # start_server NAME TAG
     if [[ -n $(in_s ss -Hlun "sport = :53") ]]; then die "port 53 still bound in $NS_S"; fi
     case $name in
         skuad-xdp) ip netns exec "$NS_S" taskset -c "$SRV_CPU" "$WORK/skuad" --config "$WORK/skuad.conf" --xdp-mode native > "$log" 2>&1 & SERVER_PID=$! ;;
+        skuad-xsk) ip netns exec "$NS_S" taskset -c "$SRV_CPU" "$WORK/skuad" --config "$WORK/skuad.conf" --xdp-mode native --xdp-answers 0 > "$log" 2>&1 & SERVER_PID=$! ;;
         skuad-sock) ip netns exec "$NS_S" taskset -c "$SRV_CPU" "$WORK/skuad" --no-xdp --config "$WORK/skuad.conf" > "$log" 2>&1 & SERVER_PID=$! ;;
         knotd-xdp) ip netns exec "$NS_S" taskset -c "$SRV_CPU" knotd -c "$WORK/knot-xdp.conf" > "$log" 2>&1 & SERVER_PID=$! ;;
         ceiling)
@@ -505,10 +508,10 @@ start_server() { # start_server NAME TAG
         if [[ -n $SERVER_PID ]] && ! kill -0 "$SERVER_PID" 2>/dev/null; then
             cat "$log" >&2; SERVER_PID=""; die "$name exited during start-up (log above)"
         fi
-        if [[ $name == skuad-xdp ]] && grep -q "xdp: not used\|xdp: disabled" "$log"; then
+        if [[ $name == skuad-x* ]] && grep -q "xdp: not used\|xdp: disabled" "$log"; then
             cat "$log" >&2; die "skuad did not start its XDP plane (log above)"
         fi
-        if { [[ $name != skuad-xdp ]] || grep -q "xdp: self-test passed on $IF_S " "$log"; } &&
+        if { [[ $name != skuad-x* ]] || grep -q "xdp: self-test passed on $IF_S " "$log"; } &&
             { [[ $name != skuad-* ]] || handlers_ready "$SERVER_PID"; } &&
             [[ $(in_c kdig @"$IP_S" h7.internal. A +short +timeout=1 +retry=0 2>/dev/null) == "$want" ]]; then
             ready=1; break
@@ -521,7 +524,7 @@ start_server() { # start_server NAME TAG
         die "$name not ready after 15 s (skuad-xdp: log must say 'xdp: self-test passed on $IF_S'; every server: h7.internal. A -> $want)"
     fi
     case $name in
-        skuad-xdp|knotd-xdp)
+        skuad-xdp|skuad-xsk|knotd-xdp)
             [[ $(in_s ip -d link show dev "$IF_S") == *prog/xdp* ]] || die "$name: no XDP program on $IF_S" ;;
     esac
     pin_napi
@@ -583,8 +586,8 @@ measure() {
     local srv="" extra=""
     [[ ${R[20]} != NA ]] && srv=", server answered $(awk -v x="${R[20]}" -v d="${R[5]}" 'BEGIN {printf "%.1fk/s", x / d / 1000}')"
     [[ ${R[19]} != 0 ]] && extra+=", rcvbuf errors ${R[19]}"
-    [[ $SERVER == skuad-xdp && ${R[29]} != 0 ]] && extra+=", xdp tx full ${R[29]}"
-    [[ $SERVER == skuad-xdp && ${R[30]} != 0 ]] && extra+=", xsk drops ${R[30]}"
+    [[ $SERVER == skuad-x* && ${R[29]} != 0 ]] && extra+=", xdp tx full ${R[29]}"
+    [[ $SERVER == skuad-x* && ${R[30]} != 0 ]] && extra+=", xsk drops ${R[30]}"
     log "$(printf 'rep %s/%s %-10s %-7s %5s k offered %2ss: sent %7.1fk/s answered %7.1fk/s (loss %5.2f %%%s) kx %.1fk/s, veth drops q %s r %s%s, cpu %s us/ans (cpu0 %s), CPU0 %s%% CPU1 %s%%%s' \
         "$REP" "$REPS" "$SERVER" "$phase" "$((rate / 1000))" "$secs" "$(awk -v x="${R[12]}" 'BEGIN{print x/1000}')" \
         "$(awk -v x="${R[13]}" 'BEGIN{print x/1000}')" "${R[14]}" "$([[ ${R[15]} == 1 ]] && echo ', GENERATOR-BOUND')" \
@@ -673,12 +676,12 @@ for REP in $(seq "$REPS"); do
         fi
         printf '%s\t%s\t%s\t%s\n' "$REP" "$srv" "$LADDER_BEST" "$LADDER_GEN" >> "$LADDERS"
         if [[ $QUICK == 0 || " ${RATE_LIST[*]} " != *" $CPU_RATE "* ]]; then measure cpu "$CPU_RATE" "$CPU_SECS"; fi
-        if [[ $srv == skuad-xdp ]]; then
+        if [[ $srv == skuad-x* ]]; then
             # The XSK path must have answered: XDP answers counted by skuad, the kernel sockets idle.
             read -r xa _ _ _ _ _ xq xr _ <<< "$(skuad_counters)"
-            log "rep $REP/$REPS skuad-xdp: totals from SIGUSR1: answered $((xa - xr)) from the XSK path, $xr by the kernel sockets (which received $xq queries)"
-            [[ $((xa - xr)) -gt 0 ]] || die "skuad-xdp: the XSK path answered nothing (log $OUT/logs/r$REP-$srv.server.log)"
-            [[ $xq -le 100 ]] || log "warning: skuad-xdp: the kernel sockets received $xq queries: part of the load bypassed XDP"
+            log "rep $REP/$REPS $srv: totals from SIGUSR1: answered $((xa - xr)) through XDP (program + AF_XDP queues), $xr by the kernel sockets (which received $xq queries)"
+            [[ $((xa - xr)) -gt 0 ]] || die "$srv: the XDP path answered nothing (log $OUT/logs/r$REP-$srv.server.log)"
+            [[ $xq -le 100 ]] || log "warning: $srv: the kernel sockets received $xq queries: part of the load bypassed XDP"
             grep "skuad info: xdp $IF_S queue\|skuad info: xdp program on" "$OUT/logs/r$REP-$srv.server.log" | tail -2 | sed 's/^/    /' >&2
         fi
         stop_server
@@ -787,11 +790,11 @@ for s in servers:
         v = S[s]["fixed"][r]
         sa = None if v["srv_answers"] is None or not v["dur"] else v["srv_answers"] / v["dur"]
         extra = ""
-        if s == "skuad-xdp":
+        if s in ("skuad-xdp", "skuad-xsk"):
             extra = f" | xdp tx full {num(v['xdp_tx_full'], '{:.0f}')}, xsk rx_dropped {num(v['xsk_rx_dropped'], '{:.0f}')}, fill empty {num(v['xsk_fill_empty'], '{:.0f}')}, socket queries {num(v['sock_queries'], '{:.0f}')}"
         if s == "skuad-sock":
             extra = f" | rcvbuf errors {num(v['rcvbuf'], '{:.0f}')}"
-        if s in ("skuad-xdp", "knotd-xdp", "ceiling"):
+        if s in ("skuad-xdp", "skuad-xsk", "knotd-xdp", "ceiling"):
             extra += f" | UdpInDatagrams {num(v['udp_in'], '{:.0f}')}"
         p(f"  {s:<10} {k(r, 0):>6}: loss {num(v['loss_pct']):>6} | {num(v['q_drops'], '{:.0f}'):>8}/{num(v['r_drops'], '{:.0f}'):<8} | kx {k(v['kx_replies_pps']):>7} | srv {k(sa):>7} | {num(v['cpu_us_per_ans'], '{:.3f}')}{extra}")
 p("")
@@ -802,7 +805,7 @@ def ratio(a, b):
 p("ratios (medians):")
 base = "skuad-xdp"
 if base in S:
-    for other in ("knotd-xdp", "ceiling", "skuad-sock"):
+    for other in ("knotd-xdp", "ceiling", "skuad-sock", "skuad-xsk"):
         if other not in S:
             continue
         a, b = S[base], S[other]
@@ -841,7 +844,7 @@ if plot:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(10, 6.5), dpi=110)
-    marks = {"skuad-xdp": "o", "skuad-sock": "s", "knotd-xdp": "^", "ceiling": "D"}
+    marks = {"skuad-xdp": "o", "skuad-xsk": "v", "skuad-sock": "s", "knotd-xdp": "^", "ceiling": "D"}
     for s in servers:
         xs = [r for r in rates if S[s]["fixed"][r]["ans_rate"] is not None]
         ax.plot(xs, [S[s]["fixed"][r]["ans_rate"] for r in xs], marker=marks.get(s, "x"), label=s)

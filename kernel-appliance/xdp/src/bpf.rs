@@ -247,9 +247,15 @@ impl XdpProgram {
     /// [`XdpProgram::load`] with room for `answers` precompiled answers (at least 1: the
     /// kernel refuses empty maps). Entries are allocated as inserted, not up front.
     pub fn load_with_capacity(answers: u32) -> Result<Self, XdpError> {
+        Self::load_object(OBJECT, answers)
+    }
+
+    /// [`XdpProgram::load_with_capacity`] from another build of the object (a variant under
+    /// measurement); it must have the same program and map names.
+    pub fn load_object(object: &[u8], answers: u32) -> Result<Self, XdpError> {
         let mut ebpf = EbpfLoader::new()
             .map_max_entries(MAP_ANSWERS, answers.max(1))
-            .load(OBJECT)
+            .load(object)
             .map_err(|e| XdpError::Load(Box::new(e)))?;
         for map in [
             MAP_XSKS,
@@ -544,6 +550,26 @@ impl XdpProgram {
             .map_err(|e| XdpError::TestRun(Box::new(e)))?;
         out.truncate(result.data_size_out as usize);
         Ok((result.return_value, out))
+    }
+
+    /// Runs the program `repeat` times on `frame` in the kernel and returns its action and
+    /// the mean time per run as the kernel measured it (`BPF_PROG_TEST_RUN` with `repeat`):
+    /// the program's own cost, without the driver's.
+    pub fn time_run(
+        &self,
+        frame: &[u8],
+        repeat: u32,
+    ) -> Result<(u32, std::time::Duration), XdpError> {
+        let opts = TestRunOptions {
+            data_in: Some(frame),
+            repeat: repeat.max(1),
+            ..TestRunOptions::new()
+        };
+        let result = self
+            .program()?
+            .test_run(opts)
+            .map_err(|e| XdpError::TestRun(Box::new(e)))?;
+        Ok((result.return_value, result.duration))
     }
 
     /// Feeds `frame` to the program as if it had arrived on rx queue `queue` of interface
