@@ -228,7 +228,7 @@ static __always_inline __u32 bytes_from(struct xdp_md *ctx, __u32 l3_off)
 #define MISS (-1)
 #define B(i) (s->buf[(i) & 1023]) /* a byte of the work buffer; the mask bounds the index */
 
-/*! \brief Folds a 32-bit ones' complement sum (RFC 1071) to 16 bits, in memory order. */
+/*! \brief Folds a ones' complement sum (RFC 1071) to 16 bits, in memory order. */
 static __always_inline __u16 csum_fold32(__u64 sum)
 {
 	sum = (sum & 0xffff) + (sum >> 16);
@@ -237,102 +237,116 @@ static __always_inline __u16 csum_fold32(__u64 sum)
 	return (__u16)sum;
 }
 
+/*! \brief The same 16-bit sum as seen from an odd offset (RFC 1071 §2(B): byte swap). */
+static __always_inline __u16 csum_swap(__u16 c)
+{
+	return (__u16)((c >> 8) | (c << 8));
+}
+
 /*!
- * \brief Ones' complement sum of the pseudo-header and of s->buf[0..len), len <= 520.
+ * \brief Ones' complement sum of s->buf[off..off+len), len <= 520, added to \p seed.
  *
  * The bytes after len up to the next multiple of 4 are zeroed first (bpf_csum_diff takes
- * whole 32-bit words); the sum is in memory order, which RFC 1071 §2(B) makes equivalent.
- * One helper call covers at most 512 bytes, hence the second one.
+ * whole 32-bit words); the sum is in memory order, which RFC 1071 §2(B) makes equivalent
+ * as long as \p off is the even start of the summed block. One helper call covers at most
+ * 512 bytes, hence the second one. Returns 0 on a helper error (the caller's check fails).
  */
-static __always_inline __u64 udp_sum(struct skua_scratch *s, __u32 psize, __u32 len)
+static __always_inline __u64 buf_sum(struct skua_scratch *s, __u32 off, __u32 len, __u64 seed)
 {
 	__u32 r4 = (len + 3) & ~3u;
 	__s64 sum;
 
-	B(len) = 0;
-	B(len + 1) = 0;
-	B(len + 2) = 0;
-	sum = bpf_csum_diff(0, 0, (__be32 *)s->pseudo, psize, 0);
-	if (sum < 0)
+	B(off + len) = 0;
+	B(off + len + 1) = 0;
+	B(off + len + 2) = 0;
+	if (off > 64)
 		return 0;
 	if (r4 > 512) {
-		sum = bpf_csum_diff(0, 0, (__be32 *)s->buf, 512, (__wsum)sum);
+		sum = bpf_csum_diff(0, 0, (__be32 *)(s->buf + off), 512, (__wsum)seed);
 		if (sum < 0)
 			return 0;
 		r4 -= 512;
 		if (r4 > 8)
 			return 0;
-		sum = bpf_csum_diff(0, 0, (__be32 *)(s->buf + 512), r4, (__wsum)sum);
+		sum = bpf_csum_diff(0, 0, (__be32 *)(s->buf + off + 512), r4, (__wsum)sum);
 	} else {
-		sum = bpf_csum_diff(0, 0, (__be32 *)s->buf, r4, (__wsum)sum);
+		sum = bpf_csum_diff(0, 0, (__be32 *)(s->buf + off), r4, (__wsum)seed);
 	}
 	return sum < 0 ? 0 : (__u64)sum;
 }
 
-/*! \brief Ones' complement sum of an IPv4 header without options (20 bytes). */
-static __always_inline __u16 ip4_sum(const __u8 *ip)
+/*! \brief Ones' complement sum of the IPv4 header (no options) at s->buf[l3..l3+20). */
+static __always_inline __u16 ip4_sum(struct skua_scratch *s, __u32 l3)
 {
-	const __u16 *w = (const __u16 *)ip;
 	__u64 sum = 0;
 	int i;
 
-	for (i = 0; i < 10; i++)
-		sum += w[i];
+	for (i = 0; i < 20; i += 2)
+		sum += (__u16)B(l3 + i) | ((__u16)B(l3 + i + 1) << 8);
 	return csum_fold32(sum);
 }
 
+/*! \brief Swaps s->buf[a..a+n) and s->buf[b..b+n) (addresses, ports, MACs). */
+static __always_inline void swap_bytes(struct skua_scratch *s, __u32 a, __u32 b, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		__u8 t = B(a + i);
+
+		B(a + i) = B(b + i);
+		B(b + i) = t;
+	}
+}
+
 /*!
- * \brief Answers the query from skua_answers in place and returns XDP_TX, or returns MISS
- *        (the caller then redirects to the AF_XDP socket, where the engine decides).
+ * \brief Answers the query from skua_answers in place and returns XDP_TX (or a redirect to
+ *        the ingress device), or returns MISS: the caller then redirects to the AF_XDP
+ *        socket, where the engine decides.
  *
  * The frame has passed every check of the redirect path; \p ulen is its UDP length, already
  * checked against the IP length. Whatever this function declines (bad checksums, unusual
- * headers or flags, EDNS other than version 0 with well-formed options, names longer than
+ * headers or flags, EDNS other than version 0 with at most one option, names longer than
  * SKUA_ANSWER_NAME_MAX, names or types not in the map, clients without an allowing rule)
  * goes to the engine, which is the reference: every reply produced here is byte for byte
- * the one skua-fastpath would build (kernel-appliance/xdp/tests/bpf_prog.rs proves it on
+ * the one skua-fastpath would build (kernel-appliance/xdp/tests/answers_bpf.rs proves it on
  * crafted frames).
  *
- * The packet is only read and written through bpf_xdp_load_bytes/store_bytes with the work
- * done in a per-CPU buffer, so no variable-offset packet pointer is needed, and the frame is
- * untouched until every check has passed.
+ * The frame is read with one bpf_xdp_load_bytes into a per-CPU buffer (no variable-offset
+ * packet pointer is needed), the reply's headers and question are rewritten there, and the
+ * frame gets three writes: headers + question, the precompiled records (straight from the
+ * map value), the OPT record. The UDP checksum is summed from the parts (the records' sum is
+ * precompiled) instead of re-reading the reply. Nothing is written before every check passed.
  */
 static __always_inline int answer(struct xdp_md *ctx, __u32 l3_off, int v6, __u32 ulen,
 				  __u16 cfg_flags)
 {
-	struct skua_answer_key key;
-	struct skua_acl_key acl;
 	const struct skua_answer *a;
 	const __u8 *allowed;
 	struct skua_scratch *s;
-	__u32 zero = 0, iphl = v6 ? 40 : 20, psize = v6 ? 40 : 12;
-	__u32 udp_off = l3_off + iphl;
+	__u32 zero = 0, psize = v6 ? 40 : 12;
+	__u32 u = l3_off + (v6 ? 40 : 20); /* UDP header, in the frame and in s->buf */
+	__u32 d = u + UDP_HDR;             /* DNS message */
 	__u32 pos, qlen, qend, ar, edns = 0, dnssec_ok = 0, i;
-	__u32 tail_len, new_ulen, at, old_len;
-	__u16 field, qflags, flags, c;
+	__u32 tail_len, new_ulen, head, old_len;
+	__u16 field, qflags, flags, c, tc, oc;
+	__u64 sum;
 
 	if (ulen < UDP_HDR + 17 || ulen > UDP_HDR + SKUA_ANSWER_MSG_MAX)
 		return MISS;
 	s = bpf_map_lookup_elem(&SKUA_MAP_SCRATCH, &zero);
 	if (!s)
 		return MISS;
-	if (v6) {
-		if (bpf_xdp_load_bytes(ctx, l3_off, s->ip, 40))
-			return MISS;
-	} else {
-		if (bpf_xdp_load_bytes(ctx, l3_off, s->ip, 20))
-			return MISS;
-	}
-	if (bpf_xdp_load_bytes(ctx, udp_off, s->buf, ulen))
+	if (u > 64 || bpf_xdp_load_bytes(ctx, 0, s->buf, u + ulen))
 		return MISS;
 
 	/* RFC 791 §3.1: a wrong header checksum is the engine's path to count and drop. */
-	if (!v6 && ip4_sum(s->ip) != 0xffff)
+	if (!v6 && ip4_sum(s, l3_off) != 0xffff)
 		return MISS;
 
 	/* RFC 768 / RFC 8200 §8.1 pseudo-header, in the layout each one sums over. */
 	if (v6) {
-		__builtin_memcpy(s->pseudo, s->ip + 8, 32);
+		__builtin_memcpy(s->pseudo, s->buf + l3_off + 8, 32);
 		s->pseudo[32] = 0;
 		s->pseudo[33] = 0;
 		s->pseudo[34] = ulen >> 8;
@@ -342,7 +356,7 @@ static __always_inline int answer(struct xdp_md *ctx, __u32 l3_off, int v6, __u3
 		s->pseudo[38] = 0;
 		s->pseudo[39] = IPPROTO_UDP;
 	} else {
-		__builtin_memcpy(s->pseudo, s->ip + 12, 8);
+		__builtin_memcpy(s->pseudo, s->buf + l3_off + 12, 8);
 		s->pseudo[8] = 0;
 		s->pseudo[9] = IPPROTO_UDP;
 		s->pseudo[10] = ulen >> 8;
@@ -352,29 +366,33 @@ static __always_inline int answer(struct xdp_md *ctx, __u32 l3_off, int v6, __u3
 	 * The UDP checksum, with skua-fastpath's rules: zero means "none" over IPv4 only; a
 	 * field holding just the folded pseudo-header sum is a local sender's CHECKSUM_PARTIAL.
 	 */
-	field = (__u16)B(6) | ((__u16)B(7) << 8);
+	field = (__u16)B(u + 6) | ((__u16)B(u + 7) << 8);
 	if (field == 0) {
 		if (v6)
 			return MISS;
-	} else if (csum_fold32(udp_sum(s, psize, ulen)) != 0xffff) {
+	} else {
 		__s64 p = bpf_csum_diff(0, 0, (__be32 *)s->pseudo, psize, 0);
 
-		if (p < 0 || field != csum_fold32((__u64)p))
+		if (p < 0)
+			return MISS;
+		if (csum_fold32(buf_sum(s, u, ulen, (__u64)p)) != 0xffff &&
+		    field != csum_fold32((__u64)p))
 			return MISS;
 	}
 
 	/* RFC 1035 §4.1.1: a plain query (QR 0, opcode QUERY, TC 0), one question, no
 	 * answer or authority records, at most one additional (the OPT). */
-	if (B(10) & 0xfa)
+	if (B(d + 2) & 0xfa)
 		return MISS;
-	if (B(12) != 0 || B(13) != 1 || B(14) | B(15) | B(16) | B(17) | B(18))
+	if (B(d + 4) != 0 || B(d + 5) != 1 ||
+	    B(d + 6) | B(d + 7) | B(d + 8) | B(d + 9) | B(d + 10))
 		return MISS;
-	ar = B(19);
+	ar = B(d + 11);
 	if (ar > 1)
 		return MISS;
 
 	/* The name: uncompressed labels, at most SKUA_ANSWER_NAME_MAX bytes. */
-	pos = UDP_HDR + 12;
+	pos = d + 12;
 #pragma clang loop unroll(disable)
 	for (i = 0; i < SKUA_ANSWER_NAME_MAX / 2 + 1; i++) {
 		__u8 len = B(pos);
@@ -384,7 +402,7 @@ static __always_inline int answer(struct xdp_md *ctx, __u32 l3_off, int v6, __u3
 		if (len > 63)
 			return MISS;
 		pos += len + 1;
-		if (pos >= UDP_HDR + 12 + SKUA_ANSWER_NAME_MAX)
+		if (pos >= d + 12 + SKUA_ANSWER_NAME_MAX)
 			return MISS;
 	}
 	if (B(pos) != 0)
@@ -394,12 +412,12 @@ static __always_inline int answer(struct xdp_md *ctx, __u32 l3_off, int v6, __u3
 	 * would walk the rest of the program once per exit. A round trip through map memory
 	 * (opaque to it) makes all exits the same state, so it walks the rest once.
 	 */
-	*(volatile __u32 *)&s->spill = pos + 1 - (UDP_HDR + 12);
+	*(volatile __u32 *)&s->spill = pos + 1 - (d + 12);
 	qlen = *(volatile __u32 *)&s->spill;
 	if (qlen < 1 || qlen > SKUA_ANSWER_NAME_MAX)
 		return MISS;
-	qend = UDP_HDR + 12 + qlen;
-	if (qend + 4 > ulen)
+	qend = d + 12 + qlen;
+	if (qend + 4 > d + ulen - UDP_HDR)
 		return MISS;
 	/* Class IN only (the map holds IN answers). */
 	if (B(qend + 2) != 0 || B(qend + 3) != 1)
@@ -410,14 +428,14 @@ static __always_inline int answer(struct xdp_md *ctx, __u32 l3_off, int v6, __u3
 	 * engine; none or one (a client cookie, say) is handled here, more go to the engine.
 	 */
 	if (ar) {
-		__u32 p = qend + 4, rdlen;
+		__u32 p = qend + 4, rdlen, end = d + ulen - UDP_HDR;
 
-		if (p + 11 > ulen)
+		if (p + 11 > end)
 			return MISS;
 		if (B(p) != 0 || B(p + 1) != 0 || B(p + 2) != 41 || B(p + 6) != 0)
 			return MISS;
 		rdlen = ((__u32)B(p + 9) << 8) | B(p + 10);
-		if (p + 11 + rdlen > ulen)
+		if (p + 11 + rdlen > end)
 			return MISS;
 		if (rdlen != 0 &&
 		    (rdlen < 4 || 4 + (((__u32)B(p + 13) << 8) | B(p + 14)) != rdlen))
@@ -430,12 +448,12 @@ static __always_inline int answer(struct xdp_md *ctx, __u32 l3_off, int v6, __u3
 	 * The key: the name lower-cased 8 bytes at a time (ASCII letters only: bytes >= 0x80
 	 * and length bytes, all <= 63, are left alone), zero past its end.
 	 */
-	__builtin_memset(&key, 0, sizeof(key));
-	key.qtype = ((__u16)B(qend) << 8) | B(qend + 1);
-	key.name_len = qlen;
+	s->key.qtype = ((__u16)B(qend) << 8) | B(qend + 1);
+	s->key.name_len = qlen;
+	s->key.pad = 0;
 #pragma clang loop unroll(full)
 	for (i = 0; i < SKUA_ANSWER_NAME_MAX / 8; i++) {
-		__u64 x = *(__u64 *)&s->buf[UDP_HDR + 12 + i * 8];
+		__u64 x = *(__u64 *)&s->buf[d + 12 + i * 8];
 		__u64 h = x & 0x7f7f7f7f7f7f7f7fULL;
 		__u64 ge_a = h + 0x3f3f3f3f3f3f3f3fULL; /* high bit set where byte >= 'A' */
 		__u64 gt_z = h + 0x2525252525252525ULL; /* high bit set where byte > 'Z' */
@@ -443,57 +461,72 @@ static __always_inline int answer(struct xdp_md *ctx, __u32 l3_off, int v6, __u3
 		__u32 keep = qlen > i * 8 ? qlen - i * 8 : 0;
 		__u64 mask = keep >= 8 ? ~0ULL : (1ULL << (keep * 8)) - 1;
 
-		*(__u64 *)&key.name[i * 8] = (x | (upper >> 2)) & mask;
+		*(__u64 *)&s->key.name[i * 8] = (x | (upper >> 2)) & mask;
 	}
-	a = bpf_map_lookup_elem(&SKUA_MAP_ANSWERS, &key);
+	a = bpf_map_lookup_elem(&SKUA_MAP_ANSWERS, &s->key);
 	if (!a)
 		return MISS;
 
 	/* The client's most specific access-control rule must allow a local answer. */
-	acl.prefixlen = 128;
+	s->acl.prefixlen = 128;
 	if (v6) {
-		__builtin_memcpy(acl.addr, s->ip + 8, 16);
+		__builtin_memcpy(s->acl.addr, s->buf + l3_off + 8, 16);
 	} else {
-		__builtin_memset(acl.addr, 0, 10);
-		acl.addr[10] = 0xff;
-		acl.addr[11] = 0xff;
-		__builtin_memcpy(acl.addr + 12, s->ip + 12, 4);
+		__builtin_memset(s->acl.addr, 0, 10);
+		s->acl.addr[10] = 0xff;
+		s->acl.addr[11] = 0xff;
+		__builtin_memcpy(s->acl.addr + 12, s->buf + l3_off + 12, 4);
 	}
-	allowed = bpf_map_lookup_elem(&SKUA_MAP_ACL, &acl);
+	allowed = bpf_map_lookup_elem(&SKUA_MAP_ACL, &s->acl);
 	if (!allowed || !*allowed)
 		return MISS;
 
 	tail_len = a->tail_len;
 	if (tail_len > SKUA_ANSWER_TAIL_MAX)
 		return MISS;
-	new_ulen = qend + 4 + tail_len + (edns ? 11 : 0);
+	head = qend + 4; /* where the records start, in the frame and in s->buf */
+	new_ulen = head - u + tail_len + (edns ? 11 : 0);
 	if (new_ulen > UDP_HDR + SKUA_ANSWER_MSG_MAX)
 		return MISS;
 
-	/* --- the reply's UDP and DNS headers, in s->buf before the (kept) question --- */
-	{
-		__u8 t0 = B(0), t1 = B(1);
+	/* --- the reply's headers in s->buf, before the (kept) question --- */
+	swap_bytes(s, 0, 6, 6); /* MACs: back where it came from */
+	if (v6) {
+		swap_bytes(s, l3_off + 8, l3_off + 24, 16);
+		B(l3_off + 4) = new_ulen >> 8;
+		B(l3_off + 5) = new_ulen & 0xff;
+		B(l3_off + 7) = 64; /* hop limit, as skua-fastpath */
+	} else {
+		__u32 total = 20 + new_ulen;
 
-		B(0) = B(2);
-		B(1) = B(3);
-		B(2) = t0;
-		B(3) = t1;
+		swap_bytes(s, l3_off + 12, l3_off + 16, 4);
+		B(l3_off + 2) = total >> 8;
+		B(l3_off + 3) = total & 0xff;
+		B(l3_off + 6) = 0; /* no fragment flags (DF clear), as skua-fastpath */
+		B(l3_off + 7) = 0;
+		B(l3_off + 8) = 64;
+		B(l3_off + 10) = 0;
+		B(l3_off + 11) = 0;
+		c = ~ip4_sum(s, l3_off);
+		B(l3_off + 10) = c & 0xff;
+		B(l3_off + 11) = c >> 8;
 	}
-	B(4) = new_ulen >> 8;
-	B(5) = new_ulen & 0xff;
-	B(6) = 0;
-	B(7) = 0;
+	swap_bytes(s, u, u + 2, 2);
+	B(u + 4) = new_ulen >> 8;
+	B(u + 5) = new_ulen & 0xff;
+	B(u + 6) = 0;
+	B(u + 7) = 0;
 	/* RFC 1035 §4.1.1: ID kept; RD copied (and CD, RFC 4035 §3.2.2); the rest is ours. */
-	qflags = ((__u16)B(10) << 8) | B(11);
+	qflags = ((__u16)B(d + 2) << 8) | B(d + 3);
 	flags = a->flags | (qflags & 0x0110);
-	B(10) = flags >> 8;
-	B(11) = flags & 0xff;
-	B(14) = a->ancount >> 8;
-	B(15) = a->ancount & 0xff;
-	B(16) = a->nscount >> 8;
-	B(17) = a->nscount & 0xff;
-	B(18) = (a->arcount + edns) >> 8;
-	B(19) = (a->arcount + edns) & 0xff;
+	B(d + 2) = flags >> 8;
+	B(d + 3) = flags & 0xff;
+	B(d + 6) = a->ancount >> 8;
+	B(d + 7) = a->ancount & 0xff;
+	B(d + 8) = a->nscount >> 8;
+	B(d + 9) = a->nscount & 0xff;
+	B(d + 10) = (a->arcount + edns) >> 8;
+	B(d + 11) = (a->arcount + edns) & 0xff;
 	/* RFC 6891 §6.1.2-3: our payload size, no extended RCODE, version 0, DO echoed. */
 	s->opt[0] = 0;
 	s->opt[1] = 0;
@@ -506,24 +539,13 @@ static __always_inline int answer(struct xdp_md *ctx, __u32 l3_off, int v6, __u3
 	s->opt[8] = 0;
 	s->opt[9] = 0;
 	s->opt[10] = 0;
+	s->opt[11] = 0;
 
-	/* --- the frame: resize, then write; nothing was touched before this point --- */
-	old_len = (__u32)bpf_xdp_get_buff_len(ctx);
-	if (bpf_xdp_adjust_tail(ctx, (int)(udp_off + new_ulen) - (int)old_len))
-		return MISS;
-	/* From here on the frame is the reply or is dropped (a failure cannot happen: the
-	 * frame was sized for every write below). */
-	at = qend + 4;
-	if (bpf_xdp_store_bytes(ctx, udp_off, s->buf, at))
-		return XDP_DROP;
-	if (tail_len && bpf_xdp_store_bytes(ctx, udp_off + at, (void *)a->tail, tail_len))
-		return XDP_DROP;
-	at += tail_len;
-	if (edns && bpf_xdp_store_bytes(ctx, udp_off + at, s->opt, 11))
-		return XDP_DROP;
-
-	/* The UDP checksum over the reply as written (RFC 768: a computed zero is sent as
-	 * all ones). */
+	/*
+	 * RFC 768 checksum of the reply from its parts: pseudo-header, headers and question
+	 * (summed here), records (summed at compile time from an even offset), OPT. A part
+	 * that starts at an odd offset contributes its sum byte-swapped (RFC 1071 §2(B)).
+	 */
 	if (v6) {
 		s->pseudo[34] = new_ulen >> 8;
 		s->pseudo[35] = new_ulen & 0xff;
@@ -531,55 +553,41 @@ static __always_inline int answer(struct xdp_md *ctx, __u32 l3_off, int v6, __u3
 		s->pseudo[10] = new_ulen >> 8;
 		s->pseudo[11] = new_ulen & 0xff;
 	}
-	if (bpf_xdp_load_bytes(ctx, udp_off, s->buf, new_ulen))
-		return XDP_DROP;
-	c = ~csum_fold32(udp_sum(s, psize, new_ulen));
-	if (c == 0)
-		c = 0xffff;
-	if (bpf_xdp_store_bytes(ctx, udp_off + 6, &c, 2))
-		return XDP_DROP;
-
-	if (v6) {
-		__u8 tmp[16];
-
-		__builtin_memcpy(tmp, s->ip + 8, 16);
-		__builtin_memcpy(s->ip + 8, s->ip + 24, 16);
-		__builtin_memcpy(s->ip + 24, tmp, 16);
-		s->ip[4] = new_ulen >> 8;
-		s->ip[5] = new_ulen & 0xff;
-		s->ip[7] = 64; /* hop limit, as skua-fastpath */
-		if (bpf_xdp_store_bytes(ctx, l3_off, s->ip, 40))
-			return XDP_DROP;
-	} else {
-		__u32 total = 20 + new_ulen;
-		__u8 tmp[4];
-
-		__builtin_memcpy(tmp, s->ip + 12, 4);
-		__builtin_memcpy(s->ip + 12, s->ip + 16, 4);
-		__builtin_memcpy(s->ip + 16, tmp, 4);
-		s->ip[2] = total >> 8;
-		s->ip[3] = total & 0xff;
-		s->ip[6] = 0; /* no fragment flags (DF clear), as skua-fastpath */
-		s->ip[7] = 0;
-		s->ip[8] = 64;
-		s->ip[10] = 0;
-		s->ip[11] = 0;
-		c = ~ip4_sum(s->ip);
-		s->ip[10] = c & 0xff;
-		s->ip[11] = c >> 8;
-		if (bpf_xdp_store_bytes(ctx, l3_off, s->ip, 20))
-			return XDP_DROP;
-	}
-	if (bpf_xdp_load_bytes(ctx, 0, s->mac, 12))
-		return XDP_DROP;
 	{
-		__u8 tmp[6];
+		__s64 p = bpf_csum_diff(0, 0, (__be32 *)s->pseudo, psize, 0);
 
-		__builtin_memcpy(tmp, s->mac, 6);
-		__builtin_memcpy(s->mac, s->mac + 6, 6);
-		__builtin_memcpy(s->mac + 6, tmp, 6);
+		if (p < 0)
+			return MISS;
+		sum = buf_sum(s, u, head - u, (__u64)p);
 	}
-	if (bpf_xdp_store_bytes(ctx, 0, s->mac, 12))
+	tc = a->tail_csum;
+	sum += ((head - u) & 1) ? csum_swap(tc) : tc;
+	if (edns) {
+		__s64 o = bpf_csum_diff(0, 0, (__be32 *)s->opt, 12, 0);
+
+		if (o < 0)
+			return MISS;
+		oc = csum_fold32((__u64)o);
+		sum += ((head - u + tail_len) & 1) ? csum_swap(oc) : oc;
+	}
+	c = ~csum_fold32(sum);
+	if (c == 0)
+		c = 0xffff; /* RFC 768: a computed zero is sent as all ones */
+	B(u + 6) = c & 0xff;
+	B(u + 7) = c >> 8;
+
+	/* --- the frame: resize, then write; nothing was touched before this point --- */
+	old_len = (__u32)bpf_xdp_get_buff_len(ctx);
+	if (bpf_xdp_adjust_tail(ctx, (int)(u + new_ulen) - (int)old_len))
+		return MISS;
+	/* From here on the frame is the reply or is dropped (a failure cannot happen: the
+	 * frame was sized for every write below). */
+	if (head > 64 + UDP_HDR + 12 + SKUA_ANSWER_NAME_MAX + 4 ||
+	    bpf_xdp_store_bytes(ctx, 0, s->buf, head))
+		return XDP_DROP;
+	if (tail_len && bpf_xdp_store_bytes(ctx, head, (void *)a->tail, tail_len))
+		return XDP_DROP;
+	if (edns && bpf_xdp_store_bytes(ctx, head + tail_len, s->opt, 11))
 		return XDP_DROP;
 	/*
 	 * A native-mode veth delivers XDP_TX frames to its peer without waking the peer's NAPI

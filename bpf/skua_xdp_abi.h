@@ -84,7 +84,8 @@ struct skua_answer {
 	__u16 arcount;                        /*!< without the OPT record */
 	__u16 tail_len;                       /*!< bytes of tail used */
 	__u16 edns_size;                      /*!< UDP payload size in our OPT record */
-	__u32 pad;                            /*!< zero */
+	__u16 tail_csum;                      /*!< RFC 1071 sum of tail, memory order, from an even offset */
+	__u16 pad;                            /*!< zero */
 	__u8 tail[SKUA_ANSWER_TAIL_MAX];      /*!< answer, authority, additional sections */
 };
 
@@ -96,13 +97,12 @@ struct skua_acl_key {
 
 /* Per-CPU work area of the answer path (too big for the 512-byte BPF stack). */
 struct skua_scratch {
+	struct skua_answer_key key;           /*!< the lookup key being built */
+	struct skua_acl_key acl;              /*!< the client, as an LPM key */
 	__u8 pseudo[40];                      /*!< UDP pseudo-header (RFC 768 / RFC 8200 §8.1) */
-	__u8 ip[40];                          /*!< the IP header, then the reply's */
-	__u8 mac[12];                         /*!< destination and source MAC, then swapped */
-	__u8 opt[12];                         /*!< the reply's OPT record */
+	__u8 opt[12];                         /*!< the reply's OPT record, zero padded */
 	__u32 spill;                          /*!< see answer() in skua_xdp.bpf.c */
-	__u32 pad;
-	__u8 buf[1024];                       /*!< UDP header + DNS message, then the reply */
+	__u8 buf[1024];                       /*!< the frame up to the end of the UDP datagram, then the reply's start */
 };
 
 #endif

@@ -130,10 +130,32 @@ pub struct AnswerValue {
     pub tail_len: u16,
     /// UDP payload size advertised in the reply's OPT record.
     pub edns_size: u16,
+    /// RFC 1071 sum of `tail[..tail_len]` folded to 16 bits, in memory order, as if the
+    /// tail started at an even offset ([`tail_csum`]).
+    pub tail_csum: u16,
     /// Zero.
-    pub pad: u32,
+    pub pad: u16,
     /// Answer, authority and additional sections, as the engine renders them.
     pub tail: [u8; ANSWER_TAIL_MAX],
+}
+
+/// The ones' complement sum (RFC 1071) of `bytes` folded to 16 bits, in the byte order of
+/// this machine's memory (the program adds it to sums it gets from `bpf_csum_diff`, which
+/// reads 16-bit words from memory as they are), with `bytes` starting at an even offset.
+pub fn tail_csum(bytes: &[u8]) -> u16 {
+    let mut sum: u64 = 0;
+    let mut pairs = bytes.chunks_exact(2);
+    for p in &mut pairs {
+        sum += u64::from(u16::from_ne_bytes([p[0], p[1]]));
+    }
+    if let [last] = pairs.remainder() {
+        sum += u64::from(u16::from_ne_bytes([*last, 0]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    // Cannot truncate: folded to 16 bits above.
+    sum as u16
 }
 
 /// `struct skua_acl_key`: an LPM trie key over IPv6 space (IPv4 as `::ffff:a.b.c.d`).
@@ -246,6 +268,7 @@ const _: () = {
     assert!(offset_of!(AnswerValue, ancount) == 2);
     assert!(offset_of!(AnswerValue, tail_len) == 8);
     assert!(offset_of!(AnswerValue, edns_size) == 10);
+    assert!(offset_of!(AnswerValue, tail_csum) == 12);
     assert!(offset_of!(AnswerValue, tail) == 16);
     assert!(size_of::<AclKey>() == 20);
     assert!(offset_of!(AclKey, addr) == 4);

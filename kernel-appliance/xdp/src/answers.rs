@@ -169,6 +169,7 @@ fn entry(
         // Cannot truncate: at most ANSWER_TAIL_MAX.
         tail_len: tail.len() as u16,
         edns_size: engine.config().edns_buffer_size,
+        tail_csum: crate::abi::tail_csum(tail),
         pad: 0,
         tail: [0; ANSWER_TAIL_MAX],
     };
