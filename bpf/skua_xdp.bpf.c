@@ -275,6 +275,23 @@ static __always_inline __u64 buf_sum(struct skua_scratch *s, __u32 off, __u32 le
 	return sum < 0 ? 0 : (__u64)sum;
 }
 
+/*!
+ * \brief Unfolded ones' complement sum of \p n32 32-bit words at \p p (4-byte aligned), in
+ *        memory order: adding 32-bit words and folding later gives the same 16-bit sum.
+ *        No helper call for the small fixed blocks (pseudo-header, OPT record).
+ */
+static __always_inline __u64 words_sum(const __u8 *p, int n32)
+{
+	const __u32 *w = (const __u32 *)p;
+	__u64 sum = 0;
+	int i;
+
+#pragma clang loop unroll(full)
+	for (i = 0; i < n32; i++)
+		sum += w[i];
+	return sum;
+}
+
 /*! \brief Ones' complement sum of the IPv4 header (no options) at s->buf[l3..l3+20). */
 static __always_inline __u16 ip4_sum(struct skua_scratch *s, __u32 l3)
 {
@@ -286,17 +303,32 @@ static __always_inline __u16 ip4_sum(struct skua_scratch *s, __u32 l3)
 	return csum_fold32(sum);
 }
 
-/*! \brief Swaps s->buf[a..a+n) and s->buf[b..b+n) (addresses, ports, MACs). */
-static __always_inline void swap_bytes(struct skua_scratch *s, __u32 a, __u32 b, int n)
+/*
+ * Swaps of adjacent fields (MACs, addresses, ports) by words. The offsets are fixed per
+ * path (Ethernet header with or without a tag, IPv4 or IPv6), so no index mask is needed.
+ */
+static __always_inline void swap32(__u8 *a, __u8 *b)
 {
-	int i;
+	__u32 t = *(__u32 *)a;
 
-	for (i = 0; i < n; i++) {
-		__u8 t = B(a + i);
+	*(__u32 *)a = *(__u32 *)b;
+	*(__u32 *)b = t;
+}
 
-		B(a + i) = B(b + i);
-		B(b + i) = t;
-	}
+static __always_inline void swap16(__u8 *a, __u8 *b)
+{
+	__u16 t = *(__u16 *)a;
+
+	*(__u16 *)a = *(__u16 *)b;
+	*(__u16 *)b = t;
+}
+
+static __always_inline void swap64(__u8 *a, __u8 *b)
+{
+	__u64 t = *(__u64 *)a;
+
+	*(__u64 *)a = *(__u64 *)b;
+	*(__u64 *)b = t;
 }
 
 /*!
@@ -318,13 +350,13 @@ static __always_inline void swap_bytes(struct skua_scratch *s, __u32 a, __u32 b,
  * map value), the OPT record. The UDP checksum is summed from the parts (the records' sum is
  * precompiled) instead of re-reading the reply. Nothing is written before every check passed.
  */
-static __always_inline int answer(struct xdp_md *ctx, __u32 l3_off, int v6, __u32 ulen,
-				  __u16 cfg_flags)
+static __attribute__((noinline)) int answer(struct xdp_md *ctx, __u32 l3_off, int v6,
+					     __u32 ulen, __u16 cfg_flags)
 {
 	const struct skua_answer *a;
 	const __u8 *allowed;
 	struct skua_scratch *s;
-	__u32 zero = 0, psize = v6 ? 40 : 12;
+	__u32 zero = 0;
 	__u32 u = l3_off + (v6 ? 40 : 20); /* UDP header, in the frame and in s->buf */
 	__u32 d = u + UDP_HDR;             /* DNS message */
 	__u32 pos, qlen, qend, ar, edns = 0, dnssec_ok = 0, i;
@@ -371,12 +403,10 @@ static __always_inline int answer(struct xdp_md *ctx, __u32 l3_off, int v6, __u3
 		if (v6)
 			return MISS;
 	} else {
-		__s64 p = bpf_csum_diff(0, 0, (__be32 *)s->pseudo, psize, 0);
+		__u64 p = v6 ? words_sum(s->pseudo, 10) : words_sum(s->pseudo, 3);
 
-		if (p < 0)
-			return MISS;
-		if (csum_fold32(buf_sum(s, u, ulen, (__u64)p)) != 0xffff &&
-		    field != csum_fold32((__u64)p))
+		if (csum_fold32(buf_sum(s, u, ulen, csum_fold32(p))) != 0xffff &&
+		    field != csum_fold32(p))
 			return MISS;
 	}
 
@@ -490,16 +520,18 @@ static __always_inline int answer(struct xdp_md *ctx, __u32 l3_off, int v6, __u3
 		return MISS;
 
 	/* --- the reply's headers in s->buf, before the (kept) question --- */
-	swap_bytes(s, 0, 6, 6); /* MACs: back where it came from */
+	swap32(s->buf, s->buf + 6); /* MACs: back where it came from */
+	swap16(s->buf + 4, s->buf + 10);
 	if (v6) {
-		swap_bytes(s, l3_off + 8, l3_off + 24, 16);
+		swap64(s->buf + l3_off + 8, s->buf + l3_off + 24);
+		swap64(s->buf + l3_off + 16, s->buf + l3_off + 32);
 		B(l3_off + 4) = new_ulen >> 8;
 		B(l3_off + 5) = new_ulen & 0xff;
 		B(l3_off + 7) = 64; /* hop limit, as skua-fastpath */
 	} else {
 		__u32 total = 20 + new_ulen;
 
-		swap_bytes(s, l3_off + 12, l3_off + 16, 4);
+		swap32(s->buf + l3_off + 12, s->buf + l3_off + 16);
 		B(l3_off + 2) = total >> 8;
 		B(l3_off + 3) = total & 0xff;
 		B(l3_off + 6) = 0; /* no fragment flags (DF clear), as skua-fastpath */
@@ -511,7 +543,7 @@ static __always_inline int answer(struct xdp_md *ctx, __u32 l3_off, int v6, __u3
 		B(l3_off + 10) = c & 0xff;
 		B(l3_off + 11) = c >> 8;
 	}
-	swap_bytes(s, u, u + 2, 2);
+	swap16(s->buf + u, s->buf + u + 2);
 	B(u + 4) = new_ulen >> 8;
 	B(u + 5) = new_ulen & 0xff;
 	B(u + 6) = 0;
@@ -554,20 +586,14 @@ static __always_inline int answer(struct xdp_md *ctx, __u32 l3_off, int v6, __u3
 		s->pseudo[11] = new_ulen & 0xff;
 	}
 	{
-		__s64 p = bpf_csum_diff(0, 0, (__be32 *)s->pseudo, psize, 0);
+		__u64 p = v6 ? words_sum(s->pseudo, 10) : words_sum(s->pseudo, 3);
 
-		if (p < 0)
-			return MISS;
-		sum = buf_sum(s, u, head - u, (__u64)p);
+		sum = buf_sum(s, u, head - u, csum_fold32(p));
 	}
 	tc = a->tail_csum;
 	sum += ((head - u) & 1) ? csum_swap(tc) : tc;
 	if (edns) {
-		__s64 o = bpf_csum_diff(0, 0, (__be32 *)s->opt, 12, 0);
-
-		if (o < 0)
-			return MISS;
-		oc = csum_fold32((__u64)o);
+		oc = csum_fold32(words_sum(s->opt, 3));
 		sum += ((head - u + tail_len) & 1) ? csum_swap(oc) : oc;
 	}
 	c = ~csum_fold32(sum);

@@ -59,7 +59,7 @@ usage: tests/bench/xdp.sh [options]                 (as root)
                        ethtool iproute2 bpftool jq python3-venv; pip: matplotlib into the venv
                        /tmp/skua-bench-venv), printing every command; then run
   --deps-only          the same, then exit
-  --quick              1 repetition, 1 s fixed-rate steps only: they stand for the ladder
+  --quick              1 repetition, 1 s fixed-rate steps (or --step-secs) only: they stand for the ladder
                        (highest rate before the first with >= 1 % loss) and, at --cpu-rate,
                        for the CPU phase; no confirmation run: < 2 min
   --reps N             repetitions (default 3)
@@ -97,9 +97,9 @@ while [[ $# -gt 0 ]]; do
         --reps) REPS=$2; shift ;;
         --servers) SERVERS=$2; shift ;;
         --rates) RATES=$2; shift ;;
-        --step-secs) STEP_SECS=$2; shift ;;
+        --step-secs) STEP_SECS=$2; STEP_GIVEN=1; shift ;;
         --cpu-rate) CPU_RATE=$2; shift ;;
-        --cpu-secs) CPU_SECS=$2; shift ;;
+        --cpu-secs) CPU_SECS=$2; CPU_GIVEN=1; shift ;;
         --confirm-secs) CONFIRM_SECS=$2; shift ;;
         --wait-quiet) WAIT_QUIET=$2; shift ;;
         --wait-other) WAIT_OTHER=$2; shift ;;
@@ -113,7 +113,10 @@ while [[ $# -gt 0 ]]; do
     shift
 done
 if [[ $QUICK == 1 ]]; then
-    REPS=1 STEP_SECS=1 CPU_SECS=1 WAIT_QUIET=0
+    REPS=1 WAIT_QUIET=0
+    # --quick's 1 s steps, unless given explicitly.
+    [[ -n ${STEP_GIVEN:-} ]] || STEP_SECS=1
+    [[ -n ${CPU_GIVEN:-} ]] || CPU_SECS=1
 fi
 for v in REPS STEP_SECS CPU_RATE CPU_SECS CONFIRM_SECS WAIT_QUIET WAIT_OTHER; do
     [[ ${!v} =~ ^[0-9]+$ ]] || die "--$(tr 'A-Z_' 'a-z-' <<< "$v") must be a whole number (got '${!v}')"
