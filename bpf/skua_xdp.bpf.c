@@ -611,8 +611,20 @@ static __attribute__((noinline)) int answer(struct xdp_md *ctx, __u32 l3_off, in
 	if (head > 64 + UDP_HDR + 12 + SKUA_ANSWER_NAME_MAX + 4 ||
 	    bpf_xdp_store_bytes(ctx, 0, s->buf, head))
 		return XDP_DROP;
-	if (tail_len && bpf_xdp_store_bytes(ctx, head, (void *)a->tail, tail_len))
-		return XDP_DROP;
+	if (tail_len) {
+		/*
+		 * The helper wants a size the verifier can prove to be 1..496. Kernel 6.1's
+		 * verifier loses that across clang's register choices, so the size is rebuilt
+		 * from a checked n - 1 that clang cannot fold back.
+		 */
+		__u64 m = tail_len - 1;
+
+		asm volatile("" : "+r"(m));
+		if (m >= SKUA_ANSWER_TAIL_MAX)
+			return XDP_DROP;
+		if (bpf_xdp_store_bytes(ctx, head, (void *)a->tail, m + 1))
+			return XDP_DROP;
+	}
 	if (edns && bpf_xdp_store_bytes(ctx, head + tail_len, s->opt, 11))
 		return XDP_DROP;
 	/*
