@@ -51,3 +51,19 @@ bench-bigzone:
 # skuad AF_XDP vs skuad sockets vs knotd XDP vs an XDP_TX ceiling on a veth pair (root; --deps installs, --quick < 2 min).
 bench-xdp *args:
     bash tests/bench/xdp.sh {{args}}
+
+# Install what the image and VM recipes need (root): QEMU, OVMF, mkosi 24 from bookworm-backports.
+deps:
+    bash qemu/deps.sh
+
+# Build the appliance image (image/mkosi.output/skua_VERSION.raw and .qcow2; default version: image/mkosi.version).
+image version="":
+    bash image/build.sh {{version}}
+
+# Boot the newest image in QEMU (TCG) with virtio-net on a tap in netns skua-vm; console here (Ctrl-A X quits).
+vm disk="" queues="1":
+    bash qemu/vm.sh {{disk}} {{queues}}
+
+# Boot the newest image, query DNS from the host side, prove the guest answered through XDP, power off.
+vm-test *args:
+    python3 qemu/vm.py test {{args}}

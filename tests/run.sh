@@ -2,7 +2,9 @@
 # The whole test suite, exactly what CI runs (README: "test").
 # Installs what it needs when missing (apt packages need root; CI is root), then:
 # format, lints, the no_std build, every test (including the differential tests against
-# unbound and nsd in a network namespace), and bounded fuzzing.
+# unbound and nsd in a network namespace), the appliance image built and booted in QEMU with
+# DNS answered through XDP in the guest (qemu/deps.sh installs mkosi and QEMU), and bounded
+# fuzzing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FUZZ_SECS="${FUZZ_SECS:-60}"
@@ -35,5 +37,9 @@ echo "== clippy";  cargo clippy --workspace --all-targets --locked -- -D warning
 echo "== bpf";     bash bpf/check.sh
 echo "== no_std";  cargo build --locked -p skua-engine -p skua-fastpath --target x86_64-unknown-none
 echo "== tests";   cargo test --workspace --locked
+echo "== appliance image: build, boot in QEMU (TCG), DNS through XDP in the guest"
+bash qemu/deps.sh
+bash image/build.sh
+python3 qemu/vm.py test
 echo "== fuzz";    bash tests/fuzz.sh "$FUZZ_SECS"
 echo "== all tests passed"
