@@ -14,6 +14,7 @@ rm -rf "$stage"
 mkdir -p "$stage/usr/bin" "$stage/usr/share/skua"
 (cd "$root" && cargo build --release --locked -p skuad)
 install -m 0755 "$root/target/release/skuad" "$stage/usr/bin/skuad"
+strip --strip-unneeded "$stage/usr/bin/skuad"
 cp "$root/README.md" "$stage/usr/share/skua/README"
 # mkosi -f does not remove split files whose names changed (image.md pitfall 7).
 rm -f "$here"/mkosi.output/skua_*
@@ -21,4 +22,7 @@ cd "$here"
 mkosi -f --image-version="$version" --extra-tree="$stage" build
 raw=$here/mkosi.output/skua_$version.raw
 qemu-img convert -O qcow2 "$raw" "$here/mkosi.output/skua_$version.qcow2"
-echo "image: $raw ($(du -h --apparent-size "$raw" | cut -f1) apparent, $(du -h "$raw" | cut -f1) allocated)"
+payload=$(du -cb "$here"/mkosi.output/skua_"$version".root.*.raw "$here"/mkosi.output/skua_"$version".root-verity.*.raw \
+    "$here/mkosi.output/skua_$version.efi" | tail -1 | cut -f1)
+echo "image: $raw ($(du -h --apparent-size "$raw" | cut -f1) apparent, $(du -h "$raw" | cut -f1) allocated);" \
+    "update payload (root + verity + UKI): $((payload / 1000000)) MB"
