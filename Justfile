@@ -67,3 +67,7 @@ vm disk="" queues="1":
 # Boot the newest image, query DNS from the host side, prove the guest answered through XDP, power off.
 vm-test *args:
     python3 qemu/vm.py test {{args}}
+
+# A byte flipped in the root partition of a copy of the newest image: dm-verity must refuse it.
+vm-tamper *args:
+    python3 qemu/vm.py tamper {{args}}

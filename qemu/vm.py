@@ -282,6 +282,73 @@ def test(args):
     return 0 if ok else 1
 
 
+def partitions(disk):
+    """The disk's GPT partitions: name, type GUID, start and size in bytes."""
+    import json
+    out = subprocess.run(["sfdisk", "-J", disk], capture_output=True, text=True, check=True).stdout
+    table = json.loads(out)["partitiontable"]
+    sector = table.get("sectorsize", 512)
+    return [(p.get("name", ""), p["type"].upper(), p["start"] * sector, p["size"] * sector)
+            for p in table["partitions"]]
+
+
+ROOT_X86_64 = "4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709"
+
+
+def tamper(args):
+    """Flip one byte of the active root partition (in its erofs superblock, which every boot
+    reads) in a copy of the image: dm-verity must refuse it, the boot must not reach skuad,
+    and nothing may answer DNS."""
+    disk = args.disk or newest_image()
+    if not disk:
+        print("vm.py: no image: run 'just image' first", file=sys.stderr)
+        return 2
+    work = tempfile.mkdtemp(prefix="skua-tamper-")
+    copy = os.path.join(work, "tampered.raw")
+    subprocess.run(["cp", "--sparse=always", disk, copy], check=True)
+    root = [p for p in partitions(copy) if p[1] == ROOT_X86_64 and p[0] != "_empty"]
+    if not root:
+        print(f"vm.py: no populated root partition in {disk}", file=sys.stderr)
+        return 2
+    name, _, start, _ = root[0]
+    offset = start + 1024 + 8  # erofs superblock (RFC-less: EROFS_SUPER_OFFSET 1024), past its magic
+    with open(copy, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0x01]))
+    log(f"flipped the byte at {offset} (partition {name} + 1032) of a copy of {disk}")
+    vm = VM(copy, snapshot=True)
+    ok = False
+    try:
+        vm.start()
+        # "device-mapper: verity: ... data block N is corrupted" is the refusal; an intact
+        # image never prints it (the boot test would see it too).
+        m, _ = vm.wait_for(r"verity: [^\n]*is corrupted|xdp: self-test passed", args.timeout,
+                           what="a verity refusal (or skuad starting)")
+        if "self-test passed" in m.group(0):
+            raise RuntimeError("the tampered image booted to skuad")
+        log(f"refused: {m.group(0).strip()[:120]}")
+        # Give a broken boot time to go wrong further; DNS must stay silent throughout.
+        time.sleep(20)
+        got = vm.kdig("www.skua.test.", "A")
+        if got:
+            raise RuntimeError(f"the tampered image answered DNS: {got!r}")
+        if "self-test passed" in vm.console():
+            raise RuntimeError("skuad started on the tampered root")
+        ok = True
+        log("tamper test passed: verity refused the modified root, nothing answered")
+    except Exception as e:  # noqa: BLE001
+        log(f"FAILED: {e}")
+        print("\n".join(vm.console().splitlines()[-40:]), file=sys.stderr)
+    finally:
+        vm.kill()
+        vm.cleanup(keep_logs=True)
+        log(f"console log: {vm.console_log}.raw")
+        shutil.rmtree(work, ignore_errors=True)
+    return 0 if ok else 1
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -290,9 +357,14 @@ def main():
     t.add_argument("--queues", type=int, default=1)
     t.add_argument("--timeout", type=int, default=240, help="seconds to wait for skuad's XDP start-up")
     t.add_argument("--shell", action="store_true", help="print skuad's status from the guest first")
+    t = sub.add_parser("tamper", help="a byte flipped in the root partition must make verity refuse the boot")
+    t.add_argument("--disk")
+    t.add_argument("--timeout", type=int, default=240)
     args = p.parse_args()
     if args.cmd == "test":
         sys.exit(test(args))
+    if args.cmd == "tamper":
+        sys.exit(tamper(args))
 
 
 if __name__ == "__main__":

@@ -41,5 +41,6 @@ echo "== appliance image: build, boot in QEMU (TCG), DNS through XDP in the gues
 bash qemu/deps.sh
 bash image/build.sh
 python3 qemu/vm.py test
+python3 qemu/vm.py tamper
 echo "== fuzz";    bash tests/fuzz.sh "$FUZZ_SECS"
 echo "== all tests passed"
