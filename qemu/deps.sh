@@ -5,7 +5,8 @@
 set -euo pipefail
 need=()
 for pair in mkosi:mkosi qemu-system-x86_64:qemu-system-x86 mcopy:mtools mkfs.erofs:erofs-utils \
-    mkfs.vfat:dosfstools veritysetup:cryptsetup-bin zstd:zstd depmod:kmod cpio:cpio kdig:knot-dnsutils; do
+    mkfs.vfat:dosfstools veritysetup:cryptsetup-bin zstd:zstd depmod:kmod cpio:cpio kdig:knot-dnsutils \
+    sfdisk:fdisk strip:binutils qemu-img:qemu-utils; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 [[ -f /usr/share/OVMF/OVMF_CODE_4M.fd ]] || need+=(ovmf)
@@ -31,7 +32,7 @@ SRC
 fi
 export DEBIAN_FRONTEND=noninteractive
 run apt-get update -qq
-run apt-get install -y -qq --no-install-recommends qemu-system-x86 qemu-utils ovmf kmod cpio knot-dnsutils
+run apt-get install -y -qq --no-install-recommends qemu-system-x86 qemu-utils ovmf kmod cpio knot-dnsutils fdisk binutils
 # mkosi 24 needs systemd >= 254 (repart, ukify): from backports as well. On a host whose PID 1
 # is not systemd (containers, CI VMs) the upgrade is harmless.
 run apt-get install -y -qq -t bookworm-backports --no-install-recommends mkosi systemd-boot \
