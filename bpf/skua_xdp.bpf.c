@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * skua_xdp: the XDP filter in front of skuad's AF_XDP sockets.
+ * skua_xdp: the XDP filter in front of skuad's AF_XDP sockets, which also answers the
+ * queries skuad has precompiled (SKUA_F_ANSWER, see answer()) with XDP_TX.
  *
  * It redirects exactly one kind of frame to user space: a well-formed UDP datagram to the
  * configured port (53) and to one of our addresses, carried in Ethernet (optionally with one

@@ -153,11 +153,8 @@ impl XdpPlane {
             return;
         }
         for a in self.programs().iter_mut() {
-            let off = XdpConfig {
-                flags: a.config.flags & !abi::F_ANSWER,
-                ..a.config
-            };
-            if let Err(e) = a.program.set_config(off) {
+            a.config.flags &= !abi::F_ANSWER;
+            if let Err(e) = a.program.set_config(a.config) {
                 log::error(format_args!("xdp: {}: {}", a.ifname, log::chain(&e)));
             }
         }
@@ -201,7 +198,7 @@ impl XdpPlane {
                 )
                 .map_err(|e| format!("{}: self-test of answers in the program: {e}", a.ifname))?;
                 if let Some(frame) = frame {
-                    check_veth_peer(&a.program, &a.ifname, &frame)?;
+                    check_veth_peer(a, &frame)?;
                 }
             }
         }
@@ -496,12 +493,12 @@ fn try_start(
 /// without a trace on our side (veth_xdp_xmit: -ENXIO). Injects the test query for real and
 /// requires the peer's `xdp_xmit` counter (shown on our side as `tx_queue_N_xdp_xmit`) to
 /// move. Other drivers transmit `XDP_TX` frames themselves and are not checked here.
-fn check_veth_peer(prog: &XdpProgram, ifname: &str, frame: &[u8]) -> Result<(), String> {
-    if prog.attached_mode() != Some(skua_xdp::bpf::AttachedMode::Native)
-        || skua_netio::ethtool::driver(ifname).ok().as_deref() != Some("veth")
-    {
+fn check_veth_peer(a: &Attached, frame: &[u8]) -> Result<(), String> {
+    // TX_REDIRECT is set exactly for native-mode veth (at attach).
+    if a.config.flags & abi::F_TX_REDIRECT == 0 {
         return Ok(());
     }
+    let (prog, ifname) = (&a.program, a.ifname.as_str());
     let xmit = || -> u64 {
         skua_netio::ethtool::stats(ifname)
             .unwrap_or_default()

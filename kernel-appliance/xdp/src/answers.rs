@@ -89,12 +89,7 @@ pub fn compile(engine: &Engine, capacity: usize) -> Compiled {
         ..Compiled::default()
     };
     // The answer does not depend on which allowed client asks; one of them asks for all.
-    let Some(client) = engine
-        .acl()
-        .rules()
-        .find(|r| answerable(r.2))
-        .map(|(addr, _, _)| to_ip(addr))
-    else {
+    let Some(client) = answerable_clients(engine).next() else {
         return out;
     };
     let req = Request {
@@ -315,20 +310,21 @@ fn be16(b: &[u8], at: usize) -> u16 {
 }
 
 /// An address of the family asked for (IPv6 or IPv4) that `engine` lets get answers in
-/// the program: the first address of the most specific such rule. For self-tests.
+/// the program. For self-tests.
 pub fn allowed_client(engine: &Engine, v6: bool) -> Option<IpAddr> {
+    answerable_clients(engine).find(|ip| ip.is_ipv6() == v6)
+}
+
+/// The first address of every rule whose client may get answers in the program, most
+/// specific rule first. The action is checked on the address itself: a more specific rule
+/// of another kind may cover the first address of a block.
+fn answerable_clients(engine: &Engine) -> impl Iterator<Item = IpAddr> + '_ {
     engine
         .acl()
         .rules()
-        .map(|(addr, _, action)| (to_ip(addr), action))
-        .find(|(ip, action)| answerable(*action) && ip.is_ipv6() == v6 && acl_allows(engine, *ip))
-        .map(|(ip, _)| ip)
-}
-
-/// Whether the rule that applies to `ip` is answerable (a more specific rule may cover
-/// the first address of a block).
-fn acl_allows(engine: &Engine, ip: IpAddr) -> bool {
-    answerable(engine.acl().check(ip))
+        .filter(|r| answerable(r.2))
+        .map(|(addr, _, _)| to_ip(addr))
+        .filter(|ip| answerable(engine.acl().check(*ip)))
 }
 
 #[cfg(test)]

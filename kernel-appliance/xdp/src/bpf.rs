@@ -524,21 +524,14 @@ impl XdpProgram {
     /// reports [`XDP_PASS`] (the fallback action), to an occupied one [`XDP_REDIRECT`]; the
     /// kernel does not deliver test frames anywhere.
     pub fn test_run(&self, frame: &[u8]) -> Result<u32, XdpError> {
-        let opts = TestRunOptions {
-            data_in: Some(frame),
-            ..TestRunOptions::new()
-        };
-        let result = self
-            .program()?
-            .test_run(opts)
-            .map_err(|e| XdpError::TestRun(Box::new(e)))?;
-        Ok(result.return_value)
+        self.test_run_output(frame).map(|(action, _)| action)
     }
 
     /// [`XdpProgram::test_run`], also returning the frame as the program left it (the
     /// reply, after `XDP_TX`).
     pub fn test_run_output(&self, frame: &[u8]) -> Result<(u32, Vec<u8>), XdpError> {
-        let mut out = vec![0u8; 4096];
+        // Room for the frame and any growth the program can make.
+        let mut out = vec![0u8; frame.len() + 4096];
         let opts = TestRunOptions {
             data_in: Some(frame),
             data_out: Some(&mut out),

@@ -92,6 +92,31 @@ impl Rng {
 const SERVER4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 53);
 const SERVER6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x5c, 0, 0, 0, 0, 0, 0x53);
 
+/// Our address of `src`'s family.
+fn server_for(src: IpAddr) -> IpAddr {
+    match src {
+        IpAddr::V4(_) => IpAddr::V4(SERVER4),
+        IpAddr::V6(_) => IpAddr::V6(SERVER6),
+    }
+}
+
+/// An untagged frame from `src`:5353 to us with valid checksums.
+fn plain_frame(src: IpAddr, payload: &[u8]) -> Vec<u8> {
+    let mut buf = vec![0u8; 512];
+    let len = build_udp_frame(
+        &mut buf,
+        [2, 0, 0, 0, 0, 1],
+        [2, 0, 0, 0, 0, 2],
+        None,
+        SocketAddr::new(src, 5353),
+        SocketAddr::new(server_for(src), 53),
+        payload,
+    )
+    .unwrap();
+    buf.truncate(len);
+    buf
+}
+
 fn client(rng: &mut Rng, v6: bool) -> IpAddr {
     if v6 {
         let net = [0xfd00u16, 0xfd00, 0xfd00, 0xfd00, 0xfd00, 0xfc00][rng.below(6) as usize];
@@ -168,10 +193,7 @@ fn random_query(rng: &mut Rng, name: &[u8], qtype: u16) -> Vec<u8> {
 /// Frame around `payload`; then perhaps a VLAN tag, Ethernet padding, a zero, partial or
 /// broken UDP checksum.
 fn frame(rng: &mut Rng, src: IpAddr, payload: &[u8]) -> Vec<u8> {
-    let dst = match src {
-        IpAddr::V4(_) => IpAddr::V4(SERVER4),
-        IpAddr::V6(_) => IpAddr::V6(SERVER6),
-    };
+    let dst = server_for(src);
     let vlan = rng.chance(20).then_some(7);
     let mut buf = vec![0u8; 2048];
     let len = build_udp_frame(
@@ -311,27 +333,8 @@ fn program_leaves_what_it_must_to_the_engine() {
     let p = program(&engine);
     let www = WireName::parse("www.example.", None).unwrap();
     let ok = query(7, 0x0100, www.as_bytes(), 1, None);
-    let mut rng = Rng(3);
-    let mut send = |src: IpAddr, payload: &[u8]| {
-        let dst = if src.is_ipv4() {
-            IpAddr::V4(SERVER4)
-        } else {
-            IpAddr::V6(SERVER6)
-        };
-        let mut buf = vec![0u8; 512];
-        let len = build_udp_frame(
-            &mut buf,
-            [2, 0, 0, 0, 0, 1],
-            [2, 0, 0, 0, 0, 2],
-            None,
-            SocketAddr::new(src, 5353),
-            SocketAddr::new(dst, 53),
-            payload,
-        )
-        .unwrap();
-        let _ = rng.next();
-        p.test_run_output(&buf[..len]).unwrap().0
-    };
+    let send =
+        |src: IpAddr, payload: &[u8]| p.test_run_output(&plain_frame(src, payload)).unwrap().0;
     let allowed = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
     assert_eq!(send(allowed, &ok), XDP_TX);
     assert_eq!(
@@ -365,32 +368,22 @@ fn program_leaves_what_it_must_to_the_engine() {
     assert_ne!(send(allowed, &unknown), XDP_TX, "no entry");
     // With SKUA_F_TX_REDIRECT (veth) the same reply leaves by redirect.
     let mut p2 = p;
-    let mut buf = vec![0u8; 512];
-    let len = build_udp_frame(
-        &mut buf,
-        [2, 0, 0, 0, 0, 1],
-        [2, 0, 0, 0, 0, 2],
-        None,
-        SocketAddr::new(allowed, 5353),
-        SocketAddr::new(IpAddr::V4(SERVER4), 53),
-        &ok,
-    )
-    .unwrap();
-    let (act_tx, out_tx) = p2.test_run_output(&buf[..len]).unwrap();
+    let f = plain_frame(allowed, &ok);
+    let (act_tx, out_tx) = p2.test_run_output(&f).unwrap();
     p2.set_config(
         XdpConfig::enabled(53).with_flags(F_ANY_V4 | F_ANY_V6 | F_ANSWER | F_TX_REDIRECT),
     )
     .unwrap();
-    let (act_redir, out_redir) = p2.test_run_output(&buf[..len]).unwrap();
+    let (act_redir, out_redir) = p2.test_run_output(&f).unwrap();
     assert_eq!((act_tx, act_redir), (XDP_TX, XDP_REDIRECT));
     assert_eq!(out_tx, out_redir);
     // Switching the flag off sends everything to the engine.
     p2.set_config(XdpConfig::enabled(53).with_flags(F_ANY_V4 | F_ANY_V6))
         .unwrap();
-    let (act_off, out_off) = p2.test_run_output(&buf[..len]).unwrap();
+    let (act_off, out_off) = p2.test_run_output(&f).unwrap();
     // No socket in the XSKMAP: the redirect falls back to XDP_PASS.
     assert_eq!(act_off, skua_xdp::bpf::XDP_PASS, "flag off");
-    assert_eq!(out_off, &buf[..len], "flag off: frame untouched");
+    assert_eq!(out_off, f, "flag off: frame untouched");
     // Replacing the answers drops stale ones.
     p2.set_answers(&[]).unwrap();
     assert_eq!(p2.answer_count().unwrap(), 0);
