@@ -591,6 +591,10 @@ fn check_answer(
 }
 
 /// Injects one query per queue through the attached program and waits for its worker.
+/// How long the start-up self-test waits for an injected query to reach a
+/// worker's socket.
+const SELF_TEST_TIMEOUT: Duration = Duration::from_secs(8);
+
 fn self_test(plane: &XdpPlane, ifaces: &[skua_netio::Interface], port: u16) -> Result<(), String> {
     for a in plane.programs().iter() {
         let (name, prog) = (&a.ifname, &a.program);
@@ -621,9 +625,13 @@ fn self_test(plane: &XdpPlane, ifaces: &[skua_netio::Interface], port: u16) -> R
             &query,
         )
         .ok_or("self-test frame does not fit")?;
+        let started = Instant::now();
         for w in plane.workers.iter().filter(|w| &w.ifname == name) {
             let before = w.stats.rx.load(Ordering::Relaxed);
-            let deadline = Instant::now() + Duration::from_secs(1);
+            // Generous: under emulation (QEMU/TCG) a freshly started worker
+            // thread may not run for a second or more; a failed self-test
+            // costs the operator the XDP plane, a slow one costs nothing.
+            let deadline = Instant::now() + SELF_TEST_TIMEOUT;
             let mut next_try = Instant::now();
             while w.stats.rx.load(Ordering::Relaxed) == before {
                 let now = Instant::now();
@@ -649,8 +657,9 @@ fn self_test(plane: &XdpPlane, ifaces: &[skua_netio::Interface], port: u16) -> R
             }
         }
         log::info(format_args!(
-            "xdp: self-test passed on {name} ({} queues)",
-            plane.workers.iter().filter(|w| &w.ifname == name).count()
+            "xdp: self-test passed on {name} ({} queues, {} ms)",
+            plane.workers.iter().filter(|w| &w.ifname == name).count(),
+            started.elapsed().as_millis()
         ));
     }
     Ok(())
