@@ -71,3 +71,11 @@ vm-test *args:
 # A byte flipped in the root partition of a copy of the newest image: dm-verity must refuse it.
 vm-tamper *args:
     python3 qemu/vm.py tamper {{args}}
+
+# A/B upgrade test: builds versions 1, 2 and a broken 3, boots 1, upgrades to 2 (blessed), then
+# to 3, which fails its health gate: the VM must come back on 2 by itself.
+vm-upgrade:
+    bash image/build.sh 1
+    bash image/build.sh --out image/mkosi.output.v2 2
+    bash image/build.sh --broken --out image/mkosi.output.v3 3
+    python3 qemu/vm.py upgrade --disk image/mkosi.output/skua_1.raw --good image/mkosi.output.v2/skua_2.update --broken image/mkosi.output.v3/skua_3.update

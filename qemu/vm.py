@@ -6,6 +6,8 @@ Used by `just vm-test` (this file's `test` command) and the image tests. Every w
 bounded; the namespace and QEMU are removed on exit, on failure too.
 
     qemu/vm.py test [--disk DISK] [--queues N] [--timeout S]
+    qemu/vm.py tamper [--disk DISK]
+    qemu/vm.py upgrade --disk skua_1.raw --good skua_2.update --broken skua_3.update
 
 The guest's console is a unix socket (QEMU `-chardev socket`), logged to WORK/console.log; the
 appliance autologins root on it and skuad logs there (StandardError=journal+console).
@@ -39,8 +41,9 @@ def log(msg):
 class VM:
     """One QEMU guest on a tap in its own network namespace."""
 
-    def __init__(self, disk, queues=1, name="skua-vmt", snapshot=True, credentials=None, smp=2):
+    def __init__(self, disk, queues=1, name="skua-vmt", snapshot=True, credentials=None, smp=2, drives=()):
         self.disk = disk
+        self.drives = list(drives)
         self.queues = queues
         self.ns = f"{name}-{os.getpid()}"
         self.tap = "skuatap0"
@@ -74,6 +77,11 @@ class VM:
             "-drive", f"if=pflash,format=raw,readonly=on,file={OVMF_CODE}",
             "-drive", f"if=pflash,format=raw,file={vars_fd}",
             "-drive", drive,
+        ]
+        # Extra read-only disks (update bundles): /dev/vdb, /dev/vdc... in the guest.
+        for extra in self.drives:
+            cmd += ["-drive", f"if=virtio,format=raw,readonly=on,file={extra}"]
+        cmd += [
             "-netdev", f"tap,id=n0,ifname={self.tap},script=no,downscript=no,vhost=off,queues={self.queues}",
             "-device", nic,
         ]
@@ -213,6 +221,40 @@ def dump_counters(vm):
     return counters(vm.console()[start:])
 
 
+def check_dns_through_xdp(vm):
+    """Queries the demo zone from the host side (UDP and TCP, an NXDOMAIN too) and proves with
+    the guest's counters that every UDP query was answered through XDP. Returns the seconds
+    from QEMU start to the first answer."""
+    before_prog, before_q = dump_counters(vm)
+    answers = {
+        ("www.skua.test.", "A", False): "198.18.1.80",
+        ("www.skua.test.", "AAAA", False): "fd00::80",
+        ("ns.skua.test.", "A", False): "198.18.1.2",
+        ("www.skua.test.", "A", True): "198.18.1.80",
+    }
+    first = None
+    for (name, qtype, tcp), want in answers.items():
+        got = vm.kdig(name, qtype, tcp)
+        if first is None:
+            first = time.monotonic() - vm.started
+        if got != want:
+            raise RuntimeError(f"kdig {'+tcp ' if tcp else ''}{name} {qtype}: got {got!r}, want {want!r}")
+        log(f"kdig {'+tcp ' if tcp else ''}{name} {qtype} -> {got}")
+    nx = vm.host(["kdig", "+timeout=3", "+retry=2", f"@{GUEST}", "nope.skua.test.", "A"]).stdout
+    if "NXDOMAIN" not in nx:
+        raise RuntimeError(f"nope.skua.test.: want NXDOMAIN, got:\n{nx}")
+    after_prog, after_q = dump_counters(vm)
+    in_prog = after_prog.get("answered", 0) - before_prog.get("answered", 0)
+    by_queue = sum(q["answered"] for q in after_q.values()) - sum(q["answered"] for q in before_q.values())
+    # The UDP queries above plus the NXDOMAIN; TCP goes to the kernel socket.
+    udp_queries = sum(1 for (_, _, tcp) in answers if not tcp) + 1
+    log(f"guest counters: answered in the XDP program +{in_prog}, by the AF_XDP queues +{by_queue}")
+    if in_prog + by_queue < udp_queries:
+        raise RuntimeError(f"only {in_prog + by_queue} of {udp_queries} UDP queries were answered through XDP "
+                           f"(program {after_prog}, queues {after_q})")
+    return first
+
+
 def newest_image():
     imgs = [p for p in glob.glob(os.path.join(ROOT, "image/mkosi.output/skua_*.raw"))
             if re.search(r"skua_\d+\.raw$", p)]
@@ -241,33 +283,7 @@ def test(args):
         boot_s = time.monotonic() - vm.started
         log(f"skuad's XDP self-test passed {boot_s:.1f} s after QEMU start")
         time.sleep(1)
-        before_prog, before_q = dump_counters(vm)
-        answers = {
-            ("www.skua.test.", "A", False): "198.18.1.80",
-            ("www.skua.test.", "AAAA", False): "fd00::80",
-            ("ns.skua.test.", "A", False): "198.18.1.2",
-            ("www.skua.test.", "A", True): "198.18.1.80",
-        }
-        first = None
-        for (name, qtype, tcp), want in answers.items():
-            got = vm.kdig(name, qtype, tcp)
-            if first is None:
-                first = time.monotonic() - vm.started
-            if got != want:
-                raise RuntimeError(f"kdig {'+tcp ' if tcp else ''}{name} {qtype}: got {got!r}, want {want!r}")
-            log(f"kdig {'+tcp ' if tcp else ''}{name} {qtype} -> {got}")
-        nx = vm.host(["kdig", "+timeout=3", "+retry=2", f"@{GUEST}", "nope.skua.test.", "A"]).stdout
-        if "NXDOMAIN" not in nx:
-            raise RuntimeError(f"nope.skua.test.: want NXDOMAIN, got:\n{nx}")
-        after_prog, after_q = dump_counters(vm)
-        in_prog = after_prog.get("answered", 0) - before_prog.get("answered", 0)
-        by_queue = sum(q["answered"] for q in after_q.values()) - sum(q["answered"] for q in before_q.values())
-        # The UDP queries above plus the NXDOMAIN; TCP goes to the kernel socket.
-        udp_queries = sum(1 for (_, _, tcp) in answers if not tcp) + 1
-        log(f"guest counters: answered in the XDP program +{in_prog}, by the AF_XDP queues +{by_queue}")
-        if in_prog + by_queue < udp_queries:
-            raise RuntimeError(f"only {in_prog + by_queue} of {udp_queries} UDP queries were answered through XDP "
-                               f"(program {after_prog}, queues {after_q})")
+        first = check_dns_through_xdp(vm)
         log(f"first answer {first:.1f} s after QEMU start")
         ok = True
     except Exception as e:  # noqa: BLE001 - any failure ends the test with the console shown
@@ -280,6 +296,135 @@ def test(args):
         vm.cleanup(keep_logs=not ok)
         if not ok:
             log(f"logs kept in {vm.work}")
+    return 0 if ok else 1
+
+def padded_copy(src, work):
+    """A copy of `src` padded to a whole MiB, so that QEMU can attach it as a raw disk."""
+    dst = os.path.join(work, os.path.basename(src))
+    shutil.copy(src, dst)
+    size = os.path.getsize(dst)
+    os.truncate(dst, (size + (1 << 20) - 1) // (1 << 20) * (1 << 20))
+    return dst
+
+
+def image_version(vm):
+    out, rc = vm.run(". /usr/lib/os-release; echo IMAGE_VERSION=$IMAGE_VERSION", 60)
+    m = re.search(r"IMAGE_VERSION=(\d+)", out)
+    if rc != 0 or not m:
+        raise RuntimeError(f"cannot read the guest's IMAGE_VERSION: {out!r}")
+    return int(m.group(1))
+
+
+def wait_booted(vm, mark, timeout, version):
+    """Waits for the boot that follows console offset `mark`: skuad's XDP self-test, the root
+    console; checks that it runs `version`. Returns the console offset after the self-test."""
+    _, end = vm.wait_for(r"xdp: self-test passed on eth0", timeout, mark, what=f"skuad on version {version}")
+    vm.wait_for(r"root@skua", timeout, mark, what="the root console")
+    got = image_version(vm)
+    if got != version:
+        raise RuntimeError(f"the guest runs version {got}, want {version}")
+    log(f"version {version} is up ({time.monotonic() - vm.started:.0f} s since QEMU start)")
+    return end
+
+
+def wait_blessed(vm, version, timeout):
+    """systemd-bless-boot drops the boot counter once skua-health passed: skua_N.efi appears."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out, _ = vm.run("ls /efi/EFI/Linux; systemctl is-active skua-health.service systemd-bless-boot.service", 60)
+        if re.search(rf"^skua_{version}\.efi\s*$", out, re.M):
+            log(f"version {version} blessed (health gate passed): {' '.join(out.split())}")
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"version {version} was not blessed within {timeout} s:\n{out}")
+        time.sleep(5)
+
+
+def check_persisted(vm):
+    got = vm.kdig("persist.skua.test.", "A")
+    if got != "198.18.1.77":
+        raise RuntimeError(f"persist.skua.test. (data partition): got {got!r}, want '198.18.1.77'")
+    log("persist.skua.test. A -> 198.18.1.77 (from the data partition)")
+
+
+def upgrade(args):
+    """v1 boots; v2 is installed with `skuactl upgrade` and the VM comes back on v2 (blessed by
+    the health gate); a broken v3 is installed, fails its health gate, and systemd-boot
+    returns to v2 by itself."""
+    work = tempfile.mkdtemp(prefix="skua-upgrade-")
+    disk = os.path.join(work, "disk.raw")
+    subprocess.run(["cp", "--sparse=always", args.disk, disk], check=True)
+    good, bad = padded_copy(args.good, work), padded_copy(args.broken, work)
+    vm = VM(disk, snapshot=False, drives=[good, bad])
+    ok = False
+    try:
+        vm.start()
+        wait_booted(vm, 0, args.timeout, 1)
+        out, rc = vm.run("skuactl slots", 60)
+        log("slots on version 1:\n" + out.strip())
+        # Operator data on the data partition (created at this first boot) must outlive
+        # upgrades and rollbacks.
+        out, rc = vm.run("findmnt -n -o SOURCE,FSTYPE /var/lib/skua && mkdir -p /var/lib/skua/conf.d && "
+                         "printf 'server:\\n    local-data: \"persist.skua.test. 300 IN A 198.18.1.77\"\\n' "
+                         "> /var/lib/skua/conf.d/persist.conf && systemctl reload skuad && sleep 2", 60)
+        if rc != 0:
+            raise RuntimeError(f"no data partition at /var/lib/skua, or the reload failed: {out!r}")
+        log(f"data partition: {out.strip().splitlines()[0]}")
+        check_persisted(vm)
+        out, rc = vm.run("skuactl upgrade /dev/vdb", 600)
+        log(f"skuactl upgrade /dev/vdb (exit {rc}):\n{out.strip()}")
+        if rc != 0 or "installed version 2 in slot B" not in out:
+            raise RuntimeError("installing version 2 failed")
+        mark = len(vm.console())
+        t0 = time.monotonic()
+        vm.send("systemctl reboot")
+        wait_booted(vm, mark, args.timeout, 2)
+        log(f"reboot into version 2: {time.monotonic() - t0:.0f} s")
+        wait_blessed(vm, 2, 180)
+        check_dns_through_xdp(vm)
+        check_persisted(vm)
+        out, _ = vm.run("skuactl slots", 60)
+        log("slots on version 2:\n" + out.strip())
+        if not re.search(r"slot B: version 2 .*\[running\]", out):
+            raise RuntimeError("version 2 is not running from slot B")
+
+        out, rc = vm.run("skuactl upgrade --tries 1 /dev/vdc", 600)
+        log(f"skuactl upgrade --tries 1 /dev/vdc (exit {rc}):\n{out.strip()}")
+        if rc != 0 or "installed version 3 in slot A" not in out:
+            raise RuntimeError("installing version 3 failed")
+        mark = len(vm.console())
+        t0 = time.monotonic()
+        vm.send("systemctl reboot")
+        # Version 3 boots, skuad cannot serve its address, the health gate gives up and the
+        # unit's FailureAction reboots; systemd-boot then skips skua_3+0-1.efi.
+        m, end = vm.wait_for(r"skuactl: unhealthy: [^\r\n]*", args.timeout + 180, mark,
+                             what="version 3's health gate failing")
+        log(f"version 3 failed its health gate: {m.group(0).strip()}")
+        if "xdp: self-test passed" in vm.console()[mark:end]:
+            raise RuntimeError("version 3's skuad passed its self-test: it was meant to be broken")
+        wait_booted(vm, end, args.timeout + 120, 2)
+        log(f"rolled back to version 2: {time.monotonic() - t0:.0f} s after the reboot into version 3")
+        out, _ = vm.run("skuactl slots", 60)
+        log("slots after the rollback:\n" + out.strip())
+        if not re.search(r"entry skua_3\+0-1\.efi: boots slot A, bad", out):
+            raise RuntimeError("version 3's boot entry is not marked bad")
+        if not re.search(r"slot B: version 2 .*\[running\]", out):
+            raise RuntimeError("version 2 is not running from slot B after the rollback")
+        check_dns_through_xdp(vm)
+        check_persisted(vm)
+        ok = True
+        log("upgrade test passed: 1 -> 2 (blessed), 3 (broken) rolled back to 2")
+    except Exception as e:  # noqa: BLE001
+        log(f"FAILED: {e}")
+        print("---- console (last 80 lines) ----", file=sys.stderr)
+        print("\n".join(vm.console().splitlines()[-80:]), file=sys.stderr)
+    finally:
+        rc = vm.stop()
+        log(f"QEMU exited with {rc}")
+        vm.cleanup(keep_logs=not ok)
+        if not ok:
+            log(f"logs kept in {vm.work}")
+        shutil.rmtree(work, ignore_errors=True)
     return 0 if ok else 1
 
 
@@ -362,11 +507,18 @@ def main():
     t = sub.add_parser("tamper", help="a byte flipped in the root partition must make verity refuse the boot")
     t.add_argument("--disk")
     t.add_argument("--timeout", type=int, default=240)
+    t = sub.add_parser("upgrade", help="A/B upgrade: v1 -> v2 blessed, broken v3 rolled back to v2")
+    t.add_argument("--disk", required=True, help="version 1's disk image (skua_1.raw)")
+    t.add_argument("--good", required=True, help="version 2's update bundle (skua_2.update)")
+    t.add_argument("--broken", required=True, help="a broken version 3's bundle (image/build.sh --broken 3)")
+    t.add_argument("--timeout", type=int, default=240)
     args = p.parse_args()
     if args.cmd == "test":
         sys.exit(test(args))
     if args.cmd == "tamper":
         sys.exit(tamper(args))
+    if args.cmd == "upgrade":
+        sys.exit(upgrade(args))
 
 
 if __name__ == "__main__":

@@ -39,8 +39,13 @@ echo "== no_std";  cargo build --locked -p skua-engine -p skua-fastpath --target
 echo "== tests";   cargo test --workspace --locked
 echo "== appliance image: build, boot in QEMU (TCG), DNS through XDP in the guest"
 bash qemu/deps.sh
-bash image/build.sh
-python3 qemu/vm.py test
-python3 qemu/vm.py tamper
+bash image/build.sh 1
+python3 qemu/vm.py test --disk image/mkosi.output/skua_1.raw
+python3 qemu/vm.py tamper --disk image/mkosi.output/skua_1.raw
+echo "== appliance A/B upgrade: 1 -> 2, then a broken 3 rolls back to 2"
+bash image/build.sh --out image/mkosi.output.v2 2
+bash image/build.sh --broken --out image/mkosi.output.v3 3
+python3 qemu/vm.py upgrade --disk image/mkosi.output/skua_1.raw \
+    --good image/mkosi.output.v2/skua_2.update --broken image/mkosi.output.v3/skua_3.update
 echo "== fuzz";    bash tests/fuzz.sh "$FUZZ_SECS"
 echo "== all tests passed"

@@ -21,6 +21,10 @@ pub struct Check {
     pub qtype: RecordType,
     /// If set, one answer record must have this value (as its RDATA prints).
     pub expect: Option<String>,
+    /// If set, this systemd unit must be `active` too: skuad (`Type=notify`) is active only
+    /// once its start-up checks passed, while its kernel sockets may answer a little before
+    /// an XDP self-test fails.
+    pub unit: Option<String>,
 }
 
 /// Why a check failed.
@@ -38,6 +42,16 @@ impl std::error::Error for Unhealthy {}
 impl Check {
     /// One query with a 1 s timeout: `Ok` with the answers' RDATA, or why it failed.
     pub fn once(&self, id: u16) -> Result<Vec<String>, Unhealthy> {
+        if let Some(unit) = &self.unit {
+            let out = std::process::Command::new("systemctl")
+                .args(["is-active", unit])
+                .output()
+                .map_err(|e| Unhealthy(format!("systemctl is-active {unit}: {e}")))?;
+            let state = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            if state != "active" {
+                return Err(Unhealthy(format!("{unit} is {state}")));
+            }
+        }
         let name = Name::from_ascii(&self.name)
             .map_err(|e| Unhealthy(format!("bad name {}: {e}", self.name)))?;
         let mut q = Message::new(id, MessageType::Query, OpCode::Query);

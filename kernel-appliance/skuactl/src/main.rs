@@ -16,9 +16,10 @@ usage: skuactl upgrade FILE [--tries N] [--reboot]
            and falls back to the running version unless its health check passes
        skuactl slots                  the root slots, their versions and the boot entries
        skuactl health [--server ADDR[:PORT]] [--name NAME] [--type TYPE] [--expect VALUE]
-                      [--wait SECS] [--trial-only]
+                      [--wait SECS] [--unit UNIT] [--trial-only]
            query skuad until it answers (default: 127.0.0.1:53, localhost. A, expect
-           127.0.0.1, wait 0 s = one try); --trial-only: succeed at once unless this is a
+           127.0.0.1, wait 0 s = one try); --unit: UNIT must be active too (skuad.service:
+           its start-up checks passed); --trial-only: succeed at once unless this is a
            counted trial boot (skua-health.service)
        skuactl --version
 offline/test options for upgrade and slots: --disk DEV --esp DIR --booted-root UUID";
@@ -223,7 +224,7 @@ fn cmd_slots(args: &[String]) -> Result<(), Failure> {
         .collect();
     entries.sort_by_key(|(_, (v, _), _)| std::cmp::Reverse(*v));
     let selected = system::loader_var("LoaderEntrySelected");
-    for (name, (_, counter), path) in entries {
+    for (name, (version, counter), path) in entries {
         let slot = std::fs::read(&path)
             .ok()
             .and_then(|b| upgrade::uki_root(&b))
@@ -234,7 +235,9 @@ fn cmd_slots(args: &[String]) -> Result<(), Failure> {
             Some((0, _)) => "bad (no tries left)".to_string(),
             Some((left, done)) => format!("on trial ({left} tries left, {done} done)"),
         };
-        let sel = if selected.as_deref() == Some(name.as_str()) {
+        // systemd-boot records the entry's name as it was before its counter was bumped.
+        let booted_version = selected.as_deref().and_then(upgrade::parse_entry).map(|p| p.0);
+        let sel = if booted_version == Some(version) {
             "  [booted]"
         } else {
             ""
@@ -250,6 +253,7 @@ fn cmd_health(args: &[String]) -> Result<(), Failure> {
         name: "localhost.".into(),
         qtype: hickory_proto::rr::RecordType::A,
         expect: Some("127.0.0.1".into()),
+        unit: None,
     };
     let (mut wait, mut trial_only, mut expect_set) = (0u64, false, false);
     let mut i = 0;
@@ -282,6 +286,7 @@ fn cmd_health(args: &[String]) -> Result<(), Failure> {
                 expect_set = true;
             }
             "--wait" => wait = number(args, &mut i)?,
+            "--unit" => check.unit = Some(value(&mut i)?),
             "--trial-only" => trial_only = true,
             f => return Err(Failure::Usage(format!("unexpected argument {f}"))),
         }

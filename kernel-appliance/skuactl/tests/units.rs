@@ -109,6 +109,7 @@ fn check(server: SocketAddr, name: &str, expect: Option<&str>) -> Check {
         name: name.into(),
         qtype: RecordType::A,
         expect: expect.map(Into::into),
+        unit: None,
     }
 }
 
@@ -147,4 +148,15 @@ fn health_wait_gives_up_after_its_deadline() {
     assert!(e.0.contains("no answer"), "{e}");
     assert!(failures >= 1);
     assert!(started.elapsed() >= Duration::from_secs(2));
+}
+
+#[test]
+fn health_requires_the_unit_to_be_active() {
+    // A unit systemd cannot report as active (no systemd as PID 1 here, or no such unit):
+    // the DNS answer alone does not make the appliance healthy.
+    let server = responder();
+    let mut c = check(server, "localhost.", Some("127.0.0.1"));
+    c.unit = Some("skua-no-such-unit-for-tests.service".into());
+    let e = c.once(9).unwrap_err().0;
+    assert!(e.contains("skua-no-such-unit-for-tests.service"), "{e}");
 }

@@ -18,5 +18,6 @@
 pub mod bench;
 pub mod load;
 pub mod log;
+pub mod notify;
 pub mod server;
 pub mod xdp;

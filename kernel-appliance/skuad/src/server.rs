@@ -389,6 +389,16 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
                 }
             }
         };
+        crate::notify::notify(&format!(
+            "READY=1\nSTATUS=serving on {} ({})",
+            settings
+                .udp
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
+            if plane.is_some() { "AF_XDP" } else { "kernel sockets" }
+        ));
         let hooks = ReloadHooks {
             before_swap: &|| {
                 if let Some(p) = plane.as_ref() {
@@ -470,6 +480,7 @@ async fn signals(
     loop {
         tokio::select! {
             _ = hup.recv() => {
+                crate::notify::notify("RELOADING=1");
                 let src = source.clone();
                 match tokio::task::spawn_blocking(move || src.load()).await {
                     Ok(Ok(new)) => {
@@ -491,10 +502,18 @@ async fn signals(
                     Ok(Err(e)) => log::error(format_args!("reload rejected, still serving the previous configuration: {e}")),
                     Err(e) => log::error(format_args!("reload failed: {e}")),
                 }
+                // Old or new, a configuration is serving again.
+                crate::notify::notify("READY=1");
             }
             _ = usr1.recv() => dump(),
-            _ = term.recv() => return Ok(()),
-            _ = int.recv() => return Ok(()),
+            _ = term.recv() => {
+                crate::notify::notify("STOPPING=1");
+                return Ok(());
+            }
+            _ = int.recv() => {
+                crate::notify::notify("STOPPING=1");
+                return Ok(());
+            }
         }
     }
 }
