@@ -236,7 +236,10 @@ fn cmd_slots(args: &[String]) -> Result<(), Failure> {
             Some((left, done)) => format!("on trial ({left} tries left, {done} done)"),
         };
         // systemd-boot records the entry's name as it was before its counter was bumped.
-        let booted_version = selected.as_deref().and_then(upgrade::parse_entry).map(|p| p.0);
+        let booted_version = selected
+            .as_deref()
+            .and_then(upgrade::parse_entry)
+            .map(|p| p.0);
         let sel = if booted_version == Some(version) {
             "  [booted]"
         } else {

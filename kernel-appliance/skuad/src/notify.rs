@@ -49,7 +49,8 @@ mod tests {
             .unwrap();
         assert!(out.status.success(), "{out:?}");
         let mut buf = [0u8; 64];
-        rx.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
         let n = rx.recv(&mut buf).unwrap();
         assert_eq!(&buf[..n], b"READY=1\nSTATUS=test");
         let _ = std::fs::remove_dir_all(&dir);

@@ -397,7 +397,11 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
                 .map(|a| a.to_string())
                 .collect::<Vec<_>>()
                 .join(" "),
-            if plane.is_some() { "AF_XDP" } else { "kernel sockets" }
+            if plane.is_some() {
+                "AF_XDP"
+            } else {
+                "kernel sockets"
+            }
         ));
         let hooks = ReloadHooks {
             before_swap: &|| {
