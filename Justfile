@@ -79,3 +79,7 @@ vm-upgrade:
     bash image/build.sh --out image/mkosi.output.v2 2
     bash image/build.sh --broken --out image/mkosi.output.v3 3
     python3 qemu/vm.py upgrade --disk image/mkosi.output/skua_1.raw --good image/mkosi.output.v2/skua_2.update --broken image/mkosi.output.v3/skua_3.update
+
+# The appliance in QEMU: builds the image's bench profile, boots it, measures skuad-XDP, skuad --no-xdp and knotd-XDP in the same VM with load from the host (kxdpgun, dnsperf); table, plot, boot time, image size (root; --quick < 8 min; qemu/bench.py --help).
+bench *args:
+    python3 qemu/bench.py {{args}}
