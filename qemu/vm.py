@@ -319,7 +319,16 @@ def wait_booted(vm, mark, timeout, version):
     """Waits for the boot that follows console offset `mark`: skuad's XDP self-test, the root
     console; checks that it runs `version`. Returns the console offset after the self-test."""
     _, end = vm.wait_for(r"xdp: self-test passed on eth0", timeout, mark, what=f"skuad on version {version}")
-    vm.wait_for(r"root@skua", timeout, mark, what="the root console")
+    # The console's root shell: a prompt seen after `mark` may still be the old boot's (printed
+    # just after the reboot command was sent), so ask until a command comes back.
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            vm.run("true", 15)
+            break
+        except TimeoutError:
+            if time.monotonic() > deadline:
+                raise
     got = image_version(vm)
     if got != version:
         raise RuntimeError(f"the guest runs version {got}, want {version}")
@@ -331,7 +340,7 @@ def wait_blessed(vm, version, timeout):
     """systemd-bless-boot drops the boot counter once skua-health passed: skua_N.efi appears."""
     deadline = time.monotonic() + timeout
     while True:
-        out, _ = vm.run("ls /efi/EFI/Linux; systemctl is-active skua-health.service systemd-bless-boot.service", 60)
+        out, _ = vm.run("ls -1 /efi/EFI/Linux; systemctl is-active skua-health.service systemd-bless-boot.service", 60)
         if re.search(rf"^skua_{version}\.efi\s*$", out, re.M):
             log(f"version {version} blessed (health gate passed): {' '.join(out.split())}")
             return
@@ -364,11 +373,14 @@ def upgrade(args):
         log("slots on version 1:\n" + out.strip())
         # Operator data on the data partition (created at this first boot) must outlive
         # upgrades and rollbacks.
+        mark = len(vm.console())
         out, rc = vm.run("findmnt -n -o SOURCE,FSTYPE /var/lib/skua && mkdir -p /var/lib/skua/conf.d && "
                          "printf 'server:\\n    local-data: \"persist.skua.test. 300 IN A 198.18.1.77\"\\n' "
-                         "> /var/lib/skua/conf.d/persist.conf && systemctl reload skuad && sleep 2", 60)
+                         "> /var/lib/skua/conf.d/persist.conf && systemctl reload skuad", 60)
         if rc != 0:
             raise RuntimeError(f"no data partition at /var/lib/skua, or the reload failed: {out!r}")
+        # `systemctl reload` returns once the signal is sent; the reload itself logs.
+        vm.wait_for(r"skuad info: reloaded: ", 120, mark, what="skuad's reload")
         log(f"data partition: {out.strip().splitlines()[0]}")
         check_persisted(vm)
         out, rc = vm.run("skuactl upgrade /dev/vdb", 600)
