@@ -626,7 +626,16 @@ fn self_test(plane: &XdpPlane, ifaces: &[skua_netio::Interface], port: u16) -> R
         )
         .ok_or("self-test frame does not fit")?;
         let started = Instant::now();
-        for w in plane.workers.iter().filter(|w| &w.ifname == name) {
+        // Queue 0 only: BPF_PROG_TEST_RUN's live-frame mode builds its own RX queue info with
+        // queue index 0 (net/bpf/test_run.c, xdp_test_run_setup), so a frame injected "on
+        // queue N" reaches the program as queue 0's and lands in queue 0's socket. That still
+        // proves the path (program, map, socket, worker); the other queues' sockets are bound
+        // to the same program and map.
+        for w in plane
+            .workers
+            .iter()
+            .filter(|w| &w.ifname == name && w.queue == 0)
+        {
             let before = w.stats.rx.load(Ordering::Relaxed);
             // Generous: under emulation (QEMU/TCG) a freshly started worker
             // thread may not run for a second or more; a failed self-test
