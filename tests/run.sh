@@ -40,7 +40,7 @@ echo "== tests";   cargo test --workspace --locked
 echo "== appliance image: build, boot in QEMU (TCG), DNS through XDP in the guest"
 bash qemu/deps.sh
 bash image/build.sh 1
-python3 qemu/vm.py test --disk image/mkosi.output/skua_1.raw
+python3 qemu/vm.py test --queues 2 --disk image/mkosi.output/skua_1.raw
 python3 qemu/vm.py tamper --disk image/mkosi.output/skua_1.raw
 echo "== appliance A/B upgrade: 1 -> 2, then a broken 3 rolls back to 2"
 bash image/build.sh --out image/mkosi.output.v2 2

@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::{Name, RData, RecordType};
 
+/// How a unit that systemd gave up on is reported (and recognised as final).
+const FAILED: &str = "has failed (systemd stopped restarting it)";
+
 /// One health check.
 #[derive(Debug, Clone)]
 pub struct Check {
@@ -48,6 +51,10 @@ impl Check {
                 .output()
                 .map_err(|e| Unhealthy(format!("systemctl is-active {unit}: {e}")))?;
             let state = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            if state == "failed" {
+                // Restart= gave up (start limit): waiting longer cannot help.
+                return Err(Unhealthy(format!("{unit} {FAILED}")));
+            }
             if state != "active" {
                 return Err(Unhealthy(format!("{unit} is {state}")));
             }
@@ -134,7 +141,7 @@ impl Check {
             id = id.wrapping_add(1);
             match self.once(id) {
                 Ok(v) => return Ok(v),
-                Err(e) if Instant::now() >= deadline => return Err(e),
+                Err(e) if Instant::now() >= deadline || e.0.ends_with(FAILED) => return Err(e),
                 Err(e) => progress(&e),
             }
             let next = started + Duration::from_secs(1);
