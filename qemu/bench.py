@@ -13,6 +13,8 @@ image/mkosi.output.bench unless --disk or --no-build). Per repetition, in a rota
 each server is started by hand on the guest's console after everything else is stopped and
 eth0's XDP program detached; then, from the host's network namespace:
 
+  - warm-up: kxdpgun at the lowest rate for a few seconds, not counted (TCG translates guest
+    code on its first use: the first step after a switch would pay for it);
   - kxdpgun (open loop, AF_XDP on the tap) at each offered rate (--rates): answered/s counted
     at the receiver (tap rx_packets, kxdpgun's own count alongside);
   - dnsperf at the same offered rate (-Q, socket client): latency (average, max);
@@ -40,6 +42,7 @@ import json
 import os
 import random
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -62,8 +65,8 @@ SERVERS = ("skuad-xdp", "skuad-sock", "knotd-xdp")
 BENCH_OUT = os.path.join(ROOT, "image/mkosi.output.bench")
 VENV_PY = "/tmp/skua-bench-venv/bin/python"
 
-FULL = dict(reps=3, rates="10000,20000,30000,40000,60000,80000", step_secs=5, lat_secs=3)
-QUICK = dict(reps=1, rates="10000,30000,60000", step_secs=3, lat_secs=2)
+FULL = dict(reps=3, rates="5000,10000,15000,20000,30000,40000,60000", step_secs=5, lat_secs=3, warmup_secs=3)
+QUICK = dict(reps=1, rates="5000,15000,30000,60000", step_secs=3, lat_secs=2, warmup_secs=2)
 
 T0 = time.monotonic()
 
@@ -154,6 +157,27 @@ def tap_stats(vm):
     return dict(zip(("rx", "rx_drop", "tx", "tx_drop"), v))
 
 
+def cpu_ticks():
+    """Busy and total jiffies of the host (all CPUs)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return v[0] + v[1] + v[2] + v[5] + v[6], sum(v)
+
+
+def proc_ticks(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            v = f.read().rsplit(")", 1)[1].split()
+        return int(v[11]) + int(v[12])  # utime + stime
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def xdp_off_host(vm):
     in_ns(vm, ["ip", "link", "set", "dev", vm.tap, "xdp", "off"])
 
@@ -184,8 +208,11 @@ def start_command(server, queues):
     if server == "skuad-sock":
         return f"{run} -p Type=notify -p NotifyAccess=main /usr/bin/skuad --config {conf} --no-xdp"
     if server == "knotd-xdp":
+        # knotd 3.2 puts its configuration database in /tmp/knot-confdb.XXXXXX: the appliance's
+        # /tmp is on the read-only root, so the unit gets a tmpfs there.
         return (f"mkdir -p /run/skua-bench/knot && sed 's/^    udp-workers: .*/    udp-workers: {queues}/' "
-                f"{BENCH_DIR}/knot.conf > /run/skua-bench/knot.conf && {run} -p Type=exec /usr/sbin/knotd -c /run/skua-bench/knot.conf")
+                f"{BENCH_DIR}/knot.conf > /run/skua-bench/knot.conf && {run} -p Type=exec -p TemporaryFileSystem=/tmp "
+                "/usr/sbin/knotd -c /run/skua-bench/knot.conf")
     raise ValueError(server)
 
 
@@ -217,19 +244,26 @@ def switch_to(vm, server, args, mark_console=True):
         if time.monotonic() > deadline:
             raise RuntimeError(f"{server} does not answer h7.{ZONE} A within 90 s")
         time.sleep(0.5)
+    if server == "skuad-xdp":
+        # After its self-test skuad compiles the zone's answers into the XDP program's map
+        # (seconds under TCG); measure the steady state, after it.
+        vm.wait_for(r"answers precompiled into the program", 180, start, what="skuad's answer precompilation")
+    time.sleep(2)
     text = vm.console()[start:]
-    link = vm.guest("ip -d link show dev eth0 | grep -o 'xdp[a-z]* .*prog/xdp id [0-9]* name [^ ]*' || echo no-xdp", check=False)
+    link = vm.guest("ip link show dev eth0 | grep -o ' xdp[a-z]* '; ip -d link show dev eth0 | grep -o 'prog/xdp id [0-9]* name [^ ]*' "
+                    "|| echo no-xdp", check=False)
     attached = "prog/xdp" in link
     if server.endswith("-xdp") and not attached:
         raise RuntimeError(f"{server} answers but no XDP program is attached to eth0: {link.strip()}")
     if server == "skuad-sock" and attached:
         raise RuntimeError(f"skuad --no-xdp, yet an XDP program is attached to eth0: {link.strip()}")
     if server == "skuad-xdp":
-        m = re.search(r"xdp: self-test passed on eth0[^\r\n]*", text)
-        log(f"   {m.group(0) if m else 'skuad ready (self-test line not on the console)'}")
+        for pat in (r"xdp: self-test passed on eth0[^\r\n]*", r"xdp: \d+ answers precompiled[^\r\n]*"):
+            m = re.search(pat, text)
+            log(f"   skuad: {m.group(0).strip() if m else '(no ' + pat + ' line on the console)'}")
     if server == "knotd-xdp":
-        m = re.search(r"initialized XDP interface eth0[^\r\n]*", text)
-        log(f"   knotd: {m.group(0) if m else 'answering (no XDP line seen on the console)'}")
+        for m in re.finditer(r"knotd\[\d+\]: [^\r\n]*(?:XDP|xdp)[^\r\n]*", text):
+            log(f"   {m.group(0).strip()}")
     log(f"   {server} answers h7.{ZONE} A -> {want} ({time.monotonic() - t:.1f} s); eth0: {' '.join(link.split()) or '-'}")
     return time.monotonic() - t
 
@@ -294,6 +328,8 @@ class Bench:
         self.n += 1
         logf = os.path.join(self.out, "logs", f"{self.n:03d}-r{rep}-{server}-{phase}-{rate}.kx.log")
         a = tap_stats(vm)
+        hz = os.sysconf("SC_CLK_TCK")
+        h0, q0, c0 = cpu_ticks(), proc_ticks(vm.proc.pid), children_cpu()
         cmd = ["ip", "netns", "exec", vm.ns, "kxdpgun", "-t", str(secs), "-Q", str(rate), "-i", self.queries,
                "-I", vm.tap, "-l", HOST_IP, "-L", self.host_mac, "-R", GUEST_MAC]
         if self.args.kx_affinity:
@@ -309,6 +345,8 @@ class Bench:
             rc = -1
         time.sleep(0.3)  # late replies
         b = tap_stats(vm)
+        h1, q1, c1 = cpu_ticks(), proc_ticks(vm.proc.pid), children_cpu()
+        wall = time.monotonic() - t
         xdp_off_host(vm)  # kxdpgun leaves its program on the tap
         with open(logf, "w") as f:
             f.write(" ".join(cmd) + "\n" + text)
@@ -322,11 +360,14 @@ class Bench:
         answered = max(rx, kxr.get("kx_replies", 0))
         sent = kxr.get("kx_sent", b["tx"] - a["tx"] + b["tx_drop"] - a["tx_drop"])
         s = dict(rep=rep, server=server, phase=phase, offered=rate, secs=secs, dur=round(dur, 3),
-                 wall=round(time.monotonic() - t, 2), sent=sent, answered=answered, tap_rx=rx,
+                 wall=round(wall, 2), sent=sent, answered=answered, tap_rx=rx,
                  tap_tx=b["tx"] - a["tx"], tap_tx_drop=b["tx_drop"] - a["tx_drop"], tap_rx_drop=b["rx_drop"] - a["rx_drop"],
                  kx_replies=kxr.get("kx_replies"), sent_rate=sent / dur, ans_rate=answered / dur,
                  loss_pct=100.0 * max(0, sent - answered) / sent if sent else 100.0,
-                 gen_bound=int(sent / dur < 0.95 * rate), kx_mode=kxr.get("kx_mode"), kx_rc=rc)
+                 gen_bound=int(sent / dur < 0.95 * rate), kx_mode=kxr.get("kx_mode"), kx_rc=rc,
+                 # over the step's wall time (kxdpgun's start-up included): % of one host CPU
+                 host_busy_pct=round(100 * os.cpu_count() * (h1[0] - h0[0]) / max(1, h1[1] - h0[1])),
+                 qemu_cpu_pct=round(100 * (q1 - q0) / hz / wall), kx_cpu_pct=round(100 * (c1 - c0) / wall))
         self.steps.append(s)
         self.done += 1
         return s
@@ -354,27 +395,43 @@ class Bench:
 
     def run_server(self, rep, server):
         a = self.args
+        if a.warmup_secs > 0:
+            # Not counted: under TCG the first use of a code path (the guest kernel's socket
+            # path, a server's worker) pays for its translation; the first step would show it.
+            w = self.kx(rep, server, "warmup", min(a.rate_list), a.warmup_secs)
+            log(f"rep {rep}/{a.reps} {server:<10} warm-up {k(w['offered'], 0)} offered {a.warmup_secs} s: answered "
+                f"{k(w['ans_rate'])}/s (not counted)")
         c0 = guest_counters(self.vm)
         prog0 = self.skuad_counters() if server == "skuad-xdp" else None
         peak = 0
         for rate in a.rate_list:
             s = self.kx(rep, server, "rate", rate, a.step_secs)
             peak = max(peak, s["ans_rate"])
-            line = (f"rep {rep}/{a.reps} {server:<10} {k(rate, 0):>5} offered: answered {k(s['ans_rate']):>7}/s "
-                    f"({100 * s['ans_rate'] / rate:5.1f} %{', generator-bound' if s['gen_bound'] else ''}; kxdpgun "
-                    f"{k((s['kx_replies'] or 0) / s['dur'])}/s)")
+            line = (f"rep {rep}/{a.reps} {server:<10} {k(rate, 0):>5} offered: sent {k(s['sent_rate'])}/s, answered "
+                    f"{k(s['ans_rate']):>6}/s ({100 * s['ans_rate'] / rate:5.1f} %{', generator-bound' if s['gen_bound'] else ''}; "
+                    f"tap drops {s['tap_tx_drop']}; host CPU {s['host_busy_pct']} %: QEMU {s['qemu_cpu_pct']}, kxdpgun {s['kx_cpu_pct']})")
             if a.lat_secs > 0:
                 d = self.dnsperf(rep, server, rate, a.lat_secs)
                 if "lat_avg" in d:
                     line += f", dnsperf {k(d.get('dp_qps'))}/s latency avg {d['lat_avg']:.2f} ms max {d.get('lat_max', 0):.1f} ms"
             log(f"{line}  [{self.progress()}]")
         over = max(1000, int(round(2 * peak / 1000.0)) * 1000)
+        g0 = guest_counters(self.vm)
         s = self.kx(rep, server, "overload", over, a.step_secs)
+        g1 = guest_counters(self.vm)
+        # Where the overload's queries went: delivered to the guest (virtio rx), answered by the
+        # XDP program (XDP_TX), redirected to AF_XDP sockets, dropped by XDP (knotd: its socket's
+        # RX ring full), received by the kernel's UDP.
+        s["guest"] = {key: g1[key] - g0.get(key, 0) for key in g1 if g1[key] is not None and g0.get(key) is not None}
         s["peak"] = peak
         s["of_peak"] = s["ans_rate"] / peak if peak else None
-        log(f"rep {rep}/{a.reps} {server:<10} overload {k(over, 0)} offered (2 x peak {k(peak)}): answered "
-            f"{k(s['ans_rate'])}/s = {100 * (s['of_peak'] or 0):.1f} % of peak{', generator-bound' if s['gen_bound'] else ''}"
-            f"  [{self.progress()}]")
+        log(f"rep {rep}/{a.reps} {server:<10} overload {k(over, 0)} offered (2 x peak {k(peak)}; sent {k(s['sent_rate'])}/s"
+            f"{', generator-bound' if s['gen_bound'] else ''}; tap drops {s['tap_tx_drop']}): answered "
+            f"{k(s['ans_rate'])}/s = {100 * (s['of_peak'] or 0):.1f} % of peak  [{self.progress()}]")
+        g = s["guest"]
+        log(f"   the overload in the guest: virtio rx {g.get('packets')}, XDP_TX {g.get('xdp_tx')}, XDP redirects "
+            f"{g.get('xdp_redirects')}, XDP drops {g.get('xdp_drops')}, kernel UDP {g.get('udp_in')}; host: kxdpgun sent "
+            f"{s['sent']}, tap drops {s['tap_tx_drop']}, answers {s['answered']}")
         c1 = guest_counters(self.vm)
         delta = {key: c1[key] - c0.get(key, 0) for key in c1 if c1[key] is not None and c0.get(key) is not None}
         info = dict(rep=rep, server=server, guest=delta)
@@ -413,6 +470,7 @@ def summarize(res):
         d["peak"], d["peak_at"] = best
         ov = [s for s in steps if s["server"] == srv and s["phase"] == "overload"]
         d["over_offered"] = med([s["offered"] for s in ov])
+        d["over_sent"] = med([s["sent_rate"] for s in ov])
         d["over_ans"] = med([s["ans_rate"] for s in ov])
         d["over_of_peak"] = med([s.get("of_peak") for s in ov])
         d["over_runs"] = [f"{k(s['ans_rate'])}/{k(s['peak'])}" for s in ov]
@@ -429,7 +487,7 @@ def summary_text(res, S):
       f"{m['reps']} repetition(s), medians; kxdpgun {m['step_secs']} s per step, dnsperf {m['lat_secs']} s")
     p("")
     p("answered qps (receiver side: the host's tap) at each offered rate; G = kxdpgun sent < 95 % of the rate")
-    p(f"{'server':<11}" + "".join(f"{k(r, 0):>9}" for r in rates) + f"{'peak':>10}{'2x peak: offered':>18}{'answered':>10}{'of peak':>9}")
+    p(f"{'server':<11}" + "".join(f"{k(r, 0):>9}" for r in rates) + f"{'peak':>10}{'2x peak: offered':>18}{'sent':>8}{'answered':>10}{'of peak':>9}")
     for srv in servers:
         d = S[srv]
         line = f"{srv:<11}"
@@ -437,7 +495,8 @@ def summary_text(res, S):
             v = d["rates"][r]
             line += f"{k(v['ans']) + ('G' if v['gen'] else ''):>9}"
         of = "-" if d["over_of_peak"] is None else f"{100 * d['over_of_peak']:.0f} %"
-        line += f"{k(d['peak']):>10}{k(d['over_offered'], 0) + ('G' if d['over_gen'] else ''):>18}{k(d['over_ans']):>10}{of:>9}"
+        line += (f"{k(d['peak']):>10}{k(d['over_offered'], 0) + ('G' if d['over_gen'] else ''):>18}{k(d['over_sent']):>8}"
+                 f"{k(d['over_ans']):>10}{of:>9}")
         p(line)
     if m["lat_secs"] > 0:
         p("")
@@ -456,6 +515,17 @@ def summary_text(res, S):
     for srv in servers:
         runs = " ".join(f"{k(r, 0)}:" + ",".join(f"{x / 1000:.1f}" for x in S[srv]["rates"][r]["runs"]) for r in rates)
         p(f"  {srv:<10} {runs} | {' '.join(S[srv]['over_runs'])}")
+    p("")
+    p("overload steps, where the queries went: sent by kxdpgun = dropped at the tap (QEMU did not read them) + delivered to")
+    p("the guest (virtio rx); in the guest: answered by the XDP program (XDP_TX), redirected to AF_XDP, dropped by XDP, kernel UDP")
+    for s in res["steps"]:
+        if s["phase"] != "overload" or "guest" not in s:
+            continue
+        g = s["guest"]
+        p(f"  rep {s['rep']} {s['server']:<10} sent {s['sent']}, tap drops {s['tap_tx_drop']}, virtio rx {g.get('packets')}: "
+          f"XDP_TX {g.get('xdp_tx')}, redirects {g.get('xdp_redirects')}, XDP drops {g.get('xdp_drops')}, kernel UDP "
+          f"{g.get('udp_in')}; answers at the tap {s['answered']}")
+    p("per server (whole run): guest counters")
     for c in res.get("checks", []):
         g = c["guest"]
         extra = ""
@@ -492,8 +562,9 @@ def summary_text(res, S):
     p("")
     b = res.get("boot") or {}
     if b:
-        p(f"boot (QEMU start ->): skuad's XDP self-test passed {b.get('selftest_s', '-')} s, first answered query "
-          f"{b.get('first_answer_s', '-')} s (the built-in configuration, {m['accel'].upper()})")
+        p(f"boot, s after QEMU start ({m['accel'].upper()}, the built-in configuration): first answered query "
+          f"{b.get('first_answer_s', '-')}; the kernel started at {b.get('kernel_start_s', '-')}, skuad's XDP self-test "
+          f"passed at {b.get('selftest_s', '-')} (guest kernel time + kernel start)")
     z = res.get("sizes") or {}
     if z:
         p(f"image {z['disk']}: {z['allocated_mb']} MB allocated, {z['apparent_mb']} MB apparent; update bundle "
@@ -543,14 +614,17 @@ def plot(res, S, path):
         for srv in m["servers"]:
             d = S[srv]
             xs = [r for r in rates if d["rates"][r]["lat_avg"] is not None]
-            ax2.plot(xs, [d["rates"][r]["lat_avg"] for r in xs], marker=marks.get(srv, "x"), label=f"{srv} average")
+            line, = ax2.plot(xs, [d["rates"][r]["lat_avg"] for r in xs], marker=marks.get(srv, "x"), label=f"{srv} average")
+            sat = [r for r in xs if (d["rates"][r]["dp_qps"] or 0) < 0.95 * r]
+            ax2.scatter(sat, [d["rates"][r]["lat_avg"] for r in sat], marker=marks.get(srv, "x"), s=60, zorder=3,
+                        facecolors="white", edgecolors=line.get_color())
         ax2.set_yscale("log")
         ax2.set_xlabel("offered qps (dnsperf -Q)")
         ax2.set_ylabel("latency, ms (dnsperf average)")
         ax2.xaxis.set_major_formatter(fmt)
         ax2.grid(True, which="both", alpha=0.3)
         ax2.legend(fontsize=8)
-        ax2.set_title("latency vs offered")
+        ax2.set_title("latency vs offered (hollow: dnsperf reached < 95 % of the rate, i.e. saturated)", fontsize=10)
     fig.suptitle(f"Skua appliance in QEMU ({m['accel'].upper()}, -smp {m['smp']}, {m['queues']} queue(s)): "
                  f"skuad-XDP vs skuad sockets vs knotd-XDP, load from the host's tap")
     fig.tight_layout()
@@ -632,24 +706,40 @@ def tool_version(cmd):
         return "?"
 
 
+KTS = re.compile(r"^\[\s*(\d+\.\d+)\]", re.M)
+
+
 def boot_phase(vm, timeout):
-    """From QEMU start: skuad's XDP self-test on the console, the first answer to ns.skua.test.
-    (the built-in configuration) from the host. Polls kdig with a 1 s timeout."""
+    """Seconds from QEMU start to the first answer to ns.skua.test. A (the built-in
+    configuration) from the host, polled with kdig (1 s timeout, so about 1 s of resolution):
+    whichever path answers it (skuad serves its kernel sockets while it attaches XDP). Also
+    when skuad's XDP self-test passed, from the guest kernel's timestamp on that console line
+    plus the kernel's start (QEMU time minus the newest kernel timestamp on the console, at its
+    smallest over the polls): the serial console itself lags by seconds, its lines' arrival
+    times would not do."""
     t = {}
+    offset = None
     deadline = time.monotonic() + timeout
-    while "first_answer_s" not in t:
+    while True:
+        now = time.monotonic() - vm.started
+        stamps = KTS.findall(vm.console())
+        if stamps:
+            o = now - float(stamps[-1])
+            offset = o if offset is None else min(offset, o)
+        if "first_answer_s" in t and "self-test passed on eth0" in vm.console():
+            break
         if time.monotonic() > deadline:
-            raise TimeoutError(f"no answer from the appliance within {timeout} s of QEMU start")
+            raise TimeoutError(f"no answer and XDP self-test within {timeout} s of QEMU start ({t})")
         if vm.proc.poll() is not None:
             raise RuntimeError(f"QEMU exited ({vm.proc.returncode})")
-        if "selftest_s" not in t and "xdp: self-test passed on eth0" in vm.console():
-            t["selftest_s"] = round(time.monotonic() - vm.started, 1)
-        if kdig(vm, "ns.skua.test.") == GUEST:
+        if "first_answer_s" not in t and kdig(vm, "ns.skua.test.") == GUEST:
             t["first_answer_s"] = round(time.monotonic() - vm.started, 1)
         else:
-            time.sleep(0.5)
-    if "selftest_s" not in t and "xdp: self-test passed on eth0" in vm.console():
-        t["selftest_s"] = t["first_answer_s"]
+            time.sleep(0.2)
+    m = re.search(r"^\[\s*(\d+\.\d+)\][^\n]*self-test passed on eth0", vm.console(), re.M)
+    if m and offset is not None:
+        t["kernel_start_s"] = round(offset, 1)
+        t["selftest_s"] = round(offset + float(m.group(1)), 1)
     return t
 
 
@@ -678,6 +768,8 @@ def main():
     p.add_argument("--rates", help=f"offered rates, qps (default {FULL['rates']})")
     p.add_argument("--step-secs", type=int, help=f"seconds per kxdpgun step (default {FULL['step_secs']})")
     p.add_argument("--lat-secs", type=int, help=f"seconds per dnsperf latency step, 0 = none (default {FULL['lat_secs']})")
+    p.add_argument("--warmup-secs", type=int, help=f"kxdpgun at the lowest rate after each switch, not counted (default "
+                                                   f"{FULL['warmup_secs']}; 0 = none)")
     p.add_argument("--dnsperf-outstanding", type=int, default=1000, help="dnsperf -q (default 1000)")
     p.add_argument("--queues", type=int, default=1, help="virtio-net queues (tap queues = guest channels; default 1)")
     p.add_argument("--smp", type=int, default=2, help="guest vCPUs (default 2)")
@@ -703,7 +795,7 @@ def main():
         return 0
 
     base = QUICK if args.quick else FULL
-    for key in ("reps", "rates", "step_secs", "lat_secs"):
+    for key in ("reps", "rates", "step_secs", "lat_secs", "warmup_secs"):
         if getattr(args, key) is None:
             setattr(args, key, base[key])
     args.rate_list = [int(r) for r in str(args.rates).split(",") if r]
@@ -711,7 +803,7 @@ def main():
     for s in args.server_list:
         if s not in SERVERS:
             p.error(f"unknown server {s} (known: {', '.join(SERVERS)})")
-    if args.reps < 1 or args.step_secs < 1 or args.lat_secs < 0 or not args.rate_list or min(args.rate_list) < 1:
+    if args.reps < 1 or args.step_secs < 1 or args.lat_secs < 0 or args.warmup_secs < 0 or not args.rate_list or min(args.rate_list) < 1:
         p.error("--reps, --step-secs and the rates must be >= 1, --lat-secs >= 0")
     if os.geteuid() != 0:
         die("run as root (network namespace, tap, QEMU, XDP on the tap)")
@@ -745,7 +837,7 @@ def main():
 
     res = {"meta": {}, "steps": [], "checks": []}
     m = res["meta"]
-    m.update(servers=args.server_list, rates=args.rate_list, reps=args.reps, step_secs=args.step_secs,
+    m.update(servers=args.server_list, rates=args.rate_list, reps=args.reps, step_secs=args.step_secs, warmup_secs=args.warmup_secs,
              lat_secs=args.lat_secs, dnsperf_outstanding=args.dnsperf_outstanding, queues=args.queues, smp=args.smp,
              accel=args.accel, quick=args.quick, disk=disk, date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
              command="python3 qemu/bench.py " + " ".join(sys.argv[1:]),
@@ -772,8 +864,9 @@ def main():
         in_ns(vm, ["ip", "neigh", "replace", GUEST, "lladdr", GUEST_MAC, "dev", vm.tap, "nud", "permanent"])
         res["boot"] = boot_phase(vm, args.boot_timeout)
         b = res["boot"]
-        log(f"boot: skuad's XDP self-test passed {b.get('selftest_s', '?')} s after QEMU start, first answer "
-            f"(ns.skua.test. A from the host) {b['first_answer_s']} s")
+        log(f"boot (s after QEMU start): first answer (ns.skua.test. A from the host) {b['first_answer_s']}; kernel "
+            f"started at {b.get('kernel_start_s', '?')}, skuad's XDP self-test passed at {b.get('selftest_s', '?')} "
+            "(guest kernel time + kernel start)")
         vm.wait_for(r"root@skua", 120, what="the root console")
         if args.boot_only:
             ok = True
@@ -790,10 +883,11 @@ def main():
         # Static neighbours on the guest too (skuad-sock replies through the kernel's ARP table).
         vm.guest(f"ip neigh replace {HOST_IP} lladdr {bench.host_mac} dev eth0 nud permanent")
         n = len(args.server_list)
-        per = len(args.rate_list) * (2 if args.lat_secs > 0 else 1) + 1
+        per = len(args.rate_list) * (2 if args.lat_secs > 0 else 1) + 1 + (1 if args.warmup_secs > 0 else 0)
         bench.total = args.reps * n * per
         bench.t_start = time.monotonic()
-        est = args.reps * n * (30 + len(args.rate_list) * (args.step_secs + args.lat_secs + 3) + args.step_secs + 15)
+        est = args.reps * n * (20 + args.warmup_secs + len(args.rate_list) * (args.step_secs + args.lat_secs + 2.5)
+                               + args.step_secs + 5)
         log(f"{args.reps} repetition(s) x {n} servers x ({len(args.rate_list)} rates + overload): {bench.total} steps, "
             f"about {hms(est)}")
         for rep in range(1, args.reps + 1):
