@@ -37,7 +37,6 @@ gnuplot for the plot.
 """
 
 import argparse
-import glob
 import json
 import os
 import random
@@ -71,8 +70,7 @@ QUICK = dict(reps=1, rates="5000,15000,30000,60000", step_secs=3, lat_secs=2, wa
 T0 = time.monotonic()
 
 
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+log = vmmod.log
 
 
 def die(msg):
@@ -96,43 +94,7 @@ def med(vals):
 
 # ------------------------------------------------------------------------------ the VM
 class BenchVM(vmmod.VM):
-    """qemu/vm.py's VM; with accel='kvm' its QEMU command line gets -accel kvm, -cpu host and
-    vhost=on (when /dev/vhost-net exists). The command line actually run is kept."""
-
-    def __init__(self, disk, accel="tcg", **kw):
-        super().__init__(disk, **kw)
-        self.accel = accel
-        self.cmdline = None
-
-    def start(self):
-        real = subprocess.Popen
-        accel = self.accel
-
-        def popen(cmd, *a, **kw):
-            if accel == "kvm" and isinstance(cmd, list) and "qemu-system-x86_64" in cmd:
-                vhost = "on" if os.path.exists("/dev/vhost-net") else "off"
-                out = []
-                for i, arg in enumerate(cmd):
-                    if i > 0 and cmd[i - 1] == "-accel" and arg == "tcg":
-                        arg = "kvm"
-                    elif i > 0 and cmd[i - 1] == "-cpu" and arg == "max":
-                        arg = "host"
-                    elif arg.startswith("tap,"):
-                        arg = arg.replace("vhost=off", f"vhost={vhost}")
-                    out.append(arg)
-                cmd = out
-            return real(cmd, *a, **kw)
-
-        subprocess.Popen = popen
-        try:
-            super().start()
-        finally:
-            subprocess.Popen = real
-        try:  # `ip netns exec` execs QEMU: same pid
-            with open(f"/proc/{self.proc.pid}/cmdline", "rb") as f:
-                self.cmdline = [a.decode() for a in f.read().split(b"\0") if a]
-        except OSError:
-            self.cmdline = None
+    """qemu/vm.py's VM with a helper that shows each console command it runs."""
 
     def guest(self, command, timeout=60, check=True, quiet=False):
         """A command on the guest's root console, shown as `guest# ...`."""
@@ -144,13 +106,9 @@ class BenchVM(vmmod.VM):
         return out
 
 
-def in_ns(vm, args, timeout=30):
-    return subprocess.run(["ip", "netns", "exec", vm.ns] + args, capture_output=True, text=True, timeout=timeout)
-
-
 def tap_stats(vm):
     """rx_packets rx_dropped tx_packets tx_dropped of the host's tap (rx = from the guest)."""
-    r = in_ns(vm, ["sh", "-c", f"cd /sys/class/net/{vm.tap}/statistics && cat rx_packets rx_dropped tx_packets tx_dropped"])
+    r = vm.host(["sh", "-c", f"cd /sys/class/net/{vm.tap}/statistics && cat rx_packets rx_dropped tx_packets tx_dropped"], timeout=30)
     v = [int(x) for x in r.stdout.split()]
     if len(v) != 4:
         raise RuntimeError(f"cannot read the tap's counters: {r.stdout!r} {r.stderr!r}")
@@ -179,13 +137,7 @@ def children_cpu():
 
 
 def xdp_off_host(vm):
-    in_ns(vm, ["ip", "link", "set", "dev", vm.tap, "xdp", "off"])
-
-
-def kdig(vm, name, qtype="A", timeout=1, tries=1):
-    r = in_ns(vm, ["kdig", "+short", f"+timeout={timeout}", f"+retry={tries - 1}", f"@{GUEST}", name, qtype],
-              timeout=timeout * tries + 10)
-    return r.stdout.strip()
+    vm.host(["ip", "link", "set", "dev", vm.tap, "xdp", "off"], timeout=30)
 
 
 def addr_of(i):
@@ -240,7 +192,7 @@ def switch_to(vm, server, args, mark_console=True):
     vm.guest(start_command(server, args.queues), 150)
     want = addr_of(7)
     deadline = time.monotonic() + 90
-    while kdig(vm, f"h7.{ZONE}") != want:
+    while vm.kdig(f"h7.{ZONE}", timeout=1, tries=1) != want:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{server} does not answer h7.{ZONE} A within 90 s")
         time.sleep(0.5)
@@ -671,12 +623,6 @@ def make_plot(res, S, out):
 
 
 # ------------------------------------------------------------------------------ main
-def newest_bench_image(d):
-    imgs = [p for p in glob.glob(os.path.join(d, "skua_*.raw")) if re.search(r"skua_\d+\.raw$", p)]
-    imgs.sort(key=lambda p: int(re.search(r"skua_(\d+)\.raw$", p).group(1)))
-    return imgs[-1] if imgs else None
-
-
 def sizes(disk):
     st = os.stat(disk)
     z = dict(disk=os.path.relpath(disk, ROOT) if disk.startswith(ROOT) else disk,
@@ -732,7 +678,7 @@ def boot_phase(vm, timeout):
             raise TimeoutError(f"no answer and XDP self-test within {timeout} s of QEMU start ({t})")
         if vm.proc.poll() is not None:
             raise RuntimeError(f"QEMU exited ({vm.proc.returncode})")
-        if "first_answer_s" not in t and kdig(vm, "ns.skua.test.") == GUEST:
+        if "first_answer_s" not in t and vm.kdig("ns.skua.test.", timeout=1, tries=1) == GUEST:
             t["first_answer_s"] = round(time.monotonic() - vm.started, 1)
         else:
             time.sleep(0.2)
@@ -822,7 +768,7 @@ def main():
     else:
         if not args.no_build:
             build_image(args)
-        disk = newest_bench_image(BENCH_OUT)
+        disk = vmmod.newest_image(BENCH_OUT)
         if not disk:
             die(f"no image in {BENCH_OUT}: run without --no-build")
     if not os.path.exists(disk):
@@ -861,7 +807,7 @@ def main():
         m["qemu_cmdline"] = vm.cmdline
         log(f"QEMU: {' '.join(vm.cmdline or [])}")
         # The host knows the guest's MAC (qemu/vm.py sets it): no ARP before the first query.
-        in_ns(vm, ["ip", "neigh", "replace", GUEST, "lladdr", GUEST_MAC, "dev", vm.tap, "nud", "permanent"])
+        vm.host(["ip", "neigh", "replace", GUEST, "lladdr", GUEST_MAC, "dev", vm.tap, "nud", "permanent"], timeout=30)
         res["boot"] = boot_phase(vm, args.boot_timeout)
         b = res["boot"]
         log(f"boot (s after QEMU start): first answer (ns.skua.test. A from the host) {b['first_answer_s']}; kernel "
@@ -877,7 +823,7 @@ def main():
         if not re.search(rf"ZONE_RECORDS={NAMES}\b", out):
             die(f"{disk} is not a bench image with the {NAMES}-name zone ({BENCH_DIR}/bench.zone): "
                 "build one with image/build.sh --profile bench")
-        r = in_ns(vm, ["cat", f"/sys/class/net/{vm.tap}/address"])
+        r = vm.host(["cat", f"/sys/class/net/{vm.tap}/address"], timeout=30)
         bench = Bench(vm, args, args.out, queries)
         bench.host_mac = r.stdout.strip()
         # Static neighbours on the guest too (skuad-sock replies through the kernel's ARP table).

@@ -41,8 +41,12 @@ def log(msg):
 class VM:
     """One QEMU guest on a tap in its own network namespace."""
 
-    def __init__(self, disk, queues=1, name="skua-vmt", snapshot=True, credentials=None, smp=2, drives=()):
+    def __init__(self, disk, queues=1, name="skua-vmt", snapshot=True, credentials=None, smp=2, drives=(),
+                 accel="tcg"):
         self.disk = disk
+        # tcg here; kvm where the host can run guests: -cpu host, and vhost-net when present.
+        self.accel = accel
+        self.cmdline = None
         self.drives = list(drives)
         self.queues = queues
         self.ns = f"{name}-{os.getpid()}"
@@ -68,9 +72,11 @@ class VM:
         nic = "virtio-net-pci,netdev=n0,mac=52:54:00:5c:0a:02"
         if self.queues > 1:
             nic += f",mq=on,vectors={2 * self.queues + 2}"
+        kvm = self.accel == "kvm"
+        vhost = "on" if kvm and os.path.exists("/dev/vhost-net") else "off"
         cmd = [
             "ip", "netns", "exec", self.ns,
-            "qemu-system-x86_64", "-accel", "tcg", "-machine", "q35", "-cpu", "max",
+            "qemu-system-x86_64", "-accel", self.accel, "-machine", "q35", "-cpu", "host" if kvm else "max",
             "-m", "1G", "-smp", str(self.smp), "-nodefaults", "-display", "none",
             "-chardev", f"socket,id=con,path={self.sock_path},server=on,wait=off",
             "-serial", "chardev:con",
@@ -82,7 +88,7 @@ class VM:
         for extra in self.drives:
             cmd += ["-drive", f"if=virtio,format=raw,readonly=on,file={extra}"]
         cmd += [
-            "-netdev", f"tap,id=n0,ifname={self.tap},script=no,downscript=no,vhost=off,queues={self.queues}",
+            "-netdev", f"tap,id=n0,ifname={self.tap},script=no,downscript=no,vhost={vhost},queues={self.queues}",
             "-device", nic,
         ]
         for name, data in self.credentials.items():
@@ -90,6 +96,7 @@ class VM:
             cmd += ["-smbios", f"type=11,value=io.systemd.credential.binary:{name}={b64}"]
         self.qemu_log = open(os.path.join(self.work, "qemu.log"), "w")
         self.proc = subprocess.Popen(cmd, stdout=self.qemu_log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.cmdline = cmd[4:]  # without `ip netns exec NS`
         self.started = time.monotonic()
         # The socket appears once QEMU has set up its chardevs.
         deadline = time.monotonic() + 30
@@ -192,11 +199,11 @@ class VM:
     def host(self, args, timeout=20):
         return subprocess.run(["ip", "netns", "exec", self.ns] + args, capture_output=True, text=True, timeout=timeout)
 
-    def kdig(self, name, qtype="A", tcp=False):
-        args = ["kdig", "+short", "+timeout=3", "+retry=2", f"@{GUEST}", name, qtype]
+    def kdig(self, name, qtype="A", tcp=False, timeout=3, tries=3):
+        args = ["kdig", "+short", f"+timeout={timeout}", f"+retry={tries - 1}", f"@{GUEST}", name, qtype]
         if tcp:
             args.insert(1, "+tcp")
-        r = self.host(args)
+        r = self.host(args, timeout=timeout * tries + 10)
         return r.stdout.strip()
 
 
@@ -255,8 +262,8 @@ def check_dns_through_xdp(vm):
     return first
 
 
-def newest_image():
-    imgs = [p for p in glob.glob(os.path.join(ROOT, "image/mkosi.output/skua_*.raw"))
+def newest_image(outdir=os.path.join(ROOT, "image/mkosi.output")):
+    imgs = [p for p in glob.glob(os.path.join(outdir, "skua_*.raw"))
             if re.search(r"skua_\d+\.raw$", p)]
     imgs.sort(key=lambda p: int(re.search(r"skua_(\d+)\.raw$", p).group(1)))
     return imgs[-1] if imgs else None
