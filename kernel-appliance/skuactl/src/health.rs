@@ -84,15 +84,21 @@ impl Check {
             let n = sock
                 .recv(&mut buf)
                 .map_err(|e| Unhealthy(format!("no answer from {} ({e})", self.server)))?;
-            let Ok(r) = Message::from_vec(&buf[..n]) else {
-                if Instant::now() > deadline {
-                    return Err(Unhealthy("malformed responses only".into()));
+            // Malformed or unrelated datagrams are skipped, for at most the query's second.
+            let r = match Message::from_vec(&buf[..n]) {
+                Ok(r)
+                    if r.metadata.id == id && r.metadata.message_type == MessageType::Response =>
+                {
+                    r
                 }
-                continue;
+                _ if Instant::now() > deadline => {
+                    return Err(Unhealthy(format!(
+                        "no matching answer from {} (malformed or unrelated responses only)",
+                        self.server
+                    )));
+                }
+                _ => continue,
             };
-            if r.metadata.id != id || r.metadata.message_type != MessageType::Response {
-                continue;
-            }
             if r.metadata.response_code != ResponseCode::NoError {
                 return Err(Unhealthy(format!(
                     "{} {} answered {}",

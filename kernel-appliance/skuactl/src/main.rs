@@ -225,9 +225,7 @@ fn cmd_slots(args: &[String]) -> Result<(), Failure> {
     entries.sort_by_key(|(_, (v, _), _)| std::cmp::Reverse(*v));
     let selected = system::loader_var("LoaderEntrySelected");
     for (name, (version, counter), path) in entries {
-        let slot = std::fs::read(&path)
-            .ok()
-            .and_then(|b| upgrade::uki_root(&b))
+        let slot = upgrade::uki_file_root(&path)
             .and_then(|r| disk.slot_of(r))
             .map_or("no slot".to_string(), |s| format!("slot {}", s.name));
         let state = match counter {

@@ -16,7 +16,7 @@
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -97,6 +97,30 @@ pub fn uki_root(uki: &[u8]) -> Option<Guid> {
     Guid::from_roothash(std::str::from_utf8(hash).ok()?).map(|(root, _)| root)
 }
 
+/// [`uki_root`] of a UKI file, read in 1 MiB chunks until the command line is found: ukify
+/// places `.cmdline` before the kernel and initrd, so this reads the first chunk of a 48 MB
+/// file, not all of it.
+pub fn uki_file_root(path: &Path) -> Option<Guid> {
+    const CHUNK: usize = 1 << 20;
+    // Enough overlap between chunks for `roothash=` and its 64 hex digits.
+    const KEEP: usize = 9 + 64;
+    let mut f = File::open(path).ok()?;
+    let mut buf = Vec::with_capacity(CHUNK + KEEP);
+    let mut chunk = vec![0u8; CHUNK];
+    loop {
+        let n = f.read(&mut chunk).ok()?;
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(root) = uki_root(&buf) {
+            return Some(root);
+        }
+        if n == 0 {
+            return None;
+        }
+        let drop = buf.len().saturating_sub(KEEP);
+        buf.drain(..drop);
+    }
+}
+
 /// A boot entry's name split as systemd-boot reads it: `skua_2+1-2.efi` is version 2 with
 /// 1 try left and 2 done (Boot Loader Specification, "Boot counting").
 pub fn parse_entry(file: &str) -> Option<(u64, Option<(u32, u32)>)> {
@@ -155,7 +179,12 @@ pub fn install(bundle: Bundle, t: &Target) -> Result<Installed, UpgradeError> {
         ))
     })?;
     let previous = booted.version();
-    if m.root.uuid == Some(booted.root.uuid) {
+    // The manifest parser requires both UUIDs.
+    let (root_uuid, verity_uuid) = (
+        m.root.uuid.expect("manifest root line carries a UUID"),
+        m.verity.uuid.expect("manifest verity line carries a UUID"),
+    );
+    if root_uuid == booted.root.uuid {
         return Err(UpgradeError::Refused(format!(
             "version {} is the one running",
             m.version
@@ -173,9 +202,9 @@ pub fn install(bundle: Bundle, t: &Target) -> Result<Installed, UpgradeError> {
         .find(|s| s.name != booted.name)
         .cloned()
         .ok_or_else(|| UpgradeError::Refused("no inactive slot".into()))?;
-    for (what, member, part) in [
-        ("root", &m.root, &target.root),
-        ("verity", &m.verity, &target.verity),
+    for (what, member, uuid, part) in [
+        ("root", &m.root, root_uuid, &target.root),
+        ("verity", &m.verity, verity_uuid, &target.verity),
     ] {
         if member.size > part.size {
             return Err(UpgradeError::Refused(format!(
@@ -183,9 +212,6 @@ pub fn install(bundle: Bundle, t: &Target) -> Result<Installed, UpgradeError> {
                 member.size, target.name, part.size
             )));
         }
-        let uuid = member
-            .uuid
-            .expect("manifest root/verity lines carry a UUID");
         if disk.uuid_in_use(uuid, target.name) {
             return Err(UpgradeError::Refused(format!(
                 "{what} UUID {uuid} is already used on {}",
@@ -193,7 +219,6 @@ pub fn install(bundle: Bundle, t: &Target) -> Result<Installed, UpgradeError> {
             )));
         }
     }
-    let (root_uuid, verity_uuid) = (m.root.uuid.unwrap(), m.verity.uuid.unwrap());
 
     // 1. Boot entries that do not boot the running slot go first.
     let dir = uki_dir(&t.esp);
@@ -206,10 +231,7 @@ pub fn install(bundle: Bundle, t: &Target) -> Result<Installed, UpgradeError> {
         if !stale_tmp && parse_entry(name).is_none() {
             continue;
         }
-        let keep = !stale_tmp
-            && fs::read(&path)
-                .map(|b| uki_root(&b) == Some(booted.root.uuid))
-                .unwrap_or(false);
+        let keep = !stale_tmp && uki_file_root(&path) == Some(booted.root.uuid);
         if !keep {
             fs::remove_file(&path).map_err(io_err(format!("remove {}", path.display())))?;
             removed.push(path);

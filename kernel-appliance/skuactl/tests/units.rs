@@ -8,7 +8,7 @@ use hickory_proto::rr::{RData, Record, RecordType, rdata::A};
 use skuactl::health::Check;
 use skuactl::slots::{Guid, ROOT_X86_64};
 use skuactl::system::roothash_of;
-use skuactl::upgrade::{parse_entry, uki_root};
+use skuactl::upgrade::{parse_entry, uki_file_root, uki_root};
 
 #[test]
 fn guids_use_the_gpt_mixed_endian_layout() {
@@ -159,4 +159,30 @@ fn health_requires_the_unit_to_be_active() {
     c.unit = Some("skua-no-such-unit-for-tests.service".into());
     let e = c.once(9).unwrap_err().0;
     assert!(e.contains("skua-no-such-unit-for-tests.service"), "{e}");
+}
+
+#[test]
+fn uki_file_root_finds_the_command_line_across_chunk_boundaries() {
+    let hash = "7e2395c6ced160482748a39f678be6f716f9087463f95433a9f4bee3baf82644";
+    let root = roothash_of(&format!("roothash={hash}")).unwrap().0;
+    let dir = std::env::temp_dir().join(format!("skuactl-uki-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // At the start, straddling the first 1 MiB boundary, deep in the file, and absent.
+    for (at, want) in [
+        (0usize, Some(root)),
+        ((1 << 20) - 20, Some(root)),
+        (3 << 20, Some(root)),
+        (usize::MAX, None),
+    ] {
+        let mut f = vec![b'x'; 4 << 20];
+        if at != usize::MAX {
+            let cmd = format!("roothash={hash} ro");
+            f[at..at + cmd.len()].copy_from_slice(cmd.as_bytes());
+        }
+        let path = dir.join("skua_9.efi");
+        std::fs::write(&path, &f).unwrap();
+        assert_eq!(uki_file_root(&path), want, "command line at {at}");
+    }
+    assert_eq!(uki_file_root(&dir.join("missing.efi")), None);
+    let _ = std::fs::remove_dir_all(&dir);
 }
