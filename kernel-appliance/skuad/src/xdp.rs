@@ -626,15 +626,13 @@ fn self_test(plane: &XdpPlane, ifaces: &[skua_netio::Interface], port: u16) -> R
         )
         .ok_or("self-test frame does not fit")?;
         let started = Instant::now();
-        // Queue 0 only: BPF_PROG_TEST_RUN's live-frame mode builds its own RX queue info with
-        // queue index 0 (net/bpf/test_run.c, xdp_test_run_setup), so a frame injected "on
-        // queue N" reaches the program as queue 0's and lands in queue 0's socket. That still
-        // proves the path (program, map, socket, worker); the other queues' sockets are bound
-        // to the same program and map.
-        for w in plane
+        // Queue 0 only: an injected frame always arrives as queue 0's (XdpProgram::inject).
+        // That still proves the path (program, map, socket, worker); the other queues'
+        // sockets are bound to the same program and map.
+        if let Some(w) = plane
             .workers
             .iter()
-            .filter(|w| &w.ifname == name && w.queue == 0)
+            .find(|w| &w.ifname == name && w.queue == 0)
         {
             let before = w.stats.rx.load(Ordering::Relaxed);
             // Generous: under emulation (QEMU/TCG) a freshly started worker
@@ -646,20 +644,14 @@ fn self_test(plane: &XdpPlane, ifaces: &[skua_netio::Interface], port: u16) -> R
                 let now = Instant::now();
                 if now > deadline {
                     return Err(format!(
-                        "self-test: queries injected on {name} queue {} never reached its AF_XDP socket",
-                        w.queue
+                        "self-test: queries injected on {name} never reached queue 0's AF_XDP socket"
                     ));
                 }
                 // A few tries: the worker may still be starting.
                 if now >= next_try {
-                    prog.inject(&frame[..len], iface.index, w.queue)
-                        .map_err(|e| {
-                            format!(
-                                "self-test injection on {name} queue {}: {}",
-                                w.queue,
-                                log::chain(&e)
-                            )
-                        })?;
+                    prog.inject(&frame[..len], iface.index, 0).map_err(|e| {
+                        format!("self-test injection on {name}: {}", log::chain(&e))
+                    })?;
                     next_try = now + Duration::from_millis(200);
                 }
                 std::thread::sleep(Duration::from_millis(2));

@@ -565,13 +565,15 @@ impl XdpProgram {
         Ok((result.return_value, result.duration))
     }
 
-    /// Feeds `frame` to the program as if it had arrived on rx queue `queue` of interface
-    /// `ifindex`, and carries out the verdict for real: a redirect lands in that queue's
-    /// AF_XDP socket, a pass goes up the kernel stack (`BPF_PROG_TEST_RUN` with
-    /// `BPF_F_TEST_XDP_LIVE_FRAMES`, kernel 5.18+). For self-tests: it proves the whole path
-    /// from the program to the socket without a packet on the wire. The interface is looked
-    /// up in the calling thread's network namespace; `queue` must exist on it (else
-    /// `EINVAL`). The program's action is not reported in this mode; the counters are.
+    /// Feeds `frame` to the program as if it had arrived on interface `ifindex`, and carries
+    /// out the verdict for real: a redirect lands in an AF_XDP socket, a pass goes up the
+    /// kernel stack (`BPF_PROG_TEST_RUN` with `BPF_F_TEST_XDP_LIVE_FRAMES`, kernel 5.18+).
+    /// For self-tests: it proves the whole path from the program to the socket without a
+    /// packet on the wire. The interface is looked up in the calling thread's network
+    /// namespace. `queue` must exist on it (else `EINVAL`), but the frame is always seen as
+    /// rx queue 0's: live-frame mode builds its own rx queue info with index 0
+    /// (net/bpf/test_run.c, `xdp_test_run_setup`), so only queue 0's socket can be reached.
+    /// The program's action is not reported in this mode; the counters are.
     pub fn inject(&self, frame: &[u8], ifindex: u32, queue: u32) -> Result<(), XdpError> {
         // Larger frames cannot exist; the kernel would refuse the mismatch anyway.
         let data_end = u32::try_from(frame.len()).unwrap_or(u32::MAX);
