@@ -33,6 +33,10 @@ pub(crate) enum ClauseKind {
     Server,
     /// `auth-zone:`
     AuthZone,
+    /// `api:` (skuad's REST API; not an Unbound clause).
+    Api,
+    /// `audit:` (skuad's audit log; not an Unbound clause).
+    Audit,
     /// A clause that exists in Unbound but is not supported here.
     Unsupported,
 }
@@ -40,6 +44,9 @@ pub(crate) enum ClauseKind {
 const CLAUSES: &[(&str, ClauseKind)] = &[
     ("server", ClauseKind::Server),
     ("auth-zone", ClauseKind::AuthZone),
+    // Not Unbound clauses: ours (Unbound would reject them).
+    ("api", ClauseKind::Api),
+    ("audit", ClauseKind::Audit),
     ("remote-control", ClauseKind::Unsupported),
     ("forward-zone", ClauseKind::Unsupported),
     ("stub-zone", ClauseKind::Unsupported),
@@ -92,6 +99,21 @@ pub(crate) enum ServerKey {
     Chroot,
     Directory,
     Pidfile,
+    RrlResponsesPerSecond,
+    RrlNodataPerSecond,
+    RrlNxdomainsPerSecond,
+    RrlReferralsPerSecond,
+    RrlErrorsPerSecond,
+    RrlAllPerSecond,
+    RrlWindow,
+    RrlSlip,
+    RrlIpv4PrefixLength,
+    RrlIpv6PrefixLength,
+    RrlExemptClients,
+    RrlQpsScale,
+    RrlLogOnly,
+    RrlMaxTableSize,
+    RrlMinTableSize,
 }
 
 impl ServerKey {
@@ -142,6 +164,32 @@ const SERVER: &[(&str, Support<ServerKey>)] = &[
     ("chroot", I(ServerKey::Chroot)),
     ("directory", I(ServerKey::Directory)),
     ("pidfile", I(ServerKey::Pidfile)),
+    // Not Unbound directives: ours, BIND 9's `rate-limit` options (Unbound would reject
+    // them).
+    (
+        "rrl-responses-per-second",
+        I(ServerKey::RrlResponsesPerSecond),
+    ),
+    ("rrl-nodata-per-second", I(ServerKey::RrlNodataPerSecond)),
+    (
+        "rrl-nxdomains-per-second",
+        I(ServerKey::RrlNxdomainsPerSecond),
+    ),
+    (
+        "rrl-referrals-per-second",
+        I(ServerKey::RrlReferralsPerSecond),
+    ),
+    ("rrl-errors-per-second", I(ServerKey::RrlErrorsPerSecond)),
+    ("rrl-all-per-second", I(ServerKey::RrlAllPerSecond)),
+    ("rrl-window", I(ServerKey::RrlWindow)),
+    ("rrl-slip", I(ServerKey::RrlSlip)),
+    ("rrl-ipv4-prefix-length", I(ServerKey::RrlIpv4PrefixLength)),
+    ("rrl-ipv6-prefix-length", I(ServerKey::RrlIpv6PrefixLength)),
+    ("rrl-exempt-clients", I(ServerKey::RrlExemptClients)),
+    ("rrl-qps-scale", I(ServerKey::RrlQpsScale)),
+    ("rrl-log-only", I(ServerKey::RrlLogOnly)),
+    ("rrl-max-table-size", I(ServerKey::RrlMaxTableSize)),
+    ("rrl-min-table-size", I(ServerKey::RrlMinTableSize)),
     // (b) Known to Unbound, not supported (yet). unbound.conf(5), Unbound 1.17, in man page
     // order.
     ("statistics-interval", U(1)),
@@ -428,6 +476,69 @@ pub(crate) fn auth_zone(name: &str) -> Option<Support<AuthKey>> {
     AUTH_ZONE.iter().find(|(n, _)| *n == name).map(|&(_, s)| s)
 }
 
+/// The `api:` directives (skuad's own clause: all implemented).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ApiKey {
+    Enable,
+    Interface,
+    Port,
+    Token,
+    TlsCert,
+    TlsKey,
+    MaxBody,
+    AuthFailLimit,
+    StateFile,
+}
+
+impl ApiKey {
+    pub(crate) fn arity(self) -> Arity {
+        match self {
+            ApiKey::Token => Arity::RestOfLine,
+            _ => Arity::Exactly(1),
+        }
+    }
+}
+
+/// Every `api:` directive.
+const API: &[(&str, ApiKey)] = &[
+    ("enable", ApiKey::Enable),
+    ("interface", ApiKey::Interface),
+    ("port", ApiKey::Port),
+    ("token", ApiKey::Token),
+    ("tls-cert", ApiKey::TlsCert),
+    ("tls-key", ApiKey::TlsKey),
+    ("max-body", ApiKey::MaxBody),
+    ("auth-fail-limit", ApiKey::AuthFailLimit),
+    ("state-file", ApiKey::StateFile),
+];
+
+/// The `api:` directive named `name`, if known.
+pub(crate) fn api(name: &str) -> Option<ApiKey> {
+    API.iter().find(|(n, _)| *n == name).map(|&(_, k)| k)
+}
+
+/// The `audit:` directives (skuad's own clause: all implemented, one value each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AuditKey {
+    Log,
+    Key,
+    CheckpointEvery,
+    Fsync,
+}
+
+/// Every `audit:` directive.
+const AUDIT: &[(&str, AuditKey)] = &[
+    ("log", AuditKey::Log),
+    ("key", AuditKey::Key),
+    ("checkpoint-every", AuditKey::CheckpointEvery),
+    ("fsync", AuditKey::Fsync),
+];
+
+/// The `audit:` directive named `name`, if known.
+pub(crate) fn audit(name: &str) -> Option<AuditKey> {
+    AUDIT.iter().find(|(n, _)| *n == name).map(|&(_, k)| k)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -444,9 +555,18 @@ mod tests {
             assert!(seen.insert(*name), "duplicate auth-zone directive {name}");
         }
         let mut seen = HashSet::new();
+        for (name, _) in API {
+            assert!(seen.insert(*name), "duplicate api directive {name}");
+        }
+        let mut seen = HashSet::new();
+        for (name, _) in AUDIT {
+            assert!(seen.insert(*name), "duplicate audit directive {name}");
+        }
+        let mut seen = HashSet::new();
         for (name, _) in CLAUSES {
             assert!(seen.insert(*name), "duplicate clause {name}");
             assert!(server(name).is_none() && auth_zone(name).is_none());
+            assert!(api(name).is_none() && audit(name).is_none());
         }
     }
 
@@ -467,6 +587,14 @@ mod tests {
         assert_eq!(clause("forward-zone"), Some(ClauseKind::Unsupported));
         assert_eq!(clause("server"), Some(ClauseKind::Server));
         assert_eq!(clause("port"), None);
+        assert_eq!(clause("api"), Some(ClauseKind::Api));
+        assert_eq!(clause("audit"), Some(ClauseKind::Audit));
+        assert_eq!(clause("remote-control"), Some(ClauseKind::Unsupported));
+        assert_eq!(server("rrl-slip"), Some(I(ServerKey::RrlSlip)));
+        assert_eq!(api("token"), Some(ApiKey::Token));
+        assert_eq!(api("control-enable"), None);
+        assert_eq!(audit("key"), Some(AuditKey::Key));
+        assert_eq!(audit("name"), None);
     }
 
     #[test]
@@ -478,6 +606,8 @@ mod tests {
                 U(_) => None,
             })
             .collect();
-        assert_eq!(keys.len(), 31, "one table entry per ServerKey variant");
+        assert_eq!(keys.len(), 46, "one table entry per ServerKey variant");
+        assert_eq!(API.len(), 9, "one table entry per ApiKey variant");
+        assert_eq!(AUDIT.len(), 4, "one table entry per AuditKey variant");
     }
 }

@@ -1,8 +1,10 @@
 //! Reader for Unbound-style configuration files (unbound.conf(5)).
 //!
 //! `skua-config` turns a configuration file, and the files it includes, into a **string-level,
-//! located** data model: [`Config`] with the merged `server:` clauses ([`Server`]), the
-//! `auth-zone:` clauses ([`AuthZone`]) and a list of [`Warning`]s. Every value that another
+//! located** data model: [`Config`] with the merged `server:` clauses ([`Server`], with the
+//! response rate limiting directives in [`Rrl`]), the `auth-zone:` clauses ([`AuthZone`]),
+//! skuad's own `api:` ([`Api`]) and `audit:` ([`Audit`]) clauses, merged like `server:`, and a
+//! list of [`Warning`]s. Every value that another
 //! crate interprets keeps the place it was written ([`Located`], [`Loc`]), so that crate can
 //! report its own errors as `file:line: ...`.
 //!
@@ -26,7 +28,11 @@
 //! - Errors ([`Error`], displayed as `file:line: reason`) for what Unbound would refuse too:
 //!   an attribute outside any clause, a missing value, a bad boolean or number, an
 //!   unterminated quote, an unknown clause, an `auth-zone:` without `name:`, an include that
-//!   names a missing file or loops.
+//!   names a missing file or loops; and for skuad's own directives: a value out of range, an
+//!   `api:` `token:` that is not `"NAME ROLE SECRET"` with a known role and a secret given as
+//!   `sha256:HEX`, `env:VAR` or `file:PATH`, `tls-cert:` without `tls-key:` (or the reverse),
+//!   an `audit:` `key:` that is not `file:PATH` or `env:VAR`, an audit `log:` without any
+//!   `key:`.
 //!
 //! # What it does not do
 //!
@@ -35,14 +41,21 @@
 //!   interface addresses and zone files are kept as written. The crates that use them
 //!   convert them and report errors with the kept locations.
 //! - It does not check cross-directive consistency (duplicate auth-zone names, a
-//!   `local-data:` outside every `local-zone:`, ...).
+//!   `local-data:` outside every `local-zone:`, `rrl-min-table-size:` above
+//!   `rrl-max-table-size:`, ...), except `tls-cert:`/`tls-key:` in `api:` and `log:`/`key:`
+//!   in `audit:`.
 //! - It does not open sockets, change directory, change user or chroot; `directory:`,
-//!   `chroot:`, `username:`, `pidfile:`, `logfile:` are only stored.
+//!   `chroot:`, `username:`, `pidfile:`, `logfile:` are only stored. It reads no key, token
+//!   or certificate: `api:` and `audit:` paths and `env:`/`file:` references are kept as
+//!   written; RRL netblocks (`rrl-exempt-clients:`) too.
 //!
 //! # Differences from Unbound
 //!
 //! - Unknown directives are warnings, not errors.
-//! - `cpu-affinity:` is accepted in `server:` (a skuad directive; Unbound rejects it).
+//! - `cpu-affinity:` and the `rrl-*:` directives are accepted in `server:` (skuad directives;
+//!   Unbound rejects them).
+//! - The `api:` and `audit:` clauses are skuad's (Unbound rejects them as unknown clauses).
+//!   A directive they do not know is a warning, as in `server:` and `auth-zone:`.
 //! - A directive and its values must be on one line (Unbound lets values continue on the
 //!   next lines); an unquoted `local-data:`/`local-data-ptr:` value takes the rest of the
 //!   line.
@@ -80,7 +93,9 @@ mod tests;
 
 use std::path::Path;
 
-pub use model::{AuthZone, Config, Error, Loc, Located, Server, Warning};
+pub use model::{
+    Api, Audit, AuditFsync, AuthZone, Config, Error, Loc, Located, Rrl, Server, Warning,
+};
 
 /// Reads the configuration file at `path` and every file it includes.
 ///

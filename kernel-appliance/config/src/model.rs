@@ -93,8 +93,8 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// A whole configuration: every `server:` clause merged, the `auth-zone:` clauses, and the
-/// warnings found while reading it.
+/// A whole configuration: every `server:` clause merged, the `auth-zone:` clauses, every
+/// `api:` and every `audit:` clause merged, and the warnings found while reading it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Config {
     /// All `server:` clauses, merged in file order (a later value replaces an earlier one;
@@ -102,6 +102,10 @@ pub struct Config {
     pub server: Server,
     /// The `auth-zone:` clauses, in file order.
     pub auth_zones: Vec<AuthZone>,
+    /// All `api:` clauses, merged in file order like `server:`. **Not an Unbound clause.**
+    pub api: Api,
+    /// All `audit:` clauses, merged in file order like `server:`. **Not an Unbound clause.**
+    pub audit: Audit,
     /// Everything that was ignored or looked wrong, in file order (includes followed).
     pub warnings: Vec<Warning>,
     /// Every file read from disk, in the order first read, each once: the file given to
@@ -190,6 +194,9 @@ pub struct Server {
     pub directory: Option<String>,
     /// `pidfile:` as written.
     pub pidfile: Option<String>,
+    /// The `rrl-*:` directives: response rate limiting. **Not Unbound directives**: Unbound
+    /// rejects them, so a configuration that uses them is skuad-only.
+    pub rrl: Rrl,
 }
 
 impl Default for Server {
@@ -226,8 +233,203 @@ impl Default for Server {
             chroot: None,
             directory: None,
             pidfile: None,
+            rrl: Rrl::default(),
         }
     }
+}
+
+/// Response rate limiting: the `rrl-*:` directives of `server:`, BIND 9's `rate-limit`
+/// options under unbound.conf-style names. **Not Unbound directives**: Unbound rejects them,
+/// so a configuration that uses them is skuad-only.
+///
+/// Rates are responses per second to one client netblock (see
+/// [`ipv4_prefix_length`](Self::ipv4_prefix_length)) for one name and response kind, as in
+/// BIND. The defaults are BIND's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rrl {
+    /// `rrl-responses-per-second:`, answers (and, unless set on their own, NODATA,
+    /// NXDOMAIN, referral and error responses). Default 0: no limit; RRL is off when every
+    /// rate is 0 (see [`enabled`](Self::enabled)).
+    pub responses_per_second: u32,
+    /// `rrl-nodata-per-second:`, NODATA responses. `None` (the default): as
+    /// [`responses_per_second`](Self::responses_per_second), as BIND.
+    pub nodata_per_second: Option<u32>,
+    /// `rrl-nxdomains-per-second:`, NXDOMAIN responses. `None` (the default): as
+    /// [`responses_per_second`](Self::responses_per_second), as BIND.
+    pub nxdomains_per_second: Option<u32>,
+    /// `rrl-referrals-per-second:`, referrals (delegations). `None` (the default): as
+    /// [`responses_per_second`](Self::responses_per_second), as BIND.
+    pub referrals_per_second: Option<u32>,
+    /// `rrl-errors-per-second:`, error responses (REFUSED, FORMERR, SERVFAIL). `None` (the
+    /// default): as [`responses_per_second`](Self::responses_per_second), as BIND.
+    pub errors_per_second: Option<u32>,
+    /// `rrl-all-per-second:`, all responses to one netblock whatever the name. Default 0: no
+    /// limit.
+    pub all_per_second: u32,
+    /// `rrl-window:` in seconds, 1-3600: the period over which rates are averaged. Default
+    /// 15.
+    pub window: u32,
+    /// `rrl-slip:`, 0-10: every `slip`-th limited UDP response is sent truncated (TC=1)
+    /// instead of dropped; 0 drops them all, 1 truncates them all. Default 2.
+    pub slip: u8,
+    /// `rrl-ipv4-prefix-length:`, 0-32: IPv4 clients are counted per netblock of this
+    /// length. Default 24.
+    pub ipv4_prefix_length: u8,
+    /// `rrl-ipv6-prefix-length:`, 0-128: IPv6 clients are counted per netblock of this
+    /// length. Default 56.
+    pub ipv6_prefix_length: u8,
+    /// `rrl-exempt-clients:` netblocks as written, in order (interpreted by the daemon):
+    /// clients never rate limited. Repeatable.
+    pub exempt_clients: Vec<Located<String>>,
+    /// `rrl-qps-scale:`: when the total query rate exceeds this many queries per second,
+    /// the rates are scaled down in proportion, as BIND. Default 0: no scaling.
+    pub qps_scale: u32,
+    /// `rrl-log-only:`. Default no; with yes, limited responses are logged and counted but
+    /// still sent.
+    pub log_only: bool,
+    /// `rrl-max-table-size:`, at least 1: the most client/name entries tracked. Default
+    /// 20000.
+    pub max_table_size: usize,
+    /// `rrl-min-table-size:`: the number of entries allocated at start. Default 500.
+    pub min_table_size: usize,
+}
+
+impl Default for Rrl {
+    fn default() -> Self {
+        Rrl {
+            responses_per_second: 0,
+            nodata_per_second: None,
+            nxdomains_per_second: None,
+            referrals_per_second: None,
+            errors_per_second: None,
+            all_per_second: 0,
+            window: 15,
+            slip: 2,
+            ipv4_prefix_length: 24,
+            ipv6_prefix_length: 56,
+            exempt_clients: Vec::new(),
+            qps_scale: 0,
+            log_only: false,
+            max_table_size: 20_000,
+            min_table_size: 500,
+        }
+    }
+}
+
+impl Rrl {
+    /// Whether rate limiting is on: some rate is not 0 (`responses`, `nodata`, `nxdomains`,
+    /// `referrals`, `errors` or `all` per second).
+    pub fn enabled(&self) -> bool {
+        self.responses_per_second != 0
+            || self.all_per_second != 0
+            || [
+                self.nodata_per_second,
+                self.nxdomains_per_second,
+                self.referrals_per_second,
+                self.errors_per_second,
+            ]
+            .iter()
+            .any(|r| r.is_some_and(|r| r != 0))
+    }
+}
+
+/// The `api:` clause: skuad's REST API. **Not an Unbound clause**: Unbound rejects it, so a
+/// configuration that uses it is skuad-only. Several `api:` clauses merge like `server:` (a
+/// later value replaces an earlier one; list directives accumulate).
+///
+/// Addresses, tokens and paths are kept as written, with their locations: the daemon
+/// interprets them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Api {
+    /// `enable:`. Default yes.
+    pub enable: bool,
+    /// `interface:`, in order: an IP address or `ip@port`, as written. Empty when none is
+    /// given: the daemon listens on `127.0.0.1@8053`.
+    pub interfaces: Vec<Located<String>>,
+    /// `port:`, 1-65535: the port of interfaces without `@port`. Default 8053.
+    pub port: u16,
+    /// `token: "NAME ROLE SECRET"` as written (one quoted string, or the rest of the line
+    /// joined with single spaces), in order. Checked here: three words, ROLE one of `read`,
+    /// `dns`, `operator`, `admin`, SECRET `sha256:` and 64 hex digits, `env:VAR` or
+    /// `file:PATH`. The daemon parses it.
+    pub tokens: Vec<Located<String>>,
+    /// `tls-cert:` path as written (PEM certificate chain). Given with
+    /// [`tls_key`](Self::tls_key) or not at all; neither: plain HTTP.
+    pub tls_cert: Option<Located<String>>,
+    /// `tls-key:` path as written (PEM private key). Given with [`tls_cert`](Self::tls_cert)
+    /// or not at all.
+    pub tls_key: Option<Located<String>>,
+    /// `max-body:` in bytes (a size: `1m`, `64k`, as `so-rcvbuf:`), at least 1k: the largest
+    /// request body accepted. Default 1 MiB.
+    pub max_body: usize,
+    /// `auth-fail-limit:`: failed authentications per source address per minute before the
+    /// API answers 429 Too Many Requests. Default 10.
+    pub auth_fail_limit: u32,
+    /// `state-file:` path as written: where changes made through the API to zones and
+    /// records are persisted. `None` (the default): the daemon decides.
+    pub state_file: Option<Located<String>>,
+}
+
+impl Default for Api {
+    fn default() -> Self {
+        Api {
+            enable: true,
+            interfaces: Vec::new(),
+            port: 8053,
+            tokens: Vec::new(),
+            tls_cert: None,
+            tls_key: None,
+            max_body: 1 << 20,
+            auth_fail_limit: 10,
+            state_file: None,
+        }
+    }
+}
+
+/// The `audit:` clause: skuad's signed audit log. **Not an Unbound clause**: Unbound rejects
+/// it, so a configuration that uses it is skuad-only. Several `audit:` clauses merge like
+/// `server:`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Audit {
+    /// `log:` path as written. `None` (the default): no audit log. When set, at least one
+    /// [`keys`](Self::keys) entry is required.
+    pub log: Option<Located<String>>,
+    /// `key:` as written, `file:PATH` or `env:VAR`, in order. The **last** one is the current
+    /// signing key ([`current_key`](Self::current_key)); earlier ones are older keys kept to
+    /// verify entries signed before a rotation.
+    pub keys: Vec<Located<String>>,
+    /// `checkpoint-every:`, at least 1: entries between checkpoints. Default 1000.
+    pub checkpoint_every: u64,
+    /// `fsync:` `entry` or `batch`. Default [`AuditFsync::Entry`].
+    pub fsync: AuditFsync,
+}
+
+impl Default for Audit {
+    fn default() -> Self {
+        Audit {
+            log: None,
+            keys: Vec::new(),
+            checkpoint_every: 1000,
+            fsync: AuditFsync::Entry,
+        }
+    }
+}
+
+impl Audit {
+    /// The current signing key: the last `key:`.
+    pub fn current_key(&self) -> Option<&Located<String>> {
+        self.keys.last()
+    }
+}
+
+/// `fsync:` in `audit:`: when the audit log is flushed to disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AuditFsync {
+    /// `entry`: after every entry (the default).
+    #[default]
+    Entry,
+    /// `batch`: once per batch of entries written together.
+    Batch,
 }
 
 /// One `auth-zone:` clause.

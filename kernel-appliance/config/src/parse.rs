@@ -4,9 +4,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::directives::{self, Arity, AuthKey, ClauseKind, ServerKey, Support};
+use crate::directives::{self, ApiKey, Arity, AuditKey, AuthKey, ClauseKind, ServerKey, Support};
 use crate::lexer::{Token, tokenize};
-use crate::model::{AuthZone, Config, Error, Loc, Located, Warning};
+use crate::model::{AuditFsync, AuthZone, Config, Error, Loc, Located, Warning};
 
 /// Deepest include nesting accepted (loops are caught before; this bounds pathological but
 /// loop-free nesting).
@@ -36,6 +36,10 @@ enum Clause {
     None,
     Server,
     AuthZone(PendingAuthZone),
+    /// `api:` (merged into [`Config::api`] as it is read).
+    Api,
+    /// `audit:` (merged into [`Config::audit`] as it is read), opened at this line.
+    Audit(Loc),
     /// An unsupported clause: its directives are counted, the count goes into the warning
     /// pushed when it opened.
     Unsupported {
@@ -53,6 +57,9 @@ pub(crate) struct Parser {
     /// Base of relative include paths set by `directory:` (Unbound chdirs there); `None` is
     /// the working directory.
     include_base: Option<PathBuf>,
+    /// The `audit:` line of the clause that gave the last `log:`, for the "log: without
+    /// key:" error.
+    audit_log_clause: Option<Loc>,
 }
 
 impl Parser {
@@ -62,12 +69,39 @@ impl Parser {
             clause: Clause::None,
             reading: Vec::new(),
             include_base: None,
+            audit_log_clause: None,
         }
     }
 
-    /// Ends the last clause and returns the configuration.
+    /// Ends the last clause, checks what needs every clause read (`api:` and `audit:` merge
+    /// across clauses) and returns the configuration.
     pub(crate) fn finish(mut self) -> Result<Config, Error> {
         self.close_clause()?;
+        let api = &self.config.api;
+        match (&api.tls_cert, &api.tls_key) {
+            (Some(cert), None) => {
+                return Err(Error::at(
+                    &cert.loc,
+                    "'tls-cert:' without 'tls-key:' in api: (give both or neither)",
+                ));
+            }
+            (None, Some(key)) => {
+                return Err(Error::at(
+                    &key.loc,
+                    "'tls-key:' without 'tls-cert:' in api: (give both or neither)",
+                ));
+            }
+            _ => {}
+        }
+        if let Some(clause) = &self.audit_log_clause
+            && self.config.audit.keys.is_empty()
+        {
+            return Err(Error::at(
+                clause,
+                "audit: clause with 'log:' but no 'key:' (the audit log needs a signing key: \
+                 'key: file:PATH' or 'key: env:VAR')",
+            ));
+        }
         Ok(self.config)
     }
 
@@ -219,6 +253,8 @@ impl Parser {
             }
             Clause::Server => self.server_directive(name, vals, loc),
             Clause::AuthZone(_) => self.auth_zone_directive(name, vals, loc),
+            Clause::Api => self.api_directive(name, vals, loc),
+            Clause::Audit(_) => self.audit_directive(name, vals, loc),
             Clause::Unsupported { count, .. } => {
                 let n = loose_count(vals, 1);
                 if n == 0 {
@@ -242,6 +278,8 @@ impl Parser {
                 fallback_enabled: false,
                 primaries: Vec::new(),
             }),
+            ClauseKind::Api => Clause::Api,
+            ClauseKind::Audit => Clause::Audit(loc.clone()),
             ClauseKind::Unsupported => {
                 // The message is completed with the directive count when the clause ends.
                 self.config.warnings.push(Warning {
@@ -259,7 +297,7 @@ impl Parser {
 
     fn close_clause(&mut self) -> Result<(), Error> {
         match std::mem::replace(&mut self.clause, Clause::None) {
-            Clause::None | Clause::Server => {}
+            Clause::None | Clause::Server | Clause::Api | Clause::Audit(_) => {}
             Clause::AuthZone(p) => {
                 let Some(name) = p.name else {
                     return Err(Error::at(&p.loc, "auth-zone: clause without 'name:'"));
@@ -306,17 +344,26 @@ impl Parser {
                 Ok(loose_count(vals, arity))
             }
             None => {
-                let n = loose_count(vals, 1);
+                let n = misplaced_count(name, vals);
                 if n == 0 {
                     return Err(unknown_clause(name, loc));
                 }
-                let msg = if directives::auth_zone(name).is_some() {
-                    format!(
-                        "unknown server: directive '{name}', ignored ('{name}:' belongs in an \
-                         auth-zone: clause)"
-                    )
+                let owner = if directives::auth_zone(name).is_some() {
+                    Some("auth-zone:")
+                } else if directives::api(name).is_some() {
+                    Some("api:")
+                } else if directives::audit(name).is_some() {
+                    Some("audit:")
                 } else {
-                    format!("unknown directive '{name}', ignored")
+                    None
+                };
+                let msg = match owner {
+                    Some(owner) => format!(
+                        "unknown server: directive '{name}', ignored ('{name}:' belongs in {} \
+                         clause)",
+                        with_article(owner)
+                    ),
+                    None => format!("unknown directive '{name}', ignored"),
                 };
                 self.warn(loc, msg);
                 Ok(n)
@@ -375,23 +422,138 @@ impl Parser {
                 );
                 Ok(loose_count(vals, arity))
             }
-            None => {
-                let n = loose_count(vals, 1);
-                if n == 0 {
-                    return Err(unknown_clause(name, loc));
+            None => self.misplaced(name, "auth-zone:", vals, loc),
+        }
+    }
+
+    /// A directive that `clause` does not know: a warning (or the unknown-clause error when
+    /// it has no value), as in `server:`. Returns how many tokens it takes.
+    fn misplaced(
+        &mut self,
+        name: &str,
+        clause: &str,
+        vals: &[Token],
+        loc: &Loc,
+    ) -> Result<usize, Error> {
+        let n = misplaced_count(name, vals);
+        if n == 0 {
+            return Err(unknown_clause(name, loc));
+        }
+        let owner = [
+            ("server:", directives::server(name).is_some()),
+            ("auth-zone:", directives::auth_zone(name).is_some()),
+            ("api:", directives::api(name).is_some()),
+            ("audit:", directives::audit(name).is_some()),
+        ]
+        .into_iter()
+        .find(|&(other, known)| known && other != clause)
+        .map(|(other, _)| other);
+        let msg = match owner {
+            Some(owner) => format!(
+                "'{name}:' is {} directive, not {} one; ignored (is {} '{owner}' line missing?)",
+                with_article(owner),
+                with_article(clause),
+                article(owner),
+            ),
+            None => format!("unknown {clause} directive '{name}', ignored"),
+        };
+        self.warn(loc, msg);
+        Ok(n)
+    }
+
+    fn api_directive(&mut self, name: &str, vals: &[Token], loc: &Loc) -> Result<usize, Error> {
+        let Some(key) = directives::api(name) else {
+            return self.misplaced(name, "api:", vals, loc);
+        };
+        let n = take(name, vals, key.arity(), loc)?;
+        let vals = &vals[..n];
+        let located = |value| Located {
+            value,
+            loc: loc.clone(),
+        };
+        let text = || vals[0].text.clone();
+        let a = &mut self.config.api;
+        match key {
+            ApiKey::Enable => a.enable = parse_bool(name, &vals[0], loc)?,
+            ApiKey::Interface => a.interfaces.push(located(text())),
+            ApiKey::Port => a.port = ranged(name, &vals[0], 1, u16::MAX.into(), loc)? as u16,
+            ApiKey::Token => {
+                let token = rest_of_line(vals);
+                check_token(name, &token, loc)?;
+                a.tokens.push(located(token));
+            }
+            ApiKey::TlsCert => a.tls_cert = Some(located(text())),
+            ApiKey::TlsKey => a.tls_key = Some(located(text())),
+            ApiKey::MaxBody => {
+                let size = parse_size(name, &vals[0], loc)?.unwrap_or(0);
+                if size < 1024 {
+                    return Err(Error::at(
+                        loc,
+                        format!(
+                            "'{name}:' size '{}' is too small (at least 1k)",
+                            vals[0].text
+                        ),
+                    ));
                 }
-                let msg = if directives::server(name).is_some() {
-                    format!(
-                        "'{name}:' is a server: directive, not an auth-zone: one; ignored (is a \
-                         'server:' line missing?)"
-                    )
-                } else {
-                    format!("unknown auth-zone: directive '{name}', ignored")
+                a.max_body = size;
+            }
+            ApiKey::AuthFailLimit => a.auth_fail_limit = ranged_u32(name, &vals[0], loc)?,
+            ApiKey::StateFile => a.state_file = Some(located(text())),
+        }
+        Ok(n)
+    }
+
+    fn audit_directive(&mut self, name: &str, vals: &[Token], loc: &Loc) -> Result<usize, Error> {
+        let Some(key) = directives::audit(name) else {
+            return self.misplaced(name, "audit:", vals, loc);
+        };
+        let n = take(name, vals, Arity::Exactly(1), loc)?;
+        let value = Located {
+            value: vals[0].text.clone(),
+            loc: loc.clone(),
+        };
+        let a = &mut self.config.audit;
+        match key {
+            AuditKey::Log => {
+                a.log = Some(value);
+                let Clause::Audit(clause) = &self.clause else {
+                    unreachable!("audit_directive is called in audit: clauses only")
                 };
-                self.warn(loc, msg);
-                Ok(n)
+                self.audit_log_clause = Some(clause.clone());
+            }
+            AuditKey::Key => {
+                let ok = ["file:", "env:"]
+                    .iter()
+                    .any(|p| value.value.strip_prefix(p).is_some_and(|r| !r.is_empty()));
+                if !ok {
+                    // The value is not repeated: it may be a key written by mistake.
+                    return Err(Error::at(
+                        loc,
+                        format!(
+                            "'{name}:' must be file:PATH or env:VAR (the key itself is never \
+                             written in the configuration)"
+                        ),
+                    ));
+                }
+                a.keys.push(value);
+            }
+            AuditKey::CheckpointEvery => {
+                a.checkpoint_every = ranged(name, &vals[0], 1, u64::MAX, loc)?;
+            }
+            AuditKey::Fsync => {
+                a.fsync = if value.value.eq_ignore_ascii_case("entry") {
+                    AuditFsync::Entry
+                } else if value.value.eq_ignore_ascii_case("batch") {
+                    AuditFsync::Batch
+                } else {
+                    return Err(Error::at(
+                        loc,
+                        format!("'{name}:' must be entry or batch, not '{}'", value.value),
+                    ));
+                };
             }
         }
+        Ok(n)
     }
 
     fn apply_server(
@@ -401,22 +563,7 @@ impl Parser {
         vals: &[Token],
         loc: &Loc,
     ) -> Result<usize, Error> {
-        let n = match key.arity() {
-            Arity::Exactly(n) => {
-                need(name, vals, n, loc)?;
-                no_more(name, vals, n, loc)?;
-                n
-            }
-            Arity::RestOfLine => {
-                need(name, vals, 1, loc)?;
-                if vals[0].is_quoted() {
-                    no_more(name, vals, 1, loc)?;
-                    1
-                } else {
-                    vals.len()
-                }
-            }
-        };
+        let n = take(name, vals, key.arity(), loc)?;
         let vals = &vals[..n];
         let text = || vals[0].text.clone();
         let located = |value| Located {
@@ -474,6 +621,41 @@ impl Parser {
             ServerKey::Username => s.username = Some(text()),
             ServerKey::Chroot => s.chroot = Some(text()),
             ServerKey::Pidfile => s.pidfile = Some(text()),
+            ServerKey::RrlResponsesPerSecond => {
+                s.rrl.responses_per_second = ranged_u32(name, &vals[0], loc)?;
+            }
+            ServerKey::RrlNodataPerSecond => {
+                s.rrl.nodata_per_second = Some(ranged_u32(name, &vals[0], loc)?);
+            }
+            ServerKey::RrlNxdomainsPerSecond => {
+                s.rrl.nxdomains_per_second = Some(ranged_u32(name, &vals[0], loc)?);
+            }
+            ServerKey::RrlReferralsPerSecond => {
+                s.rrl.referrals_per_second = Some(ranged_u32(name, &vals[0], loc)?);
+            }
+            ServerKey::RrlErrorsPerSecond => {
+                s.rrl.errors_per_second = Some(ranged_u32(name, &vals[0], loc)?);
+            }
+            ServerKey::RrlAllPerSecond => s.rrl.all_per_second = ranged_u32(name, &vals[0], loc)?,
+            ServerKey::RrlWindow => s.rrl.window = ranged(name, &vals[0], 1, 3600, loc)? as u32,
+            ServerKey::RrlSlip => s.rrl.slip = ranged(name, &vals[0], 0, 10, loc)? as u8,
+            ServerKey::RrlIpv4PrefixLength => {
+                s.rrl.ipv4_prefix_length = ranged(name, &vals[0], 0, 32, loc)? as u8;
+            }
+            ServerKey::RrlIpv6PrefixLength => {
+                s.rrl.ipv6_prefix_length = ranged(name, &vals[0], 0, 128, loc)? as u8;
+            }
+            ServerKey::RrlExemptClients => s.rrl.exempt_clients.push(located(text())),
+            ServerKey::RrlQpsScale => s.rrl.qps_scale = ranged_u32(name, &vals[0], loc)?,
+            ServerKey::RrlLogOnly => s.rrl.log_only = parse_bool(name, &vals[0], loc)?,
+            ServerKey::RrlMaxTableSize => {
+                s.rrl.max_table_size =
+                    to_usize(name, ranged(name, &vals[0], 1, u64::MAX, loc)?, loc)?;
+            }
+            ServerKey::RrlMinTableSize => {
+                s.rrl.min_table_size =
+                    to_usize(name, ranged(name, &vals[0], 0, u64::MAX, loc)?, loc)?;
+            }
             ServerKey::Directory => {
                 let dir = text();
                 // Unbound chdirs to `directory:` as soon as it reads it ("" does nothing), so
@@ -682,6 +864,22 @@ fn loose_count(vals: &[Token], min: usize) -> usize {
     n
 }
 
+/// How many values a directive that is not known in the current clause takes: the whole
+/// line if it takes the rest of the line in the clause it belongs to (`token: a read env:A`
+/// in `server:`), else as [`loose_count`].
+fn misplaced_count(name: &str, vals: &[Token]) -> usize {
+    let rest_of_line = matches!(
+        directives::server(name),
+        Some(Support::Implemented(key)) if key.arity() == Arity::RestOfLine
+    ) || directives::api(name)
+        .is_some_and(|key| key.arity() == Arity::RestOfLine);
+    if rest_of_line && !vals.is_empty() {
+        vals.len()
+    } else {
+        loose_count(vals, 1)
+    }
+}
+
 /// Whether `name` is a directive or clause this crate knows about, in any clause.
 fn is_known_name(name: &str) -> bool {
     name == "include"
@@ -691,7 +889,23 @@ fn is_known_name(name: &str) -> bool {
 }
 
 fn is_known_directive(name: &str) -> bool {
-    directives::server(name).is_some() || directives::auth_zone(name).is_some()
+    directives::server(name).is_some()
+        || directives::auth_zone(name).is_some()
+        || directives::api(name).is_some()
+        || directives::audit(name).is_some()
+}
+
+/// "a" or "an" for a clause name (`server:`, `auth-zone:`, `api:`, `audit:`).
+fn article(clause: &str) -> &'static str {
+    if clause.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    }
+}
+
+fn with_article(clause: &str) -> String {
+    format!("{} {clause}", article(clause))
 }
 
 fn unknown_clause(name: &str, loc: &Loc) -> Error {
@@ -699,6 +913,26 @@ fn unknown_clause(name: &str, loc: &Loc) -> Error {
         loc,
         format!("unknown clause '{name}:' (or directive '{name}:' without a value)"),
     )
+}
+
+/// Checks the number of values a directive of this arity has; returns how many it takes.
+fn take(name: &str, vals: &[Token], arity: Arity, loc: &Loc) -> Result<usize, Error> {
+    match arity {
+        Arity::Exactly(n) => {
+            need(name, vals, n, loc)?;
+            no_more(name, vals, n, loc)?;
+            Ok(n)
+        }
+        Arity::RestOfLine => {
+            need(name, vals, 1, loc)?;
+            if vals[0].is_quoted() {
+                no_more(name, vals, 1, loc)?;
+                Ok(1)
+            } else {
+                Ok(vals.len())
+            }
+        }
+    }
 }
 
 fn need(name: &str, vals: &[Token], n: usize, loc: &Loc) -> Result<(), Error> {
@@ -776,6 +1010,63 @@ fn ranged(name: &str, tok: &Token, lo: u64, hi: u64, loc: &Loc) -> Result<u64, E
             },
         )),
     }
+}
+
+/// A decimal number that fits in a `u32`.
+fn ranged_u32(name: &str, tok: &Token, loc: &Loc) -> Result<u32, Error> {
+    ranged(name, tok, 0, u32::MAX.into(), loc).map(|v| v as u32)
+}
+
+/// The roles an API token may have.
+const TOKEN_ROLES: [&str; 4] = ["read", "dns", "operator", "admin"];
+
+/// Checks the shape of an `api:` `token: "NAME ROLE SECRET"` (the daemon parses it): three
+/// words separated by single spaces, a known role, a secret given by reference. The secret
+/// word is never repeated in an error: it may be a token written by mistake.
+fn check_token(name: &str, value: &str, loc: &Loc) -> Result<(), Error> {
+    let words: Vec<&str> = value.split(' ').collect();
+    let shape_ok = words
+        .iter()
+        .all(|w| !w.is_empty() && !w.contains(char::is_whitespace));
+    let (true, &[_, role, secret]) = (shape_ok, &words[..]) else {
+        return Err(Error::at(
+            loc,
+            format!(
+                "'{name}:' must be \"NAME ROLE SECRET\": three words separated by single spaces"
+            ),
+        ));
+    };
+    if !TOKEN_ROLES.contains(&role) {
+        return Err(Error::at(
+            loc,
+            format!(
+                "'{name}:' role '{role}' is not one of {}",
+                TOKEN_ROLES.join(", ")
+            ),
+        ));
+    }
+    if let Some(hex) = secret.strip_prefix("sha256:") {
+        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(Error::at(
+                loc,
+                format!("'{name}:' secret 'sha256:' must be followed by 64 hex digits"),
+            ));
+        }
+        return Ok(());
+    }
+    let by_reference = ["env:", "file:"]
+        .iter()
+        .any(|p| secret.strip_prefix(p).is_some_and(|r| !r.is_empty()));
+    if !by_reference {
+        return Err(Error::at(
+            loc,
+            format!(
+                "'{name}:' secret must be sha256:HEX, env:VAR or file:PATH (the token itself \
+                 is never written in the configuration)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn to_usize(name: &str, v: u64, loc: &Loc) -> Result<usize, Error> {

@@ -4,7 +4,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::{Config, Error, Loc, Server, parse_file, parse_str};
+use crate::{Api, Audit, AuditFsync, Config, Error, Loc, Rrl, Server, parse_file, parse_str};
 
 /// A fresh directory under the system temp dir, removed on drop.
 struct TempDir(PathBuf);
@@ -820,4 +820,659 @@ fn unsupported_clause_spans_includes_and_counts_directives() {
         )]
     );
     assert_eq!(c.server.port, 9);
+}
+
+/// The value and line of each located string.
+fn lines(v: &[crate::Located<String>]) -> Vec<(&str, usize)> {
+    v.iter().map(|l| (l.value.as_str(), l.loc.line)).collect()
+}
+
+const SHA: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+#[test]
+fn rrl_api_audit_defaults() {
+    let c = parse("server:\n  port: 53\n");
+    let r = &c.server.rrl;
+    assert_eq!(*r, Rrl::default());
+    assert_eq!((r.responses_per_second, r.all_per_second), (0, 0));
+    assert_eq!(
+        (
+            r.nodata_per_second,
+            r.nxdomains_per_second,
+            r.referrals_per_second,
+            r.errors_per_second
+        ),
+        (None, None, None, None)
+    );
+    assert_eq!((r.window, r.slip), (15, 2));
+    assert_eq!((r.ipv4_prefix_length, r.ipv6_prefix_length), (24, 56));
+    assert!(r.exempt_clients.is_empty());
+    assert_eq!(r.qps_scale, 0);
+    assert!(!r.log_only);
+    assert_eq!((r.max_table_size, r.min_table_size), (20_000, 500));
+    assert!(!r.enabled());
+
+    let a = &c.api;
+    assert_eq!(*a, Api::default());
+    assert!(a.enable);
+    assert!(a.interfaces.is_empty() && a.tokens.is_empty());
+    assert_eq!(a.port, 8053);
+    assert_eq!(
+        (&a.tls_cert, &a.tls_key, &a.state_file),
+        (&None, &None, &None)
+    );
+    assert_eq!(a.max_body, 1 << 20);
+    assert_eq!(a.auth_fail_limit, 10);
+
+    let au = &c.audit;
+    assert_eq!(*au, Audit::default());
+    assert_eq!(au.log, None);
+    assert!(au.keys.is_empty());
+    assert_eq!(au.current_key(), None);
+    assert_eq!(au.checkpoint_every, 1000);
+    assert_eq!(au.fsync, AuditFsync::Entry);
+    assert_eq!(AuditFsync::default(), AuditFsync::Entry);
+
+    // Empty api: and audit: clauses change nothing.
+    let c = parse("api:\naudit:\n");
+    assert_eq!((c.api, c.audit), (Api::default(), Audit::default()));
+    assert!(c.warnings.is_empty());
+}
+
+#[test]
+fn every_rrl_directive() {
+    let c = parse(
+        "server:
+    rrl-responses-per-second: 5
+    rrl-nodata-per-second: 4
+    rrl-nxdomains-per-second: 3
+    rrl-referrals-per-second: 2
+    rrl-errors-per-second: 1
+    rrl-all-per-second: 100
+    rrl-window: 3600
+    rrl-slip: 0
+    rrl-ipv4-prefix-length: 32
+    rrl-ipv6-prefix-length: 128
+    rrl-exempt-clients: 192.0.2.0/24
+    rrl-exempt-clients: \"2001:db8::/32\"
+    rrl-qps-scale: 250
+    rrl-log-only: YES
+    rrl-max-table-size: 1
+    rrl-min-table-size: 0
+",
+    );
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    let r = &c.server.rrl;
+    assert_eq!(r.responses_per_second, 5);
+    assert_eq!(r.nodata_per_second, Some(4));
+    assert_eq!(r.nxdomains_per_second, Some(3));
+    assert_eq!(r.referrals_per_second, Some(2));
+    assert_eq!(r.errors_per_second, Some(1));
+    assert_eq!(r.all_per_second, 100);
+    assert_eq!(r.window, 3600);
+    assert_eq!(r.slip, 0);
+    assert_eq!((r.ipv4_prefix_length, r.ipv6_prefix_length), (32, 128));
+    assert_eq!(
+        lines(&r.exempt_clients),
+        [("192.0.2.0/24", 12), ("2001:db8::/32", 13)]
+    );
+    assert_eq!(r.exempt_clients[0].loc.to_string(), "t.conf:12");
+    assert_eq!(r.qps_scale, 250);
+    assert!(r.log_only);
+    assert_eq!((r.max_table_size, r.min_table_size), (1, 0));
+    assert!(r.enabled());
+    // The other ends of the ranges.
+    let c = parse(
+        "server:\n  rrl-window: 1\n  rrl-slip: 10\n  rrl-ipv4-prefix-length: 0\n  \
+         rrl-ipv6-prefix-length: 0\n  rrl-responses-per-second: 4294967295\n  \
+         rrl-nodata-per-second: 0\n",
+    );
+    let r = &c.server.rrl;
+    assert_eq!((r.window, r.slip), (1, 10));
+    assert_eq!((r.ipv4_prefix_length, r.ipv6_prefix_length), (0, 0));
+    assert_eq!(r.responses_per_second, u32::MAX);
+    assert_eq!(
+        r.nodata_per_second,
+        Some(0),
+        "0 given is not 'as responses'"
+    );
+}
+
+#[test]
+fn rrl_enabled_when_any_rate_is_set() {
+    let enabled = |text: &str| parse(&format!("server:\n  {text}\n")).server.rrl.enabled();
+    assert!(!enabled("rrl-window: 5"));
+    assert!(!enabled("rrl-responses-per-second: 0"));
+    assert!(!enabled("rrl-nxdomains-per-second: 0"));
+    assert!(enabled("rrl-responses-per-second: 10"));
+    assert!(enabled("rrl-all-per-second: 10"));
+    assert!(enabled("rrl-nodata-per-second: 1"));
+    assert!(enabled("rrl-nxdomains-per-second: 1"));
+    assert!(enabled("rrl-referrals-per-second: 1"));
+    assert!(enabled("rrl-errors-per-second: 1"));
+}
+
+#[test]
+fn every_api_directive() {
+    let c = parse(&format!(
+        r#"api:
+    enable: no
+    interface: 127.0.0.1
+    interface: "[::1]@9443"
+    port: 9000
+    token: "ci read sha256:{SHA}"
+    token: ops operator env:SKUA_OPS_TOKEN
+    token: 'root admin file:/etc/skua/admin.token'
+    token: dns-bot dns file:/run/secrets/dns
+    tls-cert: /etc/skua/api.crt
+    tls-key: "/etc/skua/api.key"
+    max-body: 64k
+    auth-fail-limit: 3
+    state-file: /var/lib/skua/api-state.json
+"#
+    ));
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    let a = &c.api;
+    assert!(!a.enable);
+    assert_eq!(lines(&a.interfaces), [("127.0.0.1", 3), ("[::1]@9443", 4)]);
+    assert_eq!(a.port, 9000);
+    let ci = format!("ci read sha256:{SHA}");
+    assert_eq!(
+        lines(&a.tokens),
+        [
+            (ci.as_str(), 6),
+            ("ops operator env:SKUA_OPS_TOKEN", 7),
+            ("root admin file:/etc/skua/admin.token", 8),
+            ("dns-bot dns file:/run/secrets/dns", 9),
+        ]
+    );
+    let cert = a.tls_cert.as_ref().unwrap();
+    assert_eq!(
+        (cert.value.as_str(), cert.loc.line),
+        ("/etc/skua/api.crt", 10)
+    );
+    let key = a.tls_key.as_ref().unwrap();
+    assert_eq!(
+        (key.value.as_str(), key.loc.line),
+        ("/etc/skua/api.key", 11)
+    );
+    assert_eq!(a.max_body, 64 << 10);
+    assert_eq!(a.auth_fail_limit, 3);
+    let state = a.state_file.as_ref().unwrap();
+    assert_eq!(state.value, "/var/lib/skua/api-state.json");
+    assert_eq!(state.loc.to_string(), "t.conf:14");
+    // Sizes as so-rcvbuf:, down to 1k.
+    assert_eq!(parse("api:\n  max-body: 1m\n").api.max_body, 1 << 20);
+    assert_eq!(parse("api:\n  max-body: 1024\n").api.max_body, 1024);
+    assert_eq!(parse("api:\n  max-body: 1k\n").api.max_body, 1024);
+    // Several directives on one line, as in server:.
+    let c = parse("api: port: 1 enable: yes\n");
+    assert_eq!((c.api.port, c.api.enable), (1, true));
+}
+
+#[test]
+fn every_audit_directive() {
+    let c = parse(
+        "audit:
+    log: /var/log/skua/audit.log
+    key: file:/etc/skua/audit-2023.key
+    key: \"env:SKUA_AUDIT_KEY\"
+    checkpoint-every: 1
+    fsync: batch
+",
+    );
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    let a = &c.audit;
+    let log = a.log.as_ref().unwrap();
+    assert_eq!(
+        (log.value.as_str(), log.loc.line),
+        ("/var/log/skua/audit.log", 2)
+    );
+    assert_eq!(
+        lines(&a.keys),
+        [
+            ("file:/etc/skua/audit-2023.key", 3),
+            ("env:SKUA_AUDIT_KEY", 4)
+        ]
+    );
+    let current = a.current_key().unwrap();
+    assert_eq!(
+        (current.value.as_str(), current.loc.line),
+        ("env:SKUA_AUDIT_KEY", 4),
+        "the last key: signs"
+    );
+    assert_eq!(a.checkpoint_every, 1);
+    assert_eq!(a.fsync, AuditFsync::Batch);
+    assert_eq!(
+        parse("audit:\n  fsync: entry\n").audit.fsync,
+        AuditFsync::Entry
+    );
+    assert_eq!(
+        parse("audit:\n  checkpoint-every: 18446744073709551615\n")
+            .audit
+            .checkpoint_every,
+        u64::MAX
+    );
+    // Keys without a log (e.g. only for verification) are fine.
+    let c = parse("audit:\n  key: env:K\n");
+    assert_eq!(c.audit.log, None);
+    assert_eq!(c.audit.keys.len(), 1);
+}
+
+#[test]
+fn api_and_audit_clauses_merge_like_server() {
+    let c = parse(
+        "api:
+  port: 9000
+  interface: 127.0.0.1
+  token: a read env:A
+  tls-cert: /a.crt
+audit:
+  log: /first.log
+  checkpoint-every: 10
+server:
+  port: 5353
+  rrl-exempt-clients: 10.0.0.0/8
+api:
+  port: 9001
+  interface: ::1
+  token: b admin env:B
+  tls-key: /a.key
+audit:
+  key: file:/old.key
+  log: /second.log
+audit:
+  key: file:/new.key
+server:
+  rrl-exempt-clients: ::1/128
+  rrl-slip: 1
+",
+    );
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    let a = &c.api;
+    assert_eq!(a.port, 9001, "a later value replaces an earlier one");
+    assert_eq!(lines(&a.interfaces), [("127.0.0.1", 3), ("::1", 14)]);
+    assert_eq!(
+        lines(&a.tokens),
+        [("a read env:A", 4), ("b admin env:B", 15)]
+    );
+    assert_eq!(a.tls_cert.as_ref().unwrap().loc.line, 5);
+    assert_eq!(a.tls_key.as_ref().unwrap().loc.line, 16);
+    let au = &c.audit;
+    assert_eq!(au.log.as_ref().unwrap().value, "/second.log");
+    assert_eq!(au.checkpoint_every, 10);
+    assert_eq!(
+        lines(&au.keys),
+        [("file:/old.key", 18), ("file:/new.key", 21)]
+    );
+    assert_eq!(au.current_key().unwrap().value, "file:/new.key");
+    assert_eq!(c.server.port, 5353);
+    assert_eq!(
+        lines(&c.server.rrl.exempt_clients),
+        [("10.0.0.0/8", 11), ("::1/128", 23)]
+    );
+    assert_eq!(c.server.rrl.slip, 1);
+}
+
+#[test]
+fn rrl_api_audit_errors_name_file_line_and_reason() {
+    let cases: &[(&str, &str)] = &[
+        // rrl-* in server:
+        (
+            "server:\n  rrl-responses-per-second: 4294967296\n",
+            "t.conf:2: 'rrl-responses-per-second:' value 4294967296 is out of range \
+             (0-4294967295)",
+        ),
+        (
+            "server:\n  rrl-nodata-per-second: -1\n",
+            "t.conf:2: 'rrl-nodata-per-second:' must be a decimal number, not '-1'",
+        ),
+        (
+            "server:\n  rrl-nxdomains-per-second: many\n",
+            "t.conf:2: 'rrl-nxdomains-per-second:' must be a decimal number, not 'many'",
+        ),
+        (
+            "server:\n  rrl-referrals-per-second: 1.5\n",
+            "t.conf:2: 'rrl-referrals-per-second:' must be a decimal number, not '1.5'",
+        ),
+        (
+            "server:\n  rrl-errors-per-second: 99999999999\n",
+            "t.conf:2: 'rrl-errors-per-second:' value 99999999999 is out of range \
+             (0-4294967295)",
+        ),
+        (
+            "server:\n  rrl-all-per-second:\n",
+            "t.conf:2: 'rrl-all-per-second:' needs a value",
+        ),
+        (
+            "server:\n  rrl-window: 0\n",
+            "t.conf:2: 'rrl-window:' value 0 is out of range (1-3600)",
+        ),
+        (
+            "server:\n  rrl-window: 3601\n",
+            "t.conf:2: 'rrl-window:' value 3601 is out of range (1-3600)",
+        ),
+        (
+            "server:\n  rrl-slip: 11\n",
+            "t.conf:2: 'rrl-slip:' value 11 is out of range (0-10)",
+        ),
+        (
+            "server:\n  rrl-ipv4-prefix-length: 33\n",
+            "t.conf:2: 'rrl-ipv4-prefix-length:' value 33 is out of range (0-32)",
+        ),
+        (
+            "server:\n  rrl-ipv6-prefix-length: 129\n",
+            "t.conf:2: 'rrl-ipv6-prefix-length:' value 129 is out of range (0-128)",
+        ),
+        (
+            "server:\n  rrl-exempt-clients: 10.0.0.0/8 192.0.2.0/24\n",
+            "t.conf:2: 'rrl-exempt-clients:' takes one value, found more: '192.0.2.0/24' \
+             (quote a value that contains spaces)",
+        ),
+        (
+            "server:\n  rrl-qps-scale: x\n",
+            "t.conf:2: 'rrl-qps-scale:' must be a decimal number, not 'x'",
+        ),
+        (
+            "server:\n  rrl-log-only: 1\n",
+            "t.conf:2: 'rrl-log-only:' must be yes or no, not '1'",
+        ),
+        (
+            "server:\n  rrl-max-table-size: 0\n",
+            "t.conf:2: 'rrl-max-table-size:' value 0 is out of range (at least 1)",
+        ),
+        (
+            "server:\n  rrl-min-table-size: lots\n",
+            "t.conf:2: 'rrl-min-table-size:' must be a decimal number, not 'lots'",
+        ),
+        // api:
+        (
+            "api:\n  enable: maybe\n",
+            "t.conf:2: 'enable:' must be yes or no, not 'maybe'",
+        ),
+        (
+            "api:\n  port: 0\n",
+            "t.conf:2: 'port:' value 0 is out of range (1-65535)",
+        ),
+        (
+            "api:\n  port: 65536\n",
+            "t.conf:2: 'port:' value 65536 is out of range (1-65535)",
+        ),
+        (
+            "api:\n  interface:\n",
+            "t.conf:2: 'interface:' needs a value",
+        ),
+        (
+            "api:\n  interface: 127.0.0.1 ::1\n",
+            "t.conf:2: 'interface:' takes one value, found more: '::1' (quote a value that \
+             contains spaces)",
+        ),
+        ("api:\n  token:\n", "t.conf:2: 'token:' needs a value"),
+        (
+            "api:\n  token: ci read\n",
+            "t.conf:2: 'token:' must be \"NAME ROLE SECRET\": three words separated by single \
+             spaces",
+        ),
+        (
+            "api:\n  token: \"ci read env:A extra\"\n",
+            "t.conf:2: 'token:' must be \"NAME ROLE SECRET\": three words separated by single \
+             spaces",
+        ),
+        (
+            "api:\n  token: \"ci  read env:A\"\n",
+            "t.conf:2: 'token:' must be \"NAME ROLE SECRET\": three words separated by single \
+             spaces",
+        ),
+        (
+            "api:\n  token: \"ci\tread env:A\"\n",
+            "t.conf:2: 'token:' must be \"NAME ROLE SECRET\": three words separated by single \
+             spaces",
+        ),
+        (
+            "api:\n  token: \"\"\n",
+            "t.conf:2: 'token:' must be \"NAME ROLE SECRET\": three words separated by single \
+             spaces",
+        ),
+        (
+            "api:\n  token: \"ci read env:A\" extra\n",
+            "t.conf:2: 'token:' takes one value, found more: 'extra' (quote a value that \
+             contains spaces)",
+        ),
+        (
+            "api:\n  token: ci root env:A\n",
+            "t.conf:2: 'token:' role 'root' is not one of read, dns, operator, admin",
+        ),
+        (
+            "api:\n  token: ci Admin env:A\n",
+            "t.conf:2: 'token:' role 'Admin' is not one of read, dns, operator, admin",
+        ),
+        (
+            "api:\n  token: ci read hunter2\n",
+            "t.conf:2: 'token:' secret must be sha256:HEX, env:VAR or file:PATH (the token \
+             itself is never written in the configuration)",
+        ),
+        (
+            "api:\n  token: ci read env:\n",
+            "t.conf:2: 'token:' secret must be sha256:HEX, env:VAR or file:PATH (the token \
+             itself is never written in the configuration)",
+        ),
+        (
+            "api:\n  token: ci read file:\n",
+            "t.conf:2: 'token:' secret must be sha256:HEX, env:VAR or file:PATH (the token \
+             itself is never written in the configuration)",
+        ),
+        (
+            "api:\n  token: ci read sha512:abcd\n",
+            "t.conf:2: 'token:' secret must be sha256:HEX, env:VAR or file:PATH (the token \
+             itself is never written in the configuration)",
+        ),
+        (
+            "api:\n  token: ci read sha256:abcd\n",
+            "t.conf:2: 'token:' secret 'sha256:' must be followed by 64 hex digits",
+        ),
+        (
+            "api:\n  tls-cert: /a.crt\n  port: 1\n",
+            "t.conf:2: 'tls-cert:' without 'tls-key:' in api: (give both or neither)",
+        ),
+        (
+            "server:\napi:\n  port: 1\napi:\n  tls-key: /a.key\nserver:\n",
+            "t.conf:5: 'tls-key:' without 'tls-cert:' in api: (give both or neither)",
+        ),
+        (
+            "api:\n  max-body: 1023\n",
+            "t.conf:2: 'max-body:' size '1023' is too small (at least 1k)",
+        ),
+        (
+            "api:\n  max-body: 0\n",
+            "t.conf:2: 'max-body:' size '0' is too small (at least 1k)",
+        ),
+        (
+            "api:\n  max-body: big\n",
+            "t.conf:2: 'max-body:' must be a size (a number of bytes, or with k, m or g as in \
+             '4m'), not 'big'",
+        ),
+        (
+            "api:\n  auth-fail-limit: 4294967296\n",
+            "t.conf:2: 'auth-fail-limit:' value 4294967296 is out of range (0-4294967295)",
+        ),
+        (
+            "api:\n  auth-fail-limit: ten\n",
+            "t.conf:2: 'auth-fail-limit:' must be a decimal number, not 'ten'",
+        ),
+        (
+            "api:\n  state-file:\n",
+            "t.conf:2: 'state-file:' needs a value",
+        ),
+        // audit:
+        (
+            "audit:\n  key: /etc/skua/audit.key\n",
+            "t.conf:2: 'key:' must be file:PATH or env:VAR (the key itself is never written \
+             in the configuration)",
+        ),
+        (
+            "audit:\n  key: \"file:\"\n",
+            "t.conf:2: 'key:' must be file:PATH or env:VAR (the key itself is never written \
+             in the configuration)",
+        ),
+        (
+            "audit:\n  key: sha256:abcd\n",
+            "t.conf:2: 'key:' must be file:PATH or env:VAR (the key itself is never written \
+             in the configuration)",
+        ),
+        (
+            "audit:\n  checkpoint-every: 0\n",
+            "t.conf:2: 'checkpoint-every:' value 0 is out of range (at least 1)",
+        ),
+        (
+            "audit:\n  fsync: always\n",
+            "t.conf:2: 'fsync:' must be entry or batch, not 'always'",
+        ),
+        ("audit:\n  log:\n", "t.conf:2: 'log:' needs a value"),
+        (
+            "server:\n\naudit:\n  log: /var/log/audit.log\n  fsync: entry\n",
+            "t.conf:3: audit: clause with 'log:' but no 'key:' (the audit log needs a signing \
+             key: 'key: file:PATH' or 'key: env:VAR')",
+        ),
+        (
+            "audit:\n  checkpoint-every: 5\naudit:\n  log: /a.log\n",
+            "t.conf:3: audit: clause with 'log:' but no 'key:' (the audit log needs a signing \
+             key: 'key: file:PATH' or 'key: env:VAR')",
+        ),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(&err(text), expected, "for {text:?}");
+    }
+    // A secret written by mistake is not repeated in the error.
+    assert!(!err("api:\n  token: ci read hunter2\n").contains("hunter2"));
+    assert!(!err("audit:\n  key: s3cr3t\n").contains("s3cr3t"));
+    // Errors in included files name the included file.
+    let dir = TempDir::new("apierr");
+    let d = dir.0.display();
+    dir.write("api.conf", "# tokens\n  token: ci read\n");
+    assert_eq!(
+        err(&format!("api:\n  include: {d}/api.conf\n")),
+        format!(
+            "{d}/api.conf:2: 'token:' must be \"NAME ROLE SECRET\": three words separated by \
+             single spaces"
+        )
+    );
+}
+
+#[test]
+fn unknown_directives_in_api_and_audit_warn_as_elsewhere() {
+    let c = parse(
+        "api:
+  bogus: 1
+  verbosity: 3
+  log: /x.log
+  name: example.
+  port: 9000
+audit:
+  frob: 1 2
+  port: 99
+  token: a read env:A
+  key: env:K
+server:
+  enable: yes
+  key: env:K
+  token: b admin env:B
+auth-zone:
+  name: example.
+  token: a read env:A
+",
+    );
+    assert_eq!(
+        warnings(&c),
+        [
+            (2, "unknown api: directive 'bogus', ignored"),
+            (
+                3,
+                "'verbosity:' is a server: directive, not an api: one; ignored (is a \
+                 'server:' line missing?)"
+            ),
+            (
+                4,
+                "'log:' is an audit: directive, not an api: one; ignored (is an 'audit:' \
+                 line missing?)"
+            ),
+            (
+                5,
+                "'name:' is an auth-zone: directive, not an api: one; ignored (is an \
+                 'auth-zone:' line missing?)"
+            ),
+            (8, "unknown audit: directive 'frob', ignored"),
+            (
+                9,
+                "'port:' is a server: directive, not an audit: one; ignored (is a 'server:' \
+                 line missing?)"
+            ),
+            (
+                10,
+                "'token:' is an api: directive, not an audit: one; ignored (is an 'api:' line \
+                 missing?)"
+            ),
+            (
+                13,
+                "unknown server: directive 'enable', ignored ('enable:' belongs in an api: \
+                 clause)"
+            ),
+            (
+                14,
+                "unknown server: directive 'key', ignored ('key:' belongs in an audit: \
+                 clause)"
+            ),
+            (
+                15,
+                "unknown server: directive 'token', ignored ('token:' belongs in an api: \
+                 clause)"
+            ),
+            (
+                18,
+                "'token:' is an api: directive, not an auth-zone: one; ignored (is an 'api:' \
+                 line missing?)"
+            ),
+        ]
+    );
+    assert_eq!(c.server.verbosity, 1, "verbosity: inside api: is ignored");
+    assert_eq!(c.server.port, 53, "port: inside audit: is ignored");
+    assert_eq!(c.api.port, 9000);
+    assert_eq!(c.audit.log, None);
+    assert_eq!(lines(&c.audit.keys), [("env:K", 11)]);
+    assert!(c.api.tokens.is_empty());
+    // Without a value, an unknown name is an unknown clause, as in server: and auth-zone:.
+    assert_eq!(
+        err("api:\n  bogus:\n"),
+        "t.conf:2: unknown clause 'bogus:' (or directive 'bogus:' without a value)"
+    );
+    assert_eq!(
+        err("audit:\n  frob: port: 1\n"),
+        "t.conf:2: unknown clause 'frob:' (or directive 'frob:' without a value)"
+    );
+    // api: and audit: directives outside any clause.
+    assert_eq!(
+        err("token: a read env:A\n"),
+        "t.conf:1: 'token:' is outside any clause (is a 'server:' line missing?)"
+    );
+}
+
+#[test]
+fn remote_control_stays_an_unsupported_clause() {
+    let c = parse(
+        "remote-control:
+  control-enable: yes
+  control-interface: 127.0.0.1
+  control-port: 8953
+api:
+  port: 9000
+",
+    );
+    assert_eq!(
+        warnings(&c),
+        [(
+            1,
+            "clause 'remote-control:' is not supported yet; its 3 directives are ignored"
+        )]
+    );
+    assert_eq!(c.api.port, 9000);
+    assert_eq!(c.server.port, 53);
 }
