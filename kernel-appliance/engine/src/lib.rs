@@ -43,6 +43,7 @@ mod general;
 pub mod localzone;
 pub mod name;
 pub mod rr;
+pub mod stats;
 pub mod store;
 #[doc(hidden)]
 pub mod testing;

@@ -15,9 +15,14 @@
 
 #![forbid(unsafe_code)]
 
+pub mod api;
+pub mod auth;
 pub mod bench;
+pub mod control;
 pub mod load;
 pub mod log;
+pub mod metrics;
 pub mod notify;
 pub mod server;
+pub mod state;
 pub mod xdp;

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use skua_engine::{Engine, Outcome, Request, Transport};
@@ -19,8 +19,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 
+use crate::api;
+use crate::control::{self, Control, DataplaneState};
 use crate::load::{self, Loaded, Settings};
 use crate::log;
+use crate::state::Overlay;
 
 /// Datagrams per `recvmmsg`/`sendmmsg`.
 const BATCH: usize = 64;
@@ -32,19 +35,8 @@ const TCP_SNDBUF: usize = 64 * 1024;
 /// How often blocked UDP workers look at the stop flag.
 const POLL: Duration = Duration::from_millis(200);
 
-/// Per-worker counters (one cache line each, written by one thread).
-#[repr(align(64))]
-#[derive(Default)]
-pub struct WorkerStats {
-    /// Queries received.
-    pub queries: AtomicU64,
-    /// Replies sent.
-    pub replies: AtomicU64,
-    /// Queries dropped (ACL, deny zones, malformed).
-    pub dropped: AtomicU64,
-    /// Replies from the precompiled hot path.
-    pub hot: AtomicU64,
-}
+/// Per-worker counters (written by one thread each).
+pub use skua_engine::stats::Counters as WorkerStats;
 
 /// State shared by every worker.
 pub struct Shared {
@@ -75,21 +67,39 @@ impl Source {
             Self::File(p) => load::load_file(p),
         }
     }
-}
 
-fn count(s: &WorkerStats, o: &Outcome) {
-    s.queries.fetch_add(1, Ordering::Relaxed);
-    match o {
-        Outcome::Reply { info, .. } => {
-            s.replies.fetch_add(1, Ordering::Relaxed);
-            if info.hot {
-                s.hot.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        Outcome::Drop { .. } => {
-            s.dropped.fetch_add(1, Ordering::Relaxed);
+    /// Parses it (without compiling), with the directory relative zone files are looked
+    /// up in.
+    pub fn parse(&self) -> Result<(skua_config::Config, Option<PathBuf>), load::LoadError> {
+        match self {
+            Self::Default => skua_config::parse_str(load::DEFAULT_CONFIG, "<embedded default>")
+                .map(|c| (c, None))
+                .map_err(|e| load::LoadError(e.to_string())),
+            Self::File(p) => skua_config::parse_file(p)
+                .map(|c| (c, p.parent().map(std::path::Path::to_path_buf)))
+                .map_err(|e| load::LoadError(e.to_string())),
         }
     }
+
+    /// For logs and the API.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Default => "<embedded default>".into(),
+            Self::File(p) => p.display().to_string(),
+        }
+    }
+}
+
+/// QTYPE of a query's question (a few bytes past the name; `None` if malformed).
+fn query_type(q: &[u8]) -> Option<u16> {
+    let name = q.get(12..)?;
+    let len = skua_engine::name::wire_name_len(name)?;
+    let t = name.get(len..len + 2)?;
+    Some(u16::from_be_bytes([t[0], t[1]]))
+}
+
+fn count(s: &WorkerStats, o: &Outcome, q: &[u8]) {
+    s.record(o, query_type(q));
 }
 
 fn inform(o: &Outcome, peer: SocketAddr, q: &[u8]) {
@@ -135,6 +145,7 @@ fn udp_worker(
         if n == 0 {
             continue;
         }
+        let t0 = Instant::now();
         let engine = shared.engine.load();
         for i in 0..n {
             let Some((q, peer)) = rx.get(i) else { continue };
@@ -144,7 +155,7 @@ fn udp_worker(
                 transport: Transport::Udp,
             };
             let o = engine.handle_query(&req, q, out);
-            count(stats, &o);
+            count(stats, &o, q);
             inform(&o, peer, q);
             if let Outcome::Reply { len, .. } = o {
                 tx.push(len, peer);
@@ -155,6 +166,7 @@ fn udp_worker(
         {
             log::warn(format_args!("worker {idx}: sendmmsg: {e}"));
         }
+        stats.record_latency(t0.elapsed().as_nanos() as u64, n as u64);
     }
 }
 
@@ -199,7 +211,7 @@ async fn tcp_conn(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>, idle
             transport: Transport::Tcp,
         };
         let o = engine.handle_query(&req, &q[..n], &mut out[2..]);
-        count(stats, &o);
+        count(stats, &o, &q[..n]);
         inform(&o, peer, &q[..n]);
         match o {
             Outcome::Reply { len, .. } => {
@@ -286,15 +298,27 @@ fn bind_tcp(s: &Settings) -> io::Result<Vec<std::net::TcpListener>> {
 
 /// Runs the daemon until SIGTERM/SIGINT.
 pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), String> {
-    let loaded = source
-        .load()
+    let started = Instant::now();
+    let (cfg, dir) = source
+        .parse()
         .map_err(|e| format!("cannot load configuration: {e}"))?;
+    let state_path = control::state_path(&cfg, dir.as_deref());
+    let overlay = match &state_path {
+        Some(p) => Overlay::load(p).map_err(|e| format!("cannot load the API state file: {e}"))?,
+        None => Overlay::default(),
+    };
+    let mut merged = cfg.clone();
+    if let Some(p) = &state_path {
+        overlay.merge_into(&mut merged.server, p);
+    }
+    let loaded = load::load_config(merged.clone(), dir.clone())
+        .map_err(|e| format!("cannot load configuration: {e}"))?;
+    let api_state = api::api_state(&cfg).map_err(|e| format!("api: {e}"))?;
     log::set_verbosity(loaded.settings.verbosity);
     log::install_bridge();
     for w in &loaded.warnings {
         log::warn(format_args!("{w}"));
     }
-    skua_netio::release_free_memory();
     log::info(format_args!(
         "loaded {} records, {} names in {:.1} ms ({} KiB of answer tables)",
         loaded.records,
@@ -302,7 +326,12 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
         loaded.elapsed.as_secs_f64() * 1e3,
         loaded.engine.heap_bytes() / 1024
     ));
-    let settings = loaded.settings.clone();
+    let view = control::make_view(&merged, &loaded, state_path.as_deref());
+    drop(merged);
+    let Loaded {
+        engine, settings, ..
+    } = loaded;
+    skua_netio::release_free_memory();
     // The runtime and the signal handlers come first: a SIGHUP or SIGTERM that arrives as
     // soon as we answer must find its handler, not the default action (which kills).
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -325,8 +354,11 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
     };
     let udp = bind_udp(&settings).map_err(|e| format!("cannot listen: {e}"))?;
     let tcp = bind_tcp(&settings).map_err(|e| format!("cannot listen: {e}"))?;
+    let api_listeners = rt
+        .block_on(api::bind(&cfg))
+        .map_err(|e| format!("api: {e}"))?;
     let shared = Arc::new(Shared {
-        engine: ArcSwap::from_pointee(loaded.engine),
+        engine: ArcSwap::from_pointee(engine),
         stop: AtomicBool::new(false),
         generation: AtomicU64::new(0),
         stats: (0..=udp.len()).map(|_| WorkerStats::default()).collect(),
@@ -357,10 +389,24 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
     for a in &settings.tcp {
         log::info(format_args!("listening on {a} tcp"));
     }
+    let ctl = Arc::new(Control::new(
+        source,
+        shared.clone(),
+        cfg,
+        dir,
+        settings.clone(),
+        overlay,
+        state_path,
+        view,
+        api_state,
+        started,
+    ));
     // XDP comes after the sockets: the kernel path is always there to fall back to, and
     // what the XDP program passes (TCP, fragments, other queues) lands on it.
-    let mut plane = match crate::xdp::start(&settings, xdp_opts, &shared, &slow) {
-        Ok(p) => p,
+    let (plane, state) = match crate::xdp::start(&settings, xdp_opts, &shared, &slow) {
+        Ok(crate::xdp::Started::Running(p)) => (Some(p), DataplaneState::Xdp),
+        Ok(crate::xdp::Started::NotUsed) => (None, DataplaneState::Sockets),
+        Ok(crate::xdp::Started::FellBack(why)) => (None, DataplaneState::Degraded(why)),
         Err(e) => {
             shared.stop.store(true, Ordering::Relaxed);
             for w in workers {
@@ -369,6 +415,9 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
             return Err(e);
         }
     };
+    let on_xdp = plane.is_some();
+    *ctl.plane.lock().unwrap_or_else(|e| e.into_inner()) = plane;
+    *ctl.dataplane.lock().unwrap_or_else(|e| e.into_inner()) = state;
     let result = rt.block_on(async {
         let limit = Arc::new(Semaphore::new(settings.tcp_limit));
         for l in tcp {
@@ -381,14 +430,15 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
                 settings.tcp_idle,
             ));
         }
-        let dump = || {
-            log::info(format_args!("stats: {}", socket_summary(&shared)));
-            if let Some(p) = plane.as_ref() {
-                for line in p.summary() {
-                    log::info(format_args!("{line}"));
-                }
-            }
-        };
+        let (api_stop, api_stopped) = tokio::sync::watch::channel(false);
+        for l in api_listeners {
+            let mut rx = api_stopped.clone();
+            let addr = l.local_addr().map_err(|e| e.to_string())?;
+            log::info(format_args!("api: listening on http://{addr}"));
+            tokio::spawn(api::serve(l, ctl.clone(), async move {
+                let _ = rx.wait_for(|s| *s).await;
+            }));
+        }
         crate::notify::notify(&format!(
             "READY=1\nSTATUS=serving on {} ({})",
             settings
@@ -397,31 +447,18 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
                 .map(|a| a.to_string())
                 .collect::<Vec<_>>()
                 .join(" "),
-            if plane.is_some() {
-                "AF_XDP"
-            } else {
-                "kernel sockets"
-            }
+            if on_xdp { "AF_XDP" } else { "kernel sockets" }
         ));
-        let hooks = ReloadHooks {
-            before_swap: &|| {
-                if let Some(p) = plane.as_ref() {
-                    p.suspend_answers();
-                }
-            },
-            after_swap: &|e: &Engine| {
-                if let Some(p) = plane.as_ref() {
-                    p.resume_answers(e);
-                }
-            },
-        };
-        signals(sigs, &source, &shared, &settings, &dump, &hooks).await
+        let r = signals(sigs, &ctl).await;
+        let _ = api_stop.send(true);
+        r
     });
     shared.stop.store(true, Ordering::Relaxed);
     for w in workers {
         let _ = w.join();
     }
-    if let Some(p) = plane.as_mut() {
+    let plane = ctl.plane.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(mut p) = plane {
         for line in p.summary() {
             log::info(format_args!("{line}"));
         }
@@ -434,19 +471,14 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
 
 /// Kernel-socket counters, one line.
 fn socket_summary(shared: &Shared) -> String {
-    let total = |f: fn(&WorkerStats) -> &AtomicU64| -> u64 {
-        shared
-            .stats
-            .iter()
-            .map(|s| f(s).load(Ordering::Relaxed))
-            .sum()
-    };
+    let mut t = skua_engine::stats::Totals::default();
+    for s in &shared.stats {
+        s.sum_into(&mut t);
+    }
+    let dropped: u64 = t.dropped.iter().sum();
     format!(
         "{} queries, {} replies ({} hot path), {} dropped (kernel sockets)",
-        total(|s| &s.queries),
-        total(|s| &s.replies),
-        total(|s| &s.hot),
-        total(|s| &s.dropped)
+        t.queries, t.replies, t.hot, dropped
     )
 }
 
@@ -458,23 +490,9 @@ struct Signals {
     int: tokio::signal::unix::Signal,
 }
 
-/// What the XDP plane does around an engine swap (answers in the program off before, back
-/// on with the new engine's answers after).
-struct ReloadHooks<'a> {
-    before_swap: &'a dyn Fn(),
-    after_swap: &'a dyn Fn(&Engine),
-}
-
 /// SIGHUP reloads (a bad configuration is rejected and the old one keeps serving);
 /// SIGUSR1 logs the counters; SIGTERM and SIGINT stop.
-async fn signals(
-    sigs: Signals,
-    source: &Source,
-    shared: &Arc<Shared>,
-    settings: &Settings,
-    dump: &dyn Fn(),
-    hooks: &ReloadHooks<'_>,
-) -> Result<(), String> {
+async fn signals(sigs: Signals, ctl: &Arc<Control>) -> Result<(), String> {
     let Signals {
         mut usr1,
         mut hup,
@@ -485,31 +503,21 @@ async fn signals(
         tokio::select! {
             _ = hup.recv() => {
                 crate::notify::notify("RELOADING=1");
-                let src = source.clone();
-                match tokio::task::spawn_blocking(move || src.load()).await {
-                    Ok(Ok(new)) => {
-                        for w in &new.warnings {
-                            log::warn(format_args!("{w}"));
-                        }
-                        if new.settings != *settings {
-                            log::warn(format_args!("reload: listener settings changed (interfaces, ports, threads, buffers); they take effect at restart"));
-                        }
-                        log::set_verbosity(new.settings.verbosity);
-                        (hooks.before_swap)();
-                        let engine = Arc::new(new.engine);
-                        shared.engine.store(engine.clone());
-                        shared.generation.fetch_add(1, Ordering::Release);
-                        (hooks.after_swap)(&engine);
-                        skua_netio::release_free_memory();
-                        log::info(format_args!("reloaded: {} records in {:.1} ms", new.records, new.elapsed.as_secs_f64() * 1e3));
-                    }
-                    Ok(Err(e)) => log::error(format_args!("reload rejected, still serving the previous configuration: {e}")),
-                    Err(e) => log::error(format_args!("reload failed: {e}")),
+                match ctl.reload().await {
+                    Ok(a) => log::info(format_args!("reloaded: {} records in {:.1} ms", a.records, a.elapsed_ms)),
+                    Err(e) => log::error(format_args!("reload rejected, still serving the previous configuration: {}", e.message())),
                 }
                 // Old or new, a configuration is serving again.
                 crate::notify::notify("READY=1");
             }
-            _ = usr1.recv() => dump(),
+            _ = usr1.recv() => {
+                log::info(format_args!("stats: {}", socket_summary(&ctl.shared)));
+                if let Some(p) = ctl.plane.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                    for line in p.summary() {
+                        log::info(format_args!("{line}"));
+                    }
+                }
+            }
             _ = term.recv() => {
                 crate::notify::notify("STOPPING=1");
                 return Ok(());

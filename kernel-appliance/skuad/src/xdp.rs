@@ -262,28 +262,56 @@ impl XdpPlane {
     }
 }
 
+impl XdpPlane {
+    /// Each program's counters, by interface (for metrics).
+    pub fn program_stats(&self) -> Vec<(String, Vec<(&'static str, u64)>)> {
+        self.programs()
+            .iter()
+            .filter_map(|a| {
+                let st = a.program.stats().ok()?;
+                Some((
+                    a.ifname.clone(),
+                    abi::Stat::ALL
+                        .iter()
+                        .map(|k| (k.name(), st[*k as usize]))
+                        .collect(),
+                ))
+            })
+            .collect()
+    }
+}
+
 impl Drop for XdpPlane {
     fn drop(&mut self) {
         self.shutdown();
     }
 }
 
-/// Starts the XDP dataplane per `opts`. `Ok(None)`: not running (off, or fell back — the
-/// reason is logged). `Err`: required and impossible.
+/// What [`start`] did.
+pub enum Started {
+    /// Running.
+    Running(XdpPlane),
+    /// Not wanted (`--no-xdp`) or nothing to attach to (served addresses on loopback only).
+    NotUsed,
+    /// Wanted, but its start or self-test failed: kernel sockets serve (reason logged).
+    FellBack(String),
+}
+
+/// Starts the XDP dataplane per `opts`. `Err`: required and impossible.
 pub fn start(
     settings: &Settings,
     opts: &XdpOptions,
     shared: &Arc<Shared>,
     slow: &[UdpSocket],
-) -> Result<Option<XdpPlane>, String> {
+) -> Result<Started, String> {
     if opts.policy == XdpPolicy::Off {
         log::info(format_args!(
             "xdp: disabled (--no-xdp); serving through kernel sockets"
         ));
-        return Ok(None);
+        return Ok(Started::NotUsed);
     }
     match try_start(settings, opts, shared, slow) {
-        Ok(plane) => Ok(Some(plane)),
+        Ok(plane) => Ok(Started::Running(plane)),
         Err(reason) if opts.policy == XdpPolicy::Required => {
             Err(format!("XDP required but unavailable: {reason}"))
         }
@@ -291,10 +319,17 @@ pub fn start(
             log::warn(format_args!(
                 "xdp: not used: {reason}; serving through kernel sockets"
             ));
-            Ok(None)
+            if reason.starts_with(NO_INTERFACE) || reason.starts_with(ON_LOOPBACK) {
+                Ok(Started::NotUsed)
+            } else {
+                Ok(Started::FellBack(reason))
+            }
         }
     }
 }
+
+const NO_INTERFACE: &str = "no interface holds a served address";
+const ON_LOOPBACK: &str = "the served addresses are on loopback";
 
 fn try_start(
     settings: &Settings,
@@ -337,9 +372,9 @@ fn try_start(
     let (lo, ifaces): (Vec<_>, Vec<_>) = ifaces.into_iter().partition(|i| i.loopback);
     if ifaces.is_empty() {
         let why = if lo.is_empty() {
-            "no interface holds a served address".to_string()
+            NO_INTERFACE.to_string()
         } else {
-            "the served addresses are on loopback, where XDP brings nothing".to_string()
+            format!("{ON_LOOPBACK}, where XDP brings nothing")
         };
         return Err(why);
     }

@@ -1,0 +1,613 @@
+//! The REST API (axum): bearer tokens with roles, JSON in and out, errors with stable codes.
+//!
+//! Every route is listed once in [`ROUTES`] with the role it needs; the router, the
+//! authentication layer and the OpenAPI conformance test all read that table, and
+//! `docs/openapi.json` (served at `/openapi.json`) must describe exactly those routes.
+//!
+//! Errors are `{"error": {"code": "...", "message": "..."}}` with these codes:
+//! `unauthorized` (401: no or unknown token), `forbidden` (403: role too low),
+//! `too_many_auth_failures` (429), `not_found` (404), `method_not_allowed` (405),
+//! `invalid_json` (400: not JSON), `invalid_request` (400: unknown or missing field, wrong
+//! type, bad name or record), `body_too_large` (413), `unsupported_media_type` (415),
+//! `conflict` (409), `invalid_config` (422: the change or reload does not compile; nothing
+//! changed), `unavailable` (503), `internal` (500).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{ConnectInfo, MatchedPath, Path, Query, Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use crate::auth::{FailLimiter, Role, Token, Tokens};
+use crate::control::{ApiState, Change, Control, CtlError, DataplaneState};
+
+/// The state file unless `api: state-file:` says otherwise (used when its directory exists).
+pub const DEFAULT_STATE_FILE: &str = "/var/lib/skua/api-state.conf";
+/// The OpenAPI document, kept in the repository.
+pub const OPENAPI: &str = include_str!("../../../docs/openapi.json");
+
+/// Every route: method, path (axum syntax), role needed (`None`: no token).
+pub const ROUTES: &[(&str, &str, Option<Role>)] = &[
+    ("GET", "/health", None),
+    ("GET", "/openapi.json", None),
+    ("GET", "/status", Some(Role::Read)),
+    ("GET", "/stats", Some(Role::Read)),
+    ("GET", "/metrics", Some(Role::Read)),
+    ("GET", "/acl", Some(Role::Read)),
+    ("GET", "/zones", Some(Role::Read)),
+    ("POST", "/zones", Some(Role::Dns)),
+    ("DELETE", "/zones/{name}", Some(Role::Dns)),
+    ("GET", "/records", Some(Role::Read)),
+    ("POST", "/records", Some(Role::Dns)),
+    ("DELETE", "/records", Some(Role::Dns)),
+    ("GET", "/config", Some(Role::Operator)),
+    ("POST", "/reload", Some(Role::Operator)),
+    ("GET", "/audit", Some(Role::Operator)),
+    ("POST", "/audit/verify", Some(Role::Admin)),
+];
+
+/// Builds the API settings from a configuration: tokens (with `env:`/`file:` secrets read
+/// and hashed now), the failed-authentication limit and the body limit.
+pub fn api_state(cfg: &skua_config::Config) -> Result<ApiState, String> {
+    let env = |v: &str| std::env::var(v).ok();
+    let mut tokens = Vec::new();
+    for t in &cfg.api.tokens {
+        tokens.push(Token::parse(&t.value, &env).map_err(|e| format!("{}: {e}", t.loc))?);
+    }
+    let mut names = std::collections::HashSet::new();
+    for (t, l) in tokens.iter().zip(&cfg.api.tokens) {
+        if !names.insert(t.name.clone()) {
+            return Err(format!("{}: token name '{}' is used twice", l.loc, t.name));
+        }
+    }
+    Ok(ApiState {
+        tokens: Tokens(tokens),
+        fail_limiter: FailLimiter::new(cfg.api.auth_fail_limit.max(1), Duration::from_secs(60)),
+        max_body: cfg.api.max_body,
+    })
+}
+
+/// An API error response.
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": {"code": self.code, "message": self.message}});
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+impl From<CtlError> for ApiError {
+    fn from(e: CtlError) -> Self {
+        let (status, code) = match &e {
+            CtlError::BadRequest(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
+            CtlError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            CtlError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            CtlError::Invalid(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_config"),
+            CtlError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            CtlError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        };
+        ApiError::new(status, code, e.message())
+    }
+}
+
+type Ctl = State<Arc<Control>>;
+
+/// The caller, as the authentication layer found it.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    /// Token name (`None` on unauthenticated routes).
+    pub name: Option<String>,
+    /// Source address.
+    pub source: SocketAddr,
+}
+
+fn required_role(method: &Method, path: &str) -> Option<Option<Role>> {
+    ROUTES
+        .iter()
+        .find(|(m, p, _)| *m == method.as_str() && *p == path)
+        .map(|(_, _, r)| *r)
+}
+
+async fn authenticate(
+    State(ctl): Ctl,
+    ConnectInfo(source): ConnectInfo<SocketAddr>,
+    matched: Option<MatchedPath>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let Some(path) = matched.map(|m| m.as_str().to_string()) else {
+        return next.run(req).await;
+    };
+    let Some(need) = required_role(req.method(), &path) else {
+        return next.run(req).await;
+    };
+    let Some(need) = need else {
+        req.extensions_mut().insert(Caller { name: None, source });
+        return next.run(req).await;
+    };
+    let api = ctl.api.load();
+    let now = Instant::now();
+    if api.fail_limiter.blocked(source.ip(), now) {
+        return ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_auth_failures",
+            "too many failed authentications from this address; wait a minute",
+        )
+        .into_response();
+    }
+    let presented = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    let token = presented.and_then(|p| api.tokens.check(p));
+    let Some(token) = token else {
+        api.fail_limiter.fail(source.ip(), now);
+        let why = if presented.is_some() {
+            "unknown token"
+        } else {
+            "missing bearer token (Authorization: Bearer TOKEN)"
+        };
+        crate::log::warn(format_args!(
+            "api: {source}: {} {path}: {why}",
+            req.method()
+        ));
+        let mut r = ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", why).into_response();
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer realm=\"skuad\""),
+        );
+        return r;
+    };
+    if token.role < need {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!(
+                "token '{}' has role {}; {} {path} needs {need}",
+                token.name,
+                token.role,
+                req.method()
+            ),
+        )
+        .into_response();
+    }
+    req.extensions_mut().insert(Caller {
+        name: Some(token.name.clone()),
+        source,
+    });
+    next.run(req).await
+}
+
+/// Reads a JSON body within the configured limit into `T` (unknown fields rejected).
+async fn json_body<T: DeserializeOwned>(
+    ctl: &Control,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<T, ApiError> {
+    if let Some(ct) = headers.get(header::CONTENT_TYPE) {
+        let ct = ct.to_str().unwrap_or("");
+        if !ct.starts_with("application/json") {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                format!("content-type must be application/json, not '{ct}'"),
+            ));
+        }
+    }
+    let limit = ctl.api.load().max_body;
+    let bytes: Bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("request body over {limit} bytes (api: max-body:)"),
+        )
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        let code = if e.is_syntax() || e.is_eof() {
+            "invalid_json"
+        } else {
+            "invalid_request"
+        };
+        ApiError::new(StatusCode::BAD_REQUEST, code, e.to_string())
+    })
+}
+
+async fn health(State(ctl): Ctl) -> Response {
+    let dp = ctl
+        .dataplane
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let ok = !matches!(dp, DataplaneState::Degraded(_));
+    let body = json!({
+        "status": if ok { "ok" } else { "degraded" },
+        "dataplane": dp,
+        "generation": ctl.generation(),
+        "uptime_seconds": ctl.started.elapsed().as_secs(),
+    });
+    let status = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, axum::Json(body)).into_response()
+}
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+async fn status(State(ctl): Ctl) -> Response {
+    let v = ctl.view();
+    let dp = ctl
+        .dataplane
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    axum::Json(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "uptime_seconds": ctl.started.elapsed().as_secs(),
+        "config": ctl.source.describe(),
+        "dataplane": dp,
+        "generation": ctl.generation(),
+        "loaded_at": v.loaded_at,
+        "compile_ms": v.compile_ms,
+        "records": v.records,
+        "names": v.names,
+        "zones": v.zones.len(),
+        "reloads": {"ok": ctl.reloads_ok.load(std::sync::atomic::Ordering::Relaxed),
+                    "failed": ctl.reloads_failed.load(std::sync::atomic::Ordering::Relaxed)},
+        "writes": {"ok": ctl.writes_ok.load(std::sync::atomic::Ordering::Relaxed),
+                   "failed": ctl.writes_failed.load(std::sync::atomic::Ordering::Relaxed)},
+        "warnings": v.warnings.len(),
+    }))
+    .into_response()
+}
+
+async fn stats(State(ctl): Ctl) -> Response {
+    axum::Json(crate::metrics::stats_json(&ctl)).into_response()
+}
+
+async fn metrics(State(ctl): Ctl) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        crate::metrics::prometheus(&ctl),
+    )
+        .into_response()
+}
+
+async fn config(State(ctl): Ctl) -> Response {
+    let v = ctl.view();
+    let api = ctl.api.load();
+    let tokens: Vec<_> = api
+        .tokens
+        .0
+        .iter()
+        .map(|t| json!({"name": t.name, "role": t.role}))
+        .collect();
+    axum::Json(json!({
+        "source": ctl.source.describe(),
+        "files": v.files,
+        "effective": v.effective,
+        "api": {"tokens": tokens, "max_body": api.max_body},
+        "warnings": v.warnings,
+    }))
+    .into_response()
+}
+
+async fn acl(State(ctl): Ctl) -> Response {
+    let e = ctl.engine();
+    let rules: Vec<_> = e
+        .acl()
+        .rules()
+        .map(|(addr, prefix, action)| {
+            json!({"netblock": netblock_text(addr, prefix), "action": action.as_str()})
+        })
+        .collect();
+    axum::Json(json!({ "rules": rules })).into_response()
+}
+
+/// An ACL rule's netblock (IPv4 rules are held as IPv4-mapped IPv6 in 128 bits).
+fn netblock_text(addr: u128, prefix: u8) -> String {
+    let v6 = std::net::Ipv6Addr::from(addr);
+    match v6.to_ipv4_mapped() {
+        Some(v4) if prefix >= 96 => format!("{v4}/{}", prefix - 96),
+        _ => format!("{v6}/{prefix}"),
+    }
+}
+
+async fn zones(State(ctl): Ctl) -> Response {
+    axum::Json(json!({ "zones": ctl.view().zones })).into_response()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewZone {
+    name: String,
+    #[serde(rename = "type")]
+    zone_type: String,
+}
+
+async fn add_zone(State(ctl): Ctl, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+    let z: NewZone = json_body(&ctl, &headers, body).await?;
+    let a = ctl
+        .write(vec![Change::AddZone {
+            name: z.name,
+            zone_type: z.zone_type,
+        }])
+        .await?;
+    Ok((StatusCode::CREATED, axum::Json(a)).into_response())
+}
+
+async fn remove_zone(State(ctl): Ctl, Path(name): Path<String>) -> Result<Response, ApiError> {
+    let a = ctl.write(vec![Change::RemoveZone { name }]).await?;
+    Ok(axum::Json(a).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecordQuery {
+    zone: Option<String>,
+    rr: Option<String>,
+}
+
+async fn records(
+    State(ctl): Ctl,
+    Query(q): Query<RecordQuery>,
+) -> Result<Response, ApiError> {
+    let v = ctl.view();
+    let zone = match &q.zone {
+        Some(z) => Some(
+            skua_engine::name::WireName::parse(z, None)
+                .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", format!("zone '{z}': {e}")))?,
+        ),
+        None => None,
+    };
+    let list: Vec<_> = v
+        .local_data
+        .iter()
+        .filter(|r| match &zone {
+            Some(z) => skua_engine::name::WireName::parse(crate::state::rr_owner(&r.rr), None)
+                .is_ok_and(|n| n.is_subdomain_of(z)),
+            None => true,
+        })
+        .collect();
+    Ok(axum::Json(json!({ "records": list })).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewRecord {
+    rr: String,
+}
+
+async fn add_record(
+    State(ctl): Ctl,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let r: NewRecord = json_body(&ctl, &headers, body).await?;
+    let a = ctl.write(vec![Change::AddRecord { rr: r.rr }]).await?;
+    Ok((StatusCode::CREATED, axum::Json(a)).into_response())
+}
+
+async fn remove_record(
+    State(ctl): Ctl,
+    Query(q): Query<RecordQuery>,
+) -> Result<Response, ApiError> {
+    let Some(rr) = q.rr else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "DELETE /records needs ?rr=RECORD",
+        ));
+    };
+    let a = ctl.write(vec![Change::RemoveRecord { rr }]).await?;
+    Ok(axum::Json(a).into_response())
+}
+
+async fn reload(State(ctl): Ctl) -> Result<Response, ApiError> {
+    let a = ctl.reload().await?;
+    crate::log::info(format_args!(
+        "reloaded through the API: {} records in {:.1} ms",
+        a.records, a.elapsed_ms
+    ));
+    Ok(axum::Json(a).into_response())
+}
+
+async fn audit_tail() -> Result<Response, ApiError> {
+    Err(ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "unavailable",
+        "no audit log configured (audit: log:)",
+    ))
+}
+
+async fn audit_verify() -> Result<Response, ApiError> {
+    Err(ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "unavailable",
+        "no audit log configured (audit: log:)",
+    ))
+}
+
+async fn not_found(method: Method, uri: axum::http::Uri) -> ApiError {
+    let path = uri.path();
+    if ROUTES.iter().any(|(_, p, _)| *p == path) {
+        return ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            format!("{method} is not allowed on {path}"),
+        );
+    }
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!("no route {method} {path} (see /openapi.json)"),
+    )
+}
+
+/// The API's router.
+pub fn router(ctl: Arc<Control>) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/openapi.json", get(openapi))
+        .route("/status", get(status))
+        .route("/stats", get(stats))
+        .route("/metrics", get(metrics))
+        .route("/acl", get(acl))
+        .route("/zones", get(zones).post(add_zone))
+        .route("/zones/{name}", delete(remove_zone))
+        .route(
+            "/records",
+            get(records).post(add_record).delete(remove_record),
+        )
+        .route("/config", get(config))
+        .route("/reload", post(reload))
+        .route("/audit", get(audit_tail))
+        .route("/audit/verify", post(audit_verify))
+        .fallback(not_found)
+        .method_not_allowed_fallback(not_found)
+        .layer(middleware::from_fn_with_state(ctl.clone(), authenticate))
+        .with_state(ctl)
+}
+
+/// Binds the API's listeners. The default address is optional (a second skuad on the same
+/// host, or a test, just runs without an API, with a warning); an address configured in
+/// `api: interface:` must bind.
+pub async fn bind(cfg: &skua_config::Config) -> Result<Vec<tokio::net::TcpListener>, String> {
+    let a = &cfg.api;
+    if !a.enable {
+        crate::log::info(format_args!("api: disabled (api: enable: no)"));
+        return Ok(Vec::new());
+    }
+    if a.interfaces.is_empty() {
+        let addr = SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), a.port);
+        return match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => Ok(vec![l]),
+            Err(e) => {
+                crate::log::warn(format_args!(
+                    "api: cannot listen on {addr} (the default): {e}; the REST API is off (set api: interface:)"
+                ));
+                Ok(Vec::new())
+            }
+        };
+    }
+    let mut out = Vec::new();
+    for i in &a.interfaces {
+        let addr = parse_addr(&i.value, a.port).map_err(|e| format!("{}: {e}", i.loc))?;
+        let l = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("{}: cannot listen on {addr}: {e}", i.loc))?;
+        out.push(l);
+    }
+    Ok(out)
+}
+
+/// `ADDR` or `ADDR@PORT`.
+pub fn parse_addr(s: &str, port: u16) -> Result<SocketAddr, String> {
+    let (host, port) = match s.split_once('@') {
+        Some((h, p)) => (
+            h,
+            p.parse::<u16>()
+                .map_err(|_| format!("bad port in api interface '{s}'"))?,
+        ),
+        None => (s, port),
+    };
+    let ip: std::net::IpAddr = host
+        .parse()
+        .map_err(|_| format!("api interface '{s}' is not an IP address"))?;
+    Ok(SocketAddr::new(ip, port))
+}
+
+/// Serves the API on `listener` until `stop` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    ctl: Arc<Control>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        router(ctl).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(stop)
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/openapi.json describes exactly the routes of [`ROUTES`], with the same
+    /// authentication (none, or the bearer scheme and the role in the description).
+    #[test]
+    fn openapi_matches_the_routes() {
+        let doc: serde_json::Value = serde_json::from_str(OPENAPI).unwrap();
+        let mut documented = Vec::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                let open = op.get("security").is_some_and(|s| s.as_array().is_some_and(Vec::is_empty));
+                let role = op["description"].as_str().and_then(|d| {
+                    d.strip_prefix("Role needed: ")
+                        .and_then(|r| r.split(' ').next())
+                        .map(str::to_string)
+                });
+                documented.push((method.to_uppercase(), path.clone(), open, role));
+            }
+        }
+        documented.sort();
+        let mut routes: Vec<_> = ROUTES
+            .iter()
+            .map(|(m, p, r)| {
+                (
+                    m.to_string(),
+                    p.to_string(),
+                    r.is_none(),
+                    r.map(|r| r.as_str().to_string()),
+                )
+            })
+            .collect();
+        routes.sort();
+        assert_eq!(documented, routes);
+    }
+
+    #[test]
+    fn netblocks() {
+        let v4: u128 = u128::from(std::net::Ipv4Addr::new(198, 18, 0, 0).to_ipv6_mapped());
+        assert_eq!(netblock_text(v4, 96 + 15), "198.18.0.0/15");
+        assert_eq!(netblock_text(0xfd00 << 112, 8), "fd00::/8");
+    }
+
+    #[test]
+    fn addresses() {
+        assert_eq!(parse_addr("127.0.0.1", 8053).unwrap().to_string(), "127.0.0.1:8053");
+        assert_eq!(parse_addr("::1@9000", 8053).unwrap().to_string(), "[::1]:9000");
+        assert!(parse_addr("localhost", 8053).is_err());
+    }
+}

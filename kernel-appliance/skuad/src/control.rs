@@ -1,0 +1,585 @@
+//! The control plane's state machine: reloads and API writes, one at a time.
+//!
+//! Both end the same way: a configuration (the main file, plus the API's [`Overlay`]) is
+//! compiled into a new engine **off the hot path** (a blocking thread), and only a
+//! complete, valid engine is swapped in (one atomic pointer store that workers see at their
+//! next batch). A failure changes nothing: the old engine keeps serving and the caller
+//! gets the reason. A write is persisted to the state file *before* it is served, so a
+//! change the API acknowledged survives a restart.
+//!
+//! Reads (`GET` endpoints) use a [`View`] snapshot swapped in with the engine; they never
+//! wait for a reload.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+
+use arc_swap::ArcSwap;
+use serde::Serialize;
+use skua_engine::Engine;
+
+use crate::auth::{FailLimiter, Tokens};
+use crate::load::{self, Loaded, Settings};
+use crate::server::{Shared, Source};
+use crate::state::{self, Overlay, ZoneEntry};
+use crate::xdp::XdpPlane;
+use crate::{api, log};
+
+/// Why a control operation failed; each maps to one HTTP status and a stable code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CtlError {
+    /// The request itself is wrong (400).
+    BadRequest(String),
+    /// What it names does not exist (404).
+    NotFound(String),
+    /// It conflicts with the configuration or exists already (409).
+    Conflict(String),
+    /// The resulting configuration does not compile (422); nothing changed.
+    Invalid(String),
+    /// A needed resource is missing, e.g. no state file (503); nothing changed.
+    Unavailable(String),
+    /// An I/O error (500); nothing changed.
+    Internal(String),
+}
+
+impl CtlError {
+    /// The message.
+    pub fn message(&self) -> &str {
+        match self {
+            CtlError::BadRequest(m)
+            | CtlError::NotFound(m)
+            | CtlError::Conflict(m)
+            | CtlError::Invalid(m)
+            | CtlError::Unavailable(m)
+            | CtlError::Internal(m) => m,
+        }
+    }
+}
+
+/// A change requested through the API.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// `local-zone: NAME TYPE`.
+    AddZone {
+        /// Zone name.
+        name: String,
+        /// Zone type.
+        zone_type: String,
+    },
+    /// Removes an API zone (and its records: they would otherwise be served under an
+    /// implicit transparent zone, which is not what removing a zone means).
+    RemoveZone {
+        /// Zone name.
+        name: String,
+    },
+    /// `local-data: RR`.
+    AddRecord {
+        /// The record in presentation form.
+        rr: String,
+    },
+    /// Removes an API record.
+    RemoveRecord {
+        /// The record in presentation form.
+        rr: String,
+    },
+}
+
+/// Where a zone or record comes from.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Origin {
+    /// `config` (the main configuration: read-only through the API) or `api`.
+    pub source: &'static str,
+    /// `file:line`.
+    pub at: String,
+}
+
+/// A served local zone.
+#[derive(Debug, Clone, Serialize)]
+pub struct ZoneView {
+    /// Canonical name.
+    pub name: String,
+    /// Type.
+    #[serde(rename = "type")]
+    pub zone_type: String,
+    /// Where it is defined.
+    #[serde(flatten)]
+    pub origin: Origin,
+}
+
+/// A served `local-data` record.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecordView {
+    /// Canonical presentation form.
+    pub rr: String,
+    /// Where it is defined.
+    #[serde(flatten)]
+    pub origin: Origin,
+}
+
+/// What the read endpoints show, swapped in with each engine.
+#[derive(Debug, Clone, Serialize)]
+pub struct View {
+    /// Seconds since the UNIX epoch of this configuration's load.
+    pub loaded_at: u64,
+    /// Milliseconds its compilation took.
+    pub compile_ms: f64,
+    /// Records loaded (local-data and zone files).
+    pub records: usize,
+    /// Names in the answer tables.
+    pub names: usize,
+    /// Local zones.
+    pub zones: Vec<ZoneView>,
+    /// `local-data` records (zone-file records of auth-zones are not listed one by one).
+    pub local_data: Vec<RecordView>,
+    /// Warnings of the load.
+    pub warnings: Vec<String>,
+    /// Files read.
+    pub files: Vec<String>,
+    /// The effective configuration, as JSON.
+    pub effective: serde_json::Value,
+}
+
+/// Result of a successful reload or write.
+#[derive(Debug, Clone, Serialize)]
+pub struct Applied {
+    /// Engine generation now serving.
+    pub generation: u64,
+    /// Records.
+    pub records: usize,
+    /// Milliseconds from request to the new engine serving.
+    pub elapsed_ms: f64,
+    /// Warnings of the load.
+    pub warnings: Vec<String>,
+}
+
+struct Inner {
+    /// The main configuration as last loaded successfully (writes are compiled on it, so a
+    /// write never picks up an unreviewed edit of the main file: that is what reload is for).
+    base: skua_config::Config,
+    base_dir: Option<PathBuf>,
+    overlay: Overlay,
+    state_path: Option<PathBuf>,
+    settings: Settings,
+}
+
+/// API settings that a reload can change.
+#[derive(Debug)]
+pub struct ApiState {
+    /// Tokens.
+    pub tokens: Tokens,
+    /// Failed authentications per source per minute before 429.
+    pub fail_limiter: FailLimiter,
+    /// Largest request body.
+    pub max_body: usize,
+}
+
+/// Status of the AF_XDP dataplane, for `/health`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(tag = "state", content = "reason", rename_all = "snake_case")]
+pub enum DataplaneState {
+    /// Kernel sockets only, by choice (`--no-xdp`) or because no interface qualifies.
+    Sockets,
+    /// AF_XDP running, self-test passed.
+    Xdp,
+    /// XDP was wanted, its start or self-test failed; kernel sockets serve.
+    Degraded(String),
+}
+
+/// The control plane.
+pub struct Control {
+    /// Where the configuration comes from.
+    pub source: Source,
+    /// The dataplane's shared state (engine, counters).
+    pub shared: Arc<Shared>,
+    /// Start of the process.
+    pub started: Instant,
+    inner: tokio::sync::Mutex<Inner>,
+    view: ArcSwap<View>,
+    /// API settings (tokens, limits).
+    pub api: ArcSwap<ApiState>,
+    /// The XDP plane, when running.
+    pub plane: Mutex<Option<XdpPlane>>,
+    /// AF_XDP state.
+    pub dataplane: Mutex<DataplaneState>,
+    /// Reloads that succeeded.
+    pub reloads_ok: AtomicU64,
+    /// Reloads rejected.
+    pub reloads_failed: AtomicU64,
+    /// API writes applied.
+    pub writes_ok: AtomicU64,
+    /// API writes rejected.
+    pub writes_failed: AtomicU64,
+}
+
+/// The state file: `api: state-file:` when set (relative paths are relative to the main
+/// file's directory), else the default when its directory exists, else none (API writes
+/// are refused with the reason).
+pub fn state_path(cfg: &skua_config::Config, base: Option<&Path>) -> Option<PathBuf> {
+    if let Some(f) = &cfg.api.state_file {
+        let p = PathBuf::from(&f.value);
+        return Some(match base {
+            Some(b) if p.is_relative() => b.join(p),
+            _ => p,
+        });
+    }
+    let p = PathBuf::from(api::DEFAULT_STATE_FILE);
+    p.parent().is_some_and(Path::is_dir).then_some(p)
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Builds the read-only view of a loaded configuration.
+pub fn make_view(merged: &skua_config::Config, l: &Loaded, state: Option<&Path>) -> View {
+    let is_state = |loc: &skua_config::Loc| state.is_some_and(|s| *loc.file == *s);
+    let origin = |loc: &skua_config::Loc| Origin {
+        source: if is_state(loc) { "api" } else { "config" },
+        at: loc.to_string(),
+    };
+    let s = &merged.server;
+    let zones = s
+        .local_zones
+        .iter()
+        .map(|z| ZoneView {
+            name: state::canonical_zone(&z.value.0).unwrap_or_else(|_| z.value.0.clone()),
+            zone_type: z.value.1.clone(),
+            origin: origin(&z.loc),
+        })
+        .collect();
+    let local_data = s
+        .local_data
+        .iter()
+        .chain(&s.local_data_ptr)
+        .map(|r| RecordView {
+            rr: state::canonical_rr(&r.value).unwrap_or_else(|_| r.value.clone()),
+            origin: origin(&r.loc),
+        })
+        .collect();
+    View {
+        loaded_at: unix_now(),
+        compile_ms: l.elapsed.as_secs_f64() * 1e3,
+        records: l.records,
+        names: l.engine.name_count(),
+        zones,
+        local_data,
+        warnings: l.warnings.clone(),
+        files: merged
+            .files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect(),
+        effective: effective_config(merged, l),
+    }
+}
+
+/// The configuration in force, as JSON (no secrets: token names and roles only).
+fn effective_config(cfg: &skua_config::Config, l: &Loaded) -> serde_json::Value {
+    let st = &l.settings;
+    let s = &cfg.server;
+    serde_json::json!({
+        "server": {
+            "udp": st.udp.iter().map(SocketAddr::to_string).collect::<Vec<_>>(),
+            "tcp": st.tcp.iter().map(SocketAddr::to_string).collect::<Vec<_>>(),
+            "num-threads": st.threads,
+            "so-reuseport": st.reuseport,
+            "so-rcvbuf": st.rcvbuf,
+            "so-sndbuf": st.sndbuf,
+            "tcp-idle-timeout": st.tcp_idle.as_millis() as u64,
+            "incoming-num-tcp": s.incoming_num_tcp,
+            "verbosity": st.verbosity,
+            "cpu-affinity": st.cpus,
+            "max-udp-size": st.max_udp_size,
+            "edns-buffer-size": s.edns_buffer_size,
+            "identity": l.engine.config().identity,
+            "version": l.engine.config().version,
+            "access-control": s.access_control.iter().map(|a| serde_json::json!({
+                "netblock": a.value.0, "action": a.value.1, "at": a.loc.to_string()
+            })).collect::<Vec<_>>(),
+            "local-zones": s.local_zones.len(),
+            "local-data": s.local_data.len() + s.local_data_ptr.len(),
+        },
+        "auth-zones": cfg.auth_zones.iter().map(|z| serde_json::json!({
+            "name": z.name.value,
+            "zonefile": z.zonefile.as_ref().map(|f| f.value.clone()),
+            "for-downstream": z.for_downstream,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+impl Control {
+    /// The control plane of a daemon that just loaded `base` (+ `overlay`) from `source`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        source: Source,
+        shared: Arc<Shared>,
+        base: skua_config::Config,
+        base_dir: Option<PathBuf>,
+        settings: Settings,
+        overlay: Overlay,
+        state_path: Option<PathBuf>,
+        view: View,
+        api: ApiState,
+        started: Instant,
+    ) -> Self {
+        Control {
+            source,
+            shared,
+            started,
+            inner: tokio::sync::Mutex::new(Inner {
+                base,
+                base_dir,
+                overlay,
+                state_path,
+                settings,
+            }),
+            view: ArcSwap::from_pointee(view),
+            api: ArcSwap::from_pointee(api),
+            plane: Mutex::new(None),
+            dataplane: Mutex::new(DataplaneState::Sockets),
+            reloads_ok: AtomicU64::new(0),
+            reloads_failed: AtomicU64::new(0),
+            writes_ok: AtomicU64::new(0),
+            writes_failed: AtomicU64::new(0),
+        }
+    }
+
+    /// The current view.
+    pub fn view(&self) -> Arc<View> {
+        self.view.load_full()
+    }
+
+    /// The engine serving now.
+    pub fn engine(&self) -> Arc<Engine> {
+        self.shared.engine.load_full()
+    }
+
+    /// Engine generation.
+    pub fn generation(&self) -> u64 {
+        self.shared.generation.load(Ordering::Acquire)
+    }
+
+    /// Swaps `engine` in, with the XDP plane's answers suspended around the swap (so no
+    /// client gets an old answer from the program after a new one from a worker).
+    fn swap_engine(&self, engine: Engine) {
+        let engine = Arc::new(engine);
+        let plane = self.plane.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = plane.as_ref() {
+            p.suspend_answers();
+        }
+        self.shared.engine.store(engine.clone());
+        self.shared.generation.fetch_add(1, Ordering::Release);
+        if let Some(p) = plane.as_ref() {
+            p.resume_answers(&engine);
+        }
+        drop(plane);
+        skua_netio::release_free_memory();
+    }
+
+    /// Re-reads the configuration source and the state file and applies them. On error the
+    /// old configuration keeps serving.
+    pub async fn reload(&self) -> Result<Applied, CtlError> {
+        let t0 = Instant::now();
+        let mut inner = self.inner.lock().await;
+        let source = self.source.clone();
+        let res = tokio::task::spawn_blocking(move || -> Result<_, String> {
+            let (cfg, dir) = source.parse().map_err(|e| e.to_string())?;
+            let state_path = state_path(&cfg, dir.as_deref());
+            let overlay = match &state_path {
+                Some(p) => Overlay::load(p)?,
+                None => Overlay::default(),
+            };
+            let mut merged = cfg.clone();
+            if let Some(p) = &state_path {
+                overlay.merge_into(&mut merged.server, p);
+            }
+            let loaded = load::load_config(merged.clone(), dir.clone()).map_err(|e| e.0)?;
+            let api = api::api_state(&cfg)?;
+            Ok((cfg, dir, state_path, overlay, merged, loaded, api))
+        })
+        .await
+        .map_err(|e| CtlError::Internal(format!("reload task: {e}")))?;
+        let (cfg, dir, state_path, overlay, merged, loaded, api) = match res {
+            Ok(v) => v,
+            Err(e) => {
+                self.reloads_failed.fetch_add(1, Ordering::Relaxed);
+                return Err(CtlError::Invalid(e));
+            }
+        };
+        for w in &loaded.warnings {
+            log::warn(format_args!("{w}"));
+        }
+        if loaded.settings != inner.settings {
+            log::warn(format_args!(
+                "reload: listener settings changed (interfaces, ports, threads, buffers); they take effect at restart"
+            ));
+        }
+        log::set_verbosity(loaded.settings.verbosity);
+        let view = make_view(&merged, &loaded, state_path.as_deref());
+        let records = loaded.records;
+        let warnings = loaded.warnings.clone();
+        self.swap_engine(loaded.engine);
+        self.view.store(Arc::new(view));
+        self.api.store(Arc::new(api));
+        inner.base = cfg;
+        inner.base_dir = dir;
+        inner.overlay = overlay;
+        inner.state_path = state_path;
+        self.reloads_ok.fetch_add(1, Ordering::Relaxed);
+        Ok(Applied {
+            generation: self.generation(),
+            records,
+            elapsed_ms: t0.elapsed().as_secs_f64() * 1e3,
+            warnings,
+        })
+    }
+
+    /// Applies API changes: all or nothing, persisted before served.
+    pub async fn write(&self, changes: Vec<Change>) -> Result<Applied, CtlError> {
+        let r = self.write_inner(changes).await;
+        match &r {
+            Ok(_) => self.writes_ok.fetch_add(1, Ordering::Relaxed),
+            Err(_) => self.writes_failed.fetch_add(1, Ordering::Relaxed),
+        };
+        r
+    }
+
+    async fn write_inner(&self, changes: Vec<Change>) -> Result<Applied, CtlError> {
+        let t0 = Instant::now();
+        let mut inner = self.inner.lock().await;
+        let Some(path) = inner.state_path.clone() else {
+            return Err(CtlError::Unavailable(
+                "no state file: set api: state-file: to allow changes through the API".into(),
+            ));
+        };
+        let mut overlay = inner.overlay.clone();
+        for c in &changes {
+            apply_change(&inner.base.server, &mut overlay, c)?;
+        }
+        let mut merged = inner.base.clone();
+        overlay.merge_into(&mut merged.server, &path);
+        let dir = inner.base_dir.clone();
+        let m2 = merged.clone();
+        let loaded = tokio::task::spawn_blocking(move || load::load_config(m2, dir))
+            .await
+            .map_err(|e| CtlError::Internal(format!("compile task: {e}")))?
+            .map_err(|e| CtlError::Invalid(e.0))?;
+        let o2 = overlay.clone();
+        let p2 = path.clone();
+        tokio::task::spawn_blocking(move || o2.save(&p2))
+            .await
+            .map_err(|e| CtlError::Internal(format!("save task: {e}")))?
+            .map_err(|e| {
+                CtlError::Internal(format!(
+                    "cannot write the state file {}: {e}; nothing changed",
+                    path.display()
+                ))
+            })?;
+        let view = make_view(&merged, &loaded, Some(&path));
+        let records = loaded.records;
+        let warnings = loaded.warnings.clone();
+        self.swap_engine(loaded.engine);
+        self.view.store(Arc::new(view));
+        inner.overlay = overlay;
+        Ok(Applied {
+            generation: self.generation(),
+            records,
+            elapsed_ms: t0.elapsed().as_secs_f64() * 1e3,
+            warnings,
+        })
+    }
+}
+
+/// Checks one change against the main configuration and applies it to `o`.
+fn apply_change(
+    base: &skua_config::Server,
+    o: &mut Overlay,
+    c: &Change,
+) -> Result<(), CtlError> {
+    let in_config_zone = |name: &str| {
+        base.local_zones
+            .iter()
+            .find(|z| state::canonical_zone(&z.value.0).as_deref() == Ok(name))
+    };
+    match c {
+        Change::AddZone { name, zone_type } => {
+            let name = state::canonical_zone(name).map_err(CtlError::BadRequest)?;
+            state::check_zone_type(zone_type).map_err(CtlError::BadRequest)?;
+            if let Some(z) = in_config_zone(&name) {
+                return Err(CtlError::Conflict(format!(
+                    "zone {name} is defined in the configuration at {} (change it there)",
+                    z.loc
+                )));
+            }
+            if o.zones.iter().any(|z| z.name == name) {
+                return Err(CtlError::Conflict(format!("zone {name} exists already")));
+            }
+            o.zones.push(ZoneEntry {
+                name,
+                zone_type: zone_type.clone(),
+            });
+        }
+        Change::RemoveZone { name } => {
+            let name = state::canonical_zone(name).map_err(CtlError::BadRequest)?;
+            if let Some(z) = in_config_zone(&name) {
+                return Err(CtlError::Conflict(format!(
+                    "zone {name} is defined in the configuration at {} (remove it there)",
+                    z.loc
+                )));
+            }
+            let before = o.zones.len();
+            o.zones.retain(|z| z.name != name);
+            if o.zones.len() == before {
+                return Err(CtlError::NotFound(format!("no API zone {name}")));
+            }
+            let apex = skua_engine::name::WireName::parse(&name, None)
+                .map_err(|e| CtlError::BadRequest(e.to_string()))?;
+            o.records.retain(|r| {
+                skua_engine::name::WireName::parse(state::rr_owner(r), None)
+                    .map(|n| !n.is_subdomain_of(&apex))
+                    .unwrap_or(true)
+            });
+        }
+        Change::AddRecord { rr } => {
+            let rr = state::canonical_rr(rr).map_err(CtlError::BadRequest)?;
+            let dup = base
+                .local_data
+                .iter()
+                .find(|l| state::canonical_rr(&l.value).as_deref() == Ok(rr.as_str()));
+            if let Some(l) = dup {
+                return Err(CtlError::Conflict(format!(
+                    "record is defined in the configuration at {}",
+                    l.loc
+                )));
+            }
+            if o.records.contains(&rr) {
+                return Err(CtlError::Conflict(format!("record exists already: {rr}")));
+            }
+            o.records.push(rr);
+        }
+        Change::RemoveRecord { rr } => {
+            let rr = state::canonical_rr(rr).map_err(CtlError::BadRequest)?;
+            let before = o.records.len();
+            o.records.retain(|r| *r != rr);
+            if o.records.len() == before {
+                let in_cfg = base
+                    .local_data
+                    .iter()
+                    .find(|l| state::canonical_rr(&l.value).as_deref() == Ok(rr.as_str()));
+                return Err(match in_cfg {
+                    Some(l) => CtlError::Conflict(format!(
+                        "record is defined in the configuration at {} (remove it there)",
+                        l.loc
+                    )),
+                    None => CtlError::NotFound(format!("no API record {rr}")),
+                });
+            }
+        }
+    }
+    Ok(())
+}

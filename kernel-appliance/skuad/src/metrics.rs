@@ -1,0 +1,233 @@
+//! Counters for `/stats` (JSON) and `/metrics` (Prometheus text format 0.0.4).
+//!
+//! Everything is read from the workers' own counters at request time (relaxed loads, no
+//! lock on the hot path): kernel-socket workers keep [`skua_engine::stats::Counters`], AF_XDP
+//! queues their [`skua_xdp::worker::QueueStats`], the XDP program its per-CPU counters.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::json;
+use skua_engine::stats::{DROPS, LATENCY_BOUNDS_NS, QTYPES, RCODES, Totals};
+
+use crate::control::Control;
+
+fn r(a: &AtomicU64) -> u64 {
+    a.load(Ordering::Relaxed)
+}
+
+/// Totals of the kernel-socket workers (UDP and TCP).
+pub fn socket_totals(ctl: &Control) -> Totals {
+    let mut t = Totals::default();
+    for c in &ctl.shared.stats {
+        c.sum_into(&mut t);
+    }
+    t
+}
+
+fn totals_json(t: &Totals) -> serde_json::Value {
+    let named = |names: &[&str], v: &[u64]| -> serde_json::Map<String, serde_json::Value> {
+        names
+            .iter()
+            .chain(std::iter::once(&"other"))
+            .zip(v)
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, n)| ((*k).to_string(), json!(n)))
+            .collect()
+    };
+    let rcodes: Vec<&str> = RCODES.iter().map(|(_, n)| *n).collect();
+    let qtypes: Vec<&str> = QTYPES.iter().map(|(_, n)| *n).collect();
+    json!({
+        "queries": t.queries,
+        "replies": t.replies,
+        "hot": t.hot,
+        "truncated": t.truncated,
+        "rcode": named(&rcodes, &t.rcode),
+        "qtype": named(&qtypes, &t.qtype),
+        "dropped": named(&DROPS[..DROPS.len() - 1], &t.dropped),
+    })
+}
+
+/// `/stats`.
+pub fn stats_json(ctl: &Control) -> serde_json::Value {
+    let sock = socket_totals(ctl);
+    let plane = ctl.plane.lock().unwrap_or_else(|e| e.into_inner());
+    let queues: Vec<_> = plane
+        .as_ref()
+        .map(|p| {
+            p.workers
+                .iter()
+                .map(|w| {
+                    let s = &w.stats;
+                    let drops: serde_json::Map<_, _> = skua_fastpath::Drop::ALL
+                        .iter()
+                        .map(|d| (d.as_str().to_string(), json!(r(&s.dropped[*d as usize]))))
+                        .collect();
+                    json!({
+                        "interface": w.ifname, "queue": w.queue,
+                        "rx": r(&s.rx), "answered": r(&s.answered), "hot": r(&s.hot),
+                        "slow_path": r(&s.slow_path), "not_dns": r(&s.not_dns),
+                        "tx_ring_full": r(&s.tx_ring_full), "dropped": drops,
+                        "kernel": {
+                            "rx_dropped": r(&s.xsk.rx_dropped),
+                            "rx_ring_full": r(&s.xsk.rx_ring_full),
+                            "fill_ring_empty": r(&s.xsk.rx_fill_ring_empty_descs),
+                            "rx_invalid_descs": r(&s.xsk.rx_invalid_descs),
+                            "tx_invalid_descs": r(&s.xsk.tx_invalid_descs),
+                        },
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let programs = plane.as_ref().map(|p| p.program_stats()).unwrap_or_default();
+    let programs: Vec<_> = programs
+        .iter()
+        .map(|(ifname, st)| {
+            let m: serde_json::Map<_, _> = st.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect();
+            json!({"interface": ifname, "counters": m})
+        })
+        .collect();
+    json!({
+        "uptime_seconds": ctl.started.elapsed().as_secs(),
+        "generation": ctl.generation(),
+        "socket": totals_json(&sock),
+        "xdp": {"queues": queues, "programs": programs},
+        "reloads": {"ok": r(&ctl.reloads_ok), "failed": r(&ctl.reloads_failed)},
+        "api_writes": {"ok": r(&ctl.writes_ok), "failed": r(&ctl.writes_failed)},
+    })
+}
+
+struct Prom(String);
+
+impl Prom {
+    fn head(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+    fn line(&mut self, name: &str, labels: &[(&str, &str)], v: impl std::fmt::Display) {
+        self.0.push_str(name);
+        if !labels.is_empty() {
+            self.0.push('{');
+            for (i, (k, val)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.0.push(',');
+                }
+                // Label values here are our own names, interface names and numbers; escape
+                // the three characters the format requires anyway.
+                let esc = val
+                    .replace('\\', "\\\\")
+                    .replace('"', "\\\"")
+                    .replace('\n', "\\n");
+                let _ = write!(self.0, "{k}=\"{esc}\"");
+            }
+            self.0.push('}');
+        }
+        let _ = writeln!(self.0, " {v}");
+    }
+}
+
+/// `/metrics`.
+pub fn prometheus(ctl: &Control) -> String {
+    let mut p = Prom(String::with_capacity(8192));
+    let sock = socket_totals(ctl);
+    let plane = ctl.plane.lock().unwrap_or_else(|e| e.into_inner());
+    let workers = plane.as_ref().map(|p| p.workers.as_slice()).unwrap_or(&[]);
+    let xdp_sum = |f: fn(&skua_xdp::worker::QueueStats) -> &AtomicU64| -> u64 {
+        workers.iter().map(|w| r(f(&w.stats))).sum()
+    };
+    let prog = plane.as_ref().map(|p| p.program_stats()).unwrap_or_default();
+    let prog_answered: u64 = prog
+        .iter()
+        .flat_map(|(_, st)| st.iter())
+        .filter(|(k, _)| *k == "answered")
+        .map(|(_, v)| *v)
+        .sum();
+
+    p.head("skua_build_info", "gauge", "Version of skuad.");
+    p.line("skua_build_info", &[("version", env!("CARGO_PKG_VERSION"))], 1);
+    p.head("skua_uptime_seconds", "gauge", "Seconds since skuad started.");
+    p.line("skua_uptime_seconds", &[], ctl.started.elapsed().as_secs());
+    let v = ctl.view();
+    p.head("skua_config_generation", "gauge", "Engine generation serving (increases at each reload or API write).");
+    p.line("skua_config_generation", &[], ctl.generation());
+    p.head("skua_config_records", "gauge", "Records loaded.");
+    p.line("skua_config_records", &[], v.records);
+    p.head("skua_config_names", "gauge", "Names in the answer tables.");
+    p.line("skua_config_names", &[], v.names);
+    p.head("skua_config_reloads_total", "counter", "Reloads by result.");
+    p.line("skua_config_reloads_total", &[("result", "ok")], r(&ctl.reloads_ok));
+    p.line("skua_config_reloads_total", &[("result", "failed")], r(&ctl.reloads_failed));
+    p.head("skua_api_writes_total", "counter", "API zone and record changes by result.");
+    p.line("skua_api_writes_total", &[("result", "ok")], r(&ctl.writes_ok));
+    p.line("skua_api_writes_total", &[("result", "failed")], r(&ctl.writes_failed));
+
+    p.head("skua_queries_total", "counter", "Queries received, by path (socket: kernel sockets UDP+TCP; xdp: AF_XDP workers; xdp_program: answered inside the XDP program).");
+    p.line("skua_queries_total", &[("path", "socket")], sock.queries);
+    p.line("skua_queries_total", &[("path", "xdp")], xdp_sum(|s| &s.rx));
+    p.line("skua_queries_total", &[("path", "xdp_program")], prog_answered);
+    p.head("skua_responses_total", "counter", "Responses by path and RCODE.");
+    for (i, n) in sock.rcode.iter().enumerate() {
+        let name = RCODES.get(i).map(|(_, n)| *n).unwrap_or("other");
+        p.line("skua_responses_total", &[("path", "socket"), ("rcode", name)], n);
+    }
+    p.line("skua_responses_total", &[("path", "xdp"), ("rcode", "any")], xdp_sum(|s| &s.answered));
+    p.line("skua_responses_total", &[("path", "xdp_program"), ("rcode", "NOERROR_OR_NXDOMAIN")], prog_answered);
+    p.head("skua_queries_by_qtype_total", "counter", "Answered queries by path and QTYPE.");
+    for (i, n) in sock.qtype.iter().enumerate() {
+        let name = QTYPES.get(i).map(|(_, n)| *n).unwrap_or("other");
+        p.line("skua_queries_by_qtype_total", &[("path", "socket"), ("qtype", name)], n);
+    }
+    p.head("skua_dropped_total", "counter", "Queries dropped, by path and reason.");
+    for (i, n) in sock.dropped.iter().enumerate() {
+        p.line("skua_dropped_total", &[("path", "socket"), ("reason", DROPS[i])], n);
+    }
+    for d in skua_fastpath::Drop::ALL {
+        let n: u64 = workers.iter().map(|w| r(&w.stats.dropped[d as usize])).sum();
+        p.line("skua_dropped_total", &[("path", "xdp"), ("reason", d.as_str())], n);
+    }
+    p.head("skua_query_duration_seconds", "histogram", "Time from a batch's arrival to its replies' sending, per query (kernel-socket UDP workers).");
+    let mut cum = 0u64;
+    for (i, n) in sock.latency.iter().enumerate() {
+        cum += n;
+        let le = LATENCY_BOUNDS_NS
+            .get(i)
+            .map(|b| format!("{}", *b as f64 / 1e9))
+            .unwrap_or_else(|| "+Inf".into());
+        p.line("skua_query_duration_seconds_bucket", &[("path", "socket"), ("le", &le)], cum);
+    }
+    p.line("skua_query_duration_seconds_sum", &[("path", "socket")], sock.latency_sum_ns as f64 / 1e9);
+    p.line("skua_query_duration_seconds_count", &[("path", "socket")], cum);
+
+    p.head("skua_xdp_queue_packets_total", "counter", "AF_XDP queue counters (ours and the kernel's XDP_STATISTICS).");
+    for w in workers {
+        let q = w.queue.to_string();
+        let s = &w.stats;
+        for (what, v) in [
+            ("rx", r(&s.rx)),
+            ("answered", r(&s.answered)),
+            ("hot", r(&s.hot)),
+            ("slow_path", r(&s.slow_path)),
+            ("not_dns", r(&s.not_dns)),
+            ("tx_ring_full", r(&s.tx_ring_full)),
+            ("dropped", s.dropped_total()),
+            ("kernel_rx_dropped", r(&s.xsk.rx_dropped)),
+            ("kernel_rx_ring_full", r(&s.xsk.rx_ring_full)),
+            ("kernel_fill_ring_empty", r(&s.xsk.rx_fill_ring_empty_descs)),
+            ("kernel_rx_invalid_descs", r(&s.xsk.rx_invalid_descs)),
+            ("kernel_tx_invalid_descs", r(&s.xsk.tx_invalid_descs)),
+        ] {
+            p.line(
+                "skua_xdp_queue_packets_total",
+                &[("interface", &w.ifname), ("queue", &q), ("counter", what)],
+                v,
+            );
+        }
+    }
+    p.head("skua_xdp_program_packets_total", "counter", "XDP program counters per interface.");
+    for (ifname, st) in &prog {
+        for (k, v) in st {
+            p.line("skua_xdp_program_packets_total", &[("interface", ifname), ("counter", k)], v);
+        }
+    }
+    p.0
+}
