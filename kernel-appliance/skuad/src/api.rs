@@ -296,7 +296,10 @@ async fn stats(State(ctl): Ctl) -> Response {
 
 async fn metrics(State(ctl): Ctl) -> Response {
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         crate::metrics::prometheus(&ctl),
     )
         .into_response()
@@ -377,16 +380,16 @@ struct RecordQuery {
     rr: Option<String>,
 }
 
-async fn records(
-    State(ctl): Ctl,
-    Query(q): Query<RecordQuery>,
-) -> Result<Response, ApiError> {
+async fn records(State(ctl): Ctl, Query(q): Query<RecordQuery>) -> Result<Response, ApiError> {
     let v = ctl.view();
     let zone = match &q.zone {
-        Some(z) => Some(
-            skua_engine::name::WireName::parse(z, None)
-                .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", format!("zone '{z}': {e}")))?,
-        ),
+        Some(z) => Some(skua_engine::name::WireName::parse(z, None).map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                format!("zone '{z}': {e}"),
+            )
+        })?),
         None => None,
     };
     let list: Vec<_> = v
@@ -407,11 +410,7 @@ struct NewRecord {
     rr: String,
 }
 
-async fn add_record(
-    State(ctl): Ctl,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Response, ApiError> {
+async fn add_record(State(ctl): Ctl, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     let r: NewRecord = json_body(&ctl, &headers, body).await?;
     let a = ctl.write(vec![Change::AddRecord { rr: r.rr }]).await?;
     Ok((StatusCode::CREATED, axum::Json(a)).into_response())
@@ -572,7 +571,9 @@ mod tests {
         let mut documented = Vec::new();
         for (path, item) in doc["paths"].as_object().unwrap() {
             for (method, op) in item.as_object().unwrap() {
-                let open = op.get("security").is_some_and(|s| s.as_array().is_some_and(Vec::is_empty));
+                let open = op
+                    .get("security")
+                    .is_some_and(|s| s.as_array().is_some_and(Vec::is_empty));
                 let role = op["description"].as_str().and_then(|d| {
                     d.strip_prefix("Role needed: ")
                         .and_then(|r| r.split(' ').next())
@@ -606,8 +607,14 @@ mod tests {
 
     #[test]
     fn addresses() {
-        assert_eq!(parse_addr("127.0.0.1", 8053).unwrap().to_string(), "127.0.0.1:8053");
-        assert_eq!(parse_addr("::1@9000", 8053).unwrap().to_string(), "[::1]:9000");
+        assert_eq!(
+            parse_addr("127.0.0.1", 8053).unwrap().to_string(),
+            "127.0.0.1:8053"
+        );
+        assert_eq!(
+            parse_addr("::1@9000", 8053).unwrap().to_string(),
+            "[::1]:9000"
+        );
         assert!(parse_addr("localhost", 8053).is_err());
     }
 }

@@ -223,8 +223,16 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a.role, Role::Admin);
         assert!(Token::parse("ops admin env:NOPE", &env).is_err());
-        assert!(Token::parse("ops root sha256:00", &env).unwrap_err().contains("role"));
-        assert!(Token::parse("ops admin sha256:00", &env).unwrap_err().contains("64 hex"));
+        assert!(
+            Token::parse("ops root sha256:00", &env)
+                .unwrap_err()
+                .contains("role")
+        );
+        assert!(
+            Token::parse("ops admin sha256:00", &env)
+                .unwrap_err()
+                .contains("64 hex")
+        );
         let e = Token::parse("ops admin s3cret-token-in-clear", &env).unwrap_err();
         assert!(e.contains("sha256:HEX"), "{e}");
         assert!(!e.contains("s3cret"), "{e}");
@@ -245,12 +253,18 @@ mod tests {
     fn check_finds_the_right_token() {
         let t = Tokens(vec![
             Token::parse(
-                &format!("r read sha256:{}", hex::encode(hash_token("read-token-0000000"))),
+                &format!(
+                    "r read sha256:{}",
+                    hex::encode(hash_token("read-token-0000000"))
+                ),
                 &env,
             )
             .unwrap(),
             Token::parse(
-                &format!("a admin sha256:{}", hex::encode(hash_token("admin-token-00000"))),
+                &format!(
+                    "a admin sha256:{}",
+                    hex::encode(hash_token("admin-token-00000"))
+                ),
                 &env,
             )
             .unwrap(),

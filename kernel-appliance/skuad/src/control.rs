@@ -496,11 +496,7 @@ impl Control {
 }
 
 /// Checks one change against the main configuration and applies it to `o`.
-fn apply_change(
-    base: &skua_config::Server,
-    o: &mut Overlay,
-    c: &Change,
-) -> Result<(), CtlError> {
+fn apply_change(base: &skua_config::Server, o: &mut Overlay, c: &Change) -> Result<(), CtlError> {
     let in_config_zone = |name: &str| {
         base.local_zones
             .iter()

@@ -80,11 +80,17 @@ pub fn stats_json(ctl: &Control) -> serde_json::Value {
                 .collect()
         })
         .unwrap_or_default();
-    let programs = plane.as_ref().map(|p| p.program_stats()).unwrap_or_default();
+    let programs = plane
+        .as_ref()
+        .map(|p| p.program_stats())
+        .unwrap_or_default();
     let programs: Vec<_> = programs
         .iter()
         .map(|(ifname, st)| {
-            let m: serde_json::Map<_, _> = st.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect();
+            let m: serde_json::Map<_, _> = st
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), json!(v)))
+                .collect();
             json!({"interface": ifname, "counters": m})
         })
         .collect();
@@ -135,7 +141,10 @@ pub fn prometheus(ctl: &Control) -> String {
     let xdp_sum = |f: fn(&skua_xdp::worker::QueueStats) -> &AtomicU64| -> u64 {
         workers.iter().map(|w| r(f(&w.stats))).sum()
     };
-    let prog = plane.as_ref().map(|p| p.program_stats()).unwrap_or_default();
+    let prog = plane
+        .as_ref()
+        .map(|p| p.program_stats())
+        .unwrap_or_default();
     let prog_answered: u64 = prog
         .iter()
         .flat_map(|(_, st)| st.iter())
@@ -144,46 +153,121 @@ pub fn prometheus(ctl: &Control) -> String {
         .sum();
 
     p.head("skua_build_info", "gauge", "Version of skuad.");
-    p.line("skua_build_info", &[("version", env!("CARGO_PKG_VERSION"))], 1);
-    p.head("skua_uptime_seconds", "gauge", "Seconds since skuad started.");
+    p.line(
+        "skua_build_info",
+        &[("version", env!("CARGO_PKG_VERSION"))],
+        1,
+    );
+    p.head(
+        "skua_uptime_seconds",
+        "gauge",
+        "Seconds since skuad started.",
+    );
     p.line("skua_uptime_seconds", &[], ctl.started.elapsed().as_secs());
     let v = ctl.view();
-    p.head("skua_config_generation", "gauge", "Engine generation serving (increases at each reload or API write).");
+    p.head(
+        "skua_config_generation",
+        "gauge",
+        "Engine generation serving (increases at each reload or API write).",
+    );
     p.line("skua_config_generation", &[], ctl.generation());
     p.head("skua_config_records", "gauge", "Records loaded.");
     p.line("skua_config_records", &[], v.records);
     p.head("skua_config_names", "gauge", "Names in the answer tables.");
     p.line("skua_config_names", &[], v.names);
     p.head("skua_config_reloads_total", "counter", "Reloads by result.");
-    p.line("skua_config_reloads_total", &[("result", "ok")], r(&ctl.reloads_ok));
-    p.line("skua_config_reloads_total", &[("result", "failed")], r(&ctl.reloads_failed));
-    p.head("skua_api_writes_total", "counter", "API zone and record changes by result.");
-    p.line("skua_api_writes_total", &[("result", "ok")], r(&ctl.writes_ok));
-    p.line("skua_api_writes_total", &[("result", "failed")], r(&ctl.writes_failed));
+    p.line(
+        "skua_config_reloads_total",
+        &[("result", "ok")],
+        r(&ctl.reloads_ok),
+    );
+    p.line(
+        "skua_config_reloads_total",
+        &[("result", "failed")],
+        r(&ctl.reloads_failed),
+    );
+    p.head(
+        "skua_api_writes_total",
+        "counter",
+        "API zone and record changes by result.",
+    );
+    p.line(
+        "skua_api_writes_total",
+        &[("result", "ok")],
+        r(&ctl.writes_ok),
+    );
+    p.line(
+        "skua_api_writes_total",
+        &[("result", "failed")],
+        r(&ctl.writes_failed),
+    );
 
     p.head("skua_queries_total", "counter", "Queries received, by path (socket: kernel sockets UDP+TCP; xdp: AF_XDP workers; xdp_program: answered inside the XDP program).");
     p.line("skua_queries_total", &[("path", "socket")], sock.queries);
     p.line("skua_queries_total", &[("path", "xdp")], xdp_sum(|s| &s.rx));
-    p.line("skua_queries_total", &[("path", "xdp_program")], prog_answered);
-    p.head("skua_responses_total", "counter", "Responses by path and RCODE.");
+    p.line(
+        "skua_queries_total",
+        &[("path", "xdp_program")],
+        prog_answered,
+    );
+    p.head(
+        "skua_responses_total",
+        "counter",
+        "Responses by path and RCODE.",
+    );
     for (i, n) in sock.rcode.iter().enumerate() {
         let name = RCODES.get(i).map(|(_, n)| *n).unwrap_or("other");
-        p.line("skua_responses_total", &[("path", "socket"), ("rcode", name)], n);
+        p.line(
+            "skua_responses_total",
+            &[("path", "socket"), ("rcode", name)],
+            n,
+        );
     }
-    p.line("skua_responses_total", &[("path", "xdp"), ("rcode", "any")], xdp_sum(|s| &s.answered));
-    p.line("skua_responses_total", &[("path", "xdp_program"), ("rcode", "NOERROR_OR_NXDOMAIN")], prog_answered);
-    p.head("skua_queries_by_qtype_total", "counter", "Answered queries by path and QTYPE.");
+    p.line(
+        "skua_responses_total",
+        &[("path", "xdp"), ("rcode", "any")],
+        xdp_sum(|s| &s.answered),
+    );
+    p.line(
+        "skua_responses_total",
+        &[("path", "xdp_program"), ("rcode", "NOERROR_OR_NXDOMAIN")],
+        prog_answered,
+    );
+    p.head(
+        "skua_queries_by_qtype_total",
+        "counter",
+        "Answered queries by path and QTYPE.",
+    );
     for (i, n) in sock.qtype.iter().enumerate() {
         let name = QTYPES.get(i).map(|(_, n)| *n).unwrap_or("other");
-        p.line("skua_queries_by_qtype_total", &[("path", "socket"), ("qtype", name)], n);
+        p.line(
+            "skua_queries_by_qtype_total",
+            &[("path", "socket"), ("qtype", name)],
+            n,
+        );
     }
-    p.head("skua_dropped_total", "counter", "Queries dropped, by path and reason.");
+    p.head(
+        "skua_dropped_total",
+        "counter",
+        "Queries dropped, by path and reason.",
+    );
     for (i, n) in sock.dropped.iter().enumerate() {
-        p.line("skua_dropped_total", &[("path", "socket"), ("reason", DROPS[i])], n);
+        p.line(
+            "skua_dropped_total",
+            &[("path", "socket"), ("reason", DROPS[i])],
+            n,
+        );
     }
     for d in skua_fastpath::Drop::ALL {
-        let n: u64 = workers.iter().map(|w| r(&w.stats.dropped[d as usize])).sum();
-        p.line("skua_dropped_total", &[("path", "xdp"), ("reason", d.as_str())], n);
+        let n: u64 = workers
+            .iter()
+            .map(|w| r(&w.stats.dropped[d as usize]))
+            .sum();
+        p.line(
+            "skua_dropped_total",
+            &[("path", "xdp"), ("reason", d.as_str())],
+            n,
+        );
     }
     p.head("skua_query_duration_seconds", "histogram", "Time from a batch's arrival to its replies' sending, per query (kernel-socket UDP workers).");
     let mut cum = 0u64;
@@ -193,12 +277,28 @@ pub fn prometheus(ctl: &Control) -> String {
             .get(i)
             .map(|b| format!("{}", *b as f64 / 1e9))
             .unwrap_or_else(|| "+Inf".into());
-        p.line("skua_query_duration_seconds_bucket", &[("path", "socket"), ("le", &le)], cum);
+        p.line(
+            "skua_query_duration_seconds_bucket",
+            &[("path", "socket"), ("le", &le)],
+            cum,
+        );
     }
-    p.line("skua_query_duration_seconds_sum", &[("path", "socket")], sock.latency_sum_ns as f64 / 1e9);
-    p.line("skua_query_duration_seconds_count", &[("path", "socket")], cum);
+    p.line(
+        "skua_query_duration_seconds_sum",
+        &[("path", "socket")],
+        sock.latency_sum_ns as f64 / 1e9,
+    );
+    p.line(
+        "skua_query_duration_seconds_count",
+        &[("path", "socket")],
+        cum,
+    );
 
-    p.head("skua_xdp_queue_packets_total", "counter", "AF_XDP queue counters (ours and the kernel's XDP_STATISTICS).");
+    p.head(
+        "skua_xdp_queue_packets_total",
+        "counter",
+        "AF_XDP queue counters (ours and the kernel's XDP_STATISTICS).",
+    );
     for w in workers {
         let q = w.queue.to_string();
         let s = &w.stats;
@@ -223,10 +323,18 @@ pub fn prometheus(ctl: &Control) -> String {
             );
         }
     }
-    p.head("skua_xdp_program_packets_total", "counter", "XDP program counters per interface.");
+    p.head(
+        "skua_xdp_program_packets_total",
+        "counter",
+        "XDP program counters per interface.",
+    );
     for (ifname, st) in &prog {
         for (k, v) in st {
-            p.line("skua_xdp_program_packets_total", &[("interface", ifname), ("counter", k)], v);
+            p.line(
+                "skua_xdp_program_packets_total",
+                &[("interface", ifname), ("counter", k)],
+                v,
+            );
         }
     }
     p.0

@@ -212,7 +212,10 @@ mod tests {
         assert_eq!(s.local_data[1].loc.line, 7);
         let text = std::fs::read_to_string(&p).unwrap();
         assert_eq!(
-            text.lines().nth(s.local_data[1].loc.line - 1).unwrap().trim(),
+            text.lines()
+                .nth(s.local_data[1].loc.line - 1)
+                .unwrap()
+                .trim(),
             format!("local-data: '{}'", o.records[1])
         );
         let _ = std::fs::remove_dir_all(dir);

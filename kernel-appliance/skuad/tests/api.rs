@@ -89,7 +89,10 @@ fn config(dns_port: u16, api_port: u16, dir: &Path, extra_api: &str) -> String {
         dir.join("state.conf").display()
     );
     for (role, tok) in TOKENS {
-        c.push_str(&format!("  token: \"{role}-tok {role} sha256:{}\"\n", sha256_hex(tok)));
+        c.push_str(&format!(
+            "  token: \"{role}-tok {role} sha256:{}\"\n",
+            sha256_hex(tok)
+        ));
     }
     c.push_str(extra_api);
     c
@@ -132,11 +135,13 @@ struct Resp {
 
 impl Resp {
     fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
     }
     fn code(&self) -> String {
-        self.json()["error"]["code"].as_str().unwrap_or("").to_string()
+        self.json()["error"]["code"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
     }
 }
 
@@ -156,7 +161,10 @@ fn raw(api: SocketAddr, req: &[u8]) -> std::io::Result<Resp> {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
     // Bodies here are small; a chunked one is reassembled naively.
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         let mut b = String::new();
         let mut rest = body;
         while let Some((len, tail)) = rest.split_once("\r\n") {
@@ -244,11 +252,26 @@ const ROUTES: &[(&str, &str, Option<&str>, Option<&str>)] = &[
     ("GET", "/metrics", Some("read"), None),
     ("GET", "/acl", Some("read"), None),
     ("GET", "/zones", Some("read"), None),
-    ("POST", "/zones", Some("dns"), Some(r#"{"name":"roles.example.net.","type":"static"}"#)),
+    (
+        "POST",
+        "/zones",
+        Some("dns"),
+        Some(r#"{"name":"roles.example.net.","type":"static"}"#),
+    ),
     ("DELETE", "/zones/roles.example.net.", Some("dns"), None),
     ("GET", "/records", Some("read"), None),
-    ("POST", "/records", Some("dns"), Some(r#"{"rr":"r.roles.example.net. 60 A 198.18.0.9"}"#)),
-    ("DELETE", "/records?rr=r.roles.example.net.%2060%20A%20198.18.0.9", Some("dns"), None),
+    (
+        "POST",
+        "/records",
+        Some("dns"),
+        Some(r#"{"rr":"r.roles.example.net. 60 A 198.18.0.9"}"#),
+    ),
+    (
+        "DELETE",
+        "/records?rr=r.roles.example.net.%2060%20A%20198.18.0.9",
+        Some("dns"),
+        None,
+    ),
     ("GET", "/config", Some("operator"), None),
     ("POST", "/reload", Some("operator"), None),
     ("GET", "/audit", Some("operator"), None),
@@ -265,7 +288,12 @@ fn rank(r: &str) -> usize {
 fn every_route_with_and_without_tokens_and_roles() {
     let dir = Dir::new("roles");
     let (p, a) = (free_port(), free_port());
-    let d = start(&dir.0, &config(p, a, &dir.0, "  auth-fail-limit: 1000\n"), p, a);
+    let d = start(
+        &dir.0,
+        &config(p, a, &dir.0, "  auth-fail-limit: 1000\n"),
+        p,
+        a,
+    );
     for &(m, path, need, body) in ROUTES {
         let r = http(&d, m, path, None, body).unwrap();
         match need {
@@ -274,7 +302,9 @@ fn every_route_with_and_without_tokens_and_roles() {
                 assert_eq!(r.status, 401, "{m} {path} without token: {r:?}");
                 assert_eq!(r.code(), "unauthorized");
                 assert!(
-                    r.headers.to_ascii_lowercase().contains("www-authenticate: bearer"),
+                    r.headers
+                        .to_ascii_lowercase()
+                        .contains("www-authenticate: bearer"),
                     "{r:?}"
                 );
                 let r = http(&d, m, path, Some("not-a-token-0123456789"), body).unwrap();
@@ -294,7 +324,12 @@ fn every_route_with_and_without_tokens_and_roles() {
             } else {
                 assert_eq!(r.status, 403, "{role} must be denied {m} {path}: {r:?}");
                 assert_eq!(r.code(), "forbidden");
-                assert!(r.json()["error"]["message"].as_str().unwrap().contains(need));
+                assert!(
+                    r.json()["error"]["message"]
+                        .as_str()
+                        .unwrap()
+                        .contains(need)
+                );
             }
         }
     }
@@ -304,14 +339,23 @@ fn every_route_with_and_without_tokens_and_roles() {
 fn failed_authentications_are_limited_per_source() {
     let dir = Dir::new("limit");
     let (p, a) = (free_port(), free_port());
-    let d = start(&dir.0, &config(p, a, &dir.0, "  auth-fail-limit: 3\n"), p, a);
+    let d = start(
+        &dir.0,
+        &config(p, a, &dir.0, "  auth-fail-limit: 3\n"),
+        p,
+        a,
+    );
     for i in 0..3 {
         let r = http(&d, "GET", "/status", Some("wrong-token-0123456789"), None).unwrap();
         assert_eq!(r.status, 401, "attempt {i}: {r:?}");
     }
     // Past the limit, even a good token gets 429 until the minute is over; /health stays.
     let r = http(&d, "GET", "/status", Some(tok("admin")), None).unwrap();
-    assert_eq!((r.status, r.code().as_str()), (429, "too_many_auth_failures"), "{r:?}");
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (429, "too_many_auth_failures"),
+        "{r:?}"
+    );
     assert_eq!(http(&d, "GET", "/health", None, None).unwrap().status, 200);
 }
 
@@ -323,12 +367,48 @@ fn malformed_requests_get_clear_4xx() {
     let t = Some(tok("admin"));
     let cases: &[(&str, &str, Option<&str>, u16, &str)] = &[
         ("POST", "/zones", Some("{not json"), 400, "invalid_json"),
-        ("POST", "/zones", Some(r#"{"name":"x.test."}"#), 400, "invalid_request"),
-        ("POST", "/zones", Some(r#"{"name":"x.test.","type":"static","ttl":3}"#), 400, "invalid_request"),
-        ("POST", "/zones", Some(r#"{"name":5,"type":"static"}"#), 400, "invalid_request"),
-        ("POST", "/zones", Some(r#"{"name":"x.test.","type":"bogus"}"#), 400, "invalid_request"),
-        ("POST", "/records", Some(r#"{"rr":"a.x.test. A 1.2.3"}"#), 400, "invalid_request"),
-        ("POST", "/records", Some(r#"{"rr":"a.example. 300 IN A 198.18.0.1"}"#), 409, "conflict"),
+        (
+            "POST",
+            "/zones",
+            Some(r#"{"name":"x.test."}"#),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/zones",
+            Some(r#"{"name":"x.test.","type":"static","ttl":3}"#),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/zones",
+            Some(r#"{"name":5,"type":"static"}"#),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/zones",
+            Some(r#"{"name":"x.test.","type":"bogus"}"#),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/records",
+            Some(r#"{"rr":"a.x.test. A 1.2.3"}"#),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/records",
+            Some(r#"{"rr":"a.example. 300 IN A 198.18.0.1"}"#),
+            409,
+            "conflict",
+        ),
         ("DELETE", "/zones/example.", None, 409, "conflict"),
         ("DELETE", "/zones/nothere.test.", None, 404, "not_found"),
         ("DELETE", "/records", None, 400, "invalid_request"),
@@ -337,23 +417,46 @@ fn malformed_requests_get_clear_4xx() {
     ];
     for &(m, path, body, status, code) in cases {
         let r = http(&d, m, path, t, body).unwrap();
-        assert_eq!((r.status, r.code().as_str()), (status, code), "{m} {path} {body:?}: {r:?}");
+        assert_eq!(
+            (r.status, r.code().as_str()),
+            (status, code),
+            "{m} {path} {body:?}: {r:?}"
+        );
         assert!(!r.json()["error"]["message"].as_str().unwrap().is_empty());
     }
     let big = format!(r#"{{"rr":"{}"}}"#, "a".repeat(2000));
     let r = http(&d, "POST", "/records", t, Some(&big)).unwrap();
-    assert_eq!((r.status, r.code().as_str()), (413, "body_too_large"), "{r:?}");
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (413, "body_too_large"),
+        "{r:?}"
+    );
     let req = format!(
         "POST /zones HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {}\r\n\
          Content-Type: text/plain\r\nContent-Length: 2\r\n\r\n{{}}",
         tok("admin")
     );
     let r = raw(d.api, req.as_bytes()).unwrap();
-    assert_eq!((r.status, r.code().as_str()), (415, "unsupported_media_type"), "{r:?}");
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (415, "unsupported_media_type"),
+        "{r:?}"
+    );
     // A record that conflicts with the configuration's data does not compile: 422, and the
     // old data keeps being served.
-    let r = http(&d, "POST", "/records", t, Some(r#"{"rr":"a.example. 300 CNAME b.example."}"#)).unwrap();
-    assert_eq!((r.status, r.code().as_str()), (422, "invalid_config"), "{r:?}");
+    let r = http(
+        &d,
+        "POST",
+        "/records",
+        t,
+        Some(r#"{"rr":"a.example. 300 CNAME b.example."}"#),
+    )
+    .unwrap();
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (422, "invalid_config"),
+        "{r:?}"
+    );
     assert_eq!(ask(d.dns, "a.example."), (0, 1, [198, 18, 0, 1]));
 }
 
@@ -364,17 +467,46 @@ fn changes_are_served_at_once_and_survive_a_restart() {
     let text = config(p, a, &dir.0, "");
     let d = start(&dir.0, &text, p, a);
     let t = Some(tok("dns"));
-    assert_eq!(ask(d.dns, "www.api.example.net.").0, 5, "outside every zone: REFUSED");
-    let r = http(&d, "POST", "/zones", t, Some(r#"{"name":"API.example.net.","type":"static"}"#)).unwrap();
+    assert_eq!(
+        ask(d.dns, "www.api.example.net.").0,
+        5,
+        "outside every zone: REFUSED"
+    );
+    let r = http(
+        &d,
+        "POST",
+        "/zones",
+        t,
+        Some(r#"{"name":"API.example.net.","type":"static"}"#),
+    )
+    .unwrap();
     assert_eq!(r.status, 201, "{r:?}");
-    let r = http(&d, "POST", "/records", t, Some(r#"{"rr":"www.api.example.net. 60 A 198.18.7.7"}"#)).unwrap();
+    let r = http(
+        &d,
+        "POST",
+        "/records",
+        t,
+        Some(r#"{"rr":"www.api.example.net. 60 A 198.18.7.7"}"#),
+    )
+    .unwrap();
     assert_eq!(r.status, 201, "{r:?}");
     // The write returns once the new engine serves: the very next query sees it.
     let served = Instant::now();
     assert_eq!(ask(d.dns, "www.api.example.net."), (0, 1, [198, 18, 7, 7]));
     assert!(served.elapsed() < Duration::from_millis(100));
-    assert_eq!(ask(d.dns, "nope.api.example.net.").0, 3, "static zone: NXDOMAIN");
-    let r = http(&d, "POST", "/records", t, Some(r#"{"rr":"www.api.example.net. 60 A 198.18.7.7"}"#)).unwrap();
+    assert_eq!(
+        ask(d.dns, "nope.api.example.net.").0,
+        3,
+        "static zone: NXDOMAIN"
+    );
+    let r = http(
+        &d,
+        "POST",
+        "/records",
+        t,
+        Some(r#"{"rr":"www.api.example.net. 60 A 198.18.7.7"}"#),
+    )
+    .unwrap();
     assert_eq!(r.status, 409, "duplicate: {r:?}");
     let zones = http(&d, "GET", "/zones", t, None).unwrap().json();
     let z = zones["zones"]
@@ -384,16 +516,31 @@ fn changes_are_served_at_once_and_survive_a_restart() {
         .find(|z| z["name"] == "api.example.net.")
         .expect("zone listed");
     assert_eq!(z["source"], "api");
-    let recs = http(&d, "GET", "/records?zone=api.example.net.", t, None).unwrap().json();
-    assert_eq!(recs["records"][0]["rr"], "www.api.example.net. 60 IN A 198.18.7.7");
+    let recs = http(&d, "GET", "/records?zone=api.example.net.", t, None)
+        .unwrap()
+        .json();
+    assert_eq!(
+        recs["records"][0]["rr"],
+        "www.api.example.net. 60 IN A 198.18.7.7"
+    );
     assert_eq!(recs["records"].as_array().unwrap().len(), 1);
     // Restart: the state file brings them back.
     drop(d);
     let state = std::fs::read_to_string(dir.0.join("state.conf")).unwrap();
-    assert!(state.contains("www.api.example.net. 60 IN A 198.18.7.7"), "{state}");
+    assert!(
+        state.contains("www.api.example.net. 60 IN A 198.18.7.7"),
+        "{state}"
+    );
     let d = start(&dir.0, &text, p, a);
     assert_eq!(ask(d.dns, "www.api.example.net."), (0, 1, [198, 18, 7, 7]));
-    let r = http(&d, "DELETE", "/records?rr=www.api.example.net.%2060%20A%20198.18.7.7", t, None).unwrap();
+    let r = http(
+        &d,
+        "DELETE",
+        "/records?rr=www.api.example.net.%2060%20A%20198.18.7.7",
+        t,
+        None,
+    )
+    .unwrap();
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(ask(d.dns, "www.api.example.net.").0, 3);
     let r = http(&d, "DELETE", "/zones/api.example.net.", t, None).unwrap();
@@ -414,7 +561,11 @@ fn changes_are_served_at_once_and_survive_a_restart() {
     assert_eq!(ask(d.dns, "b.example."), (0, 1, [198, 18, 0, 2]));
     std::fs::write(&d.conf, text.replace("A 198.18.0.1", "A 198.18.0")).unwrap();
     let r = http(&d, "POST", "/reload", Some(tok("operator")), None).unwrap();
-    assert_eq!((r.status, r.code().as_str()), (422, "invalid_config"), "{r:?}");
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (422, "invalid_config"),
+        "{r:?}"
+    );
     assert!(r.body.contains("skuad.conf:6"), "{r:?}");
     assert_eq!(ask(d.dns, "b.example."), (0, 1, [198, 18, 0, 2]));
     // Metrics count what was asked.
@@ -427,9 +578,17 @@ fn changes_are_served_at_once_and_survive_a_restart() {
         .expect("queries line");
     let n: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
     assert!(n >= 2, "{line}");
-    assert!(m.body.contains("skua_responses_total{path=\"socket\",rcode=\"NOERROR\"}"));
-    assert!(m.body.contains("skua_query_duration_seconds_bucket{path=\"socket\",le=\"+Inf\"}"));
-    let s = http(&d, "GET", "/stats", Some(tok("read")), None).unwrap().json();
+    assert!(
+        m.body
+            .contains("skua_responses_total{path=\"socket\",rcode=\"NOERROR\"}")
+    );
+    assert!(
+        m.body
+            .contains("skua_query_duration_seconds_bucket{path=\"socket\",le=\"+Inf\"}")
+    );
+    let s = http(&d, "GET", "/stats", Some(tok("read")), None)
+        .unwrap()
+        .json();
     assert!(s["socket"]["queries"].as_u64().unwrap() >= n);
 }
 
