@@ -47,8 +47,8 @@ pub const DROPS: [&str; 6] = ["acl", "malformed", "zone", "non_local", "buffer",
 /// Upper bounds of the latency histogram buckets, in nanoseconds (the last bucket,
 /// `+Inf`, is implicit). Covers an in-frame answer (~0.2 µs) to a stalled batch (10 ms).
 pub const LATENCY_BOUNDS_NS: [u64; 12] = [
-    1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000,
-    2_000_000, 10_000_000,
+    1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000, 2_000_000,
+    10_000_000,
 ];
 
 /// One worker's counters.
