@@ -1,0 +1,245 @@
+//! Helpers shared by the API integration tests: a running skuad with API tokens of each
+//! role, a hand-written HTTP/1.1 client (the tests do not share the server's HTTP stack),
+//! and DNS queries over UDP.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+pub const SKUAD: &str = env!("CARGO_BIN_EXE_skuad");
+pub const LO: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+pub const TOKENS: [(&str, &str); 4] = [
+    ("read", "read-token-0123456789"),
+    ("dns", "dns-token-01234567890"),
+    ("operator", "operator-token-012345"),
+    ("admin", "admin-token-012345678"),
+];
+
+pub fn sha256_hex(s: &str) -> String {
+    // The test computes the hash with the system's sha256sum: an independent implementation.
+    let out = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(s.as_bytes())?;
+            c.wait_with_output()
+        })
+        .expect("sha256sum");
+    String::from_utf8(out.stdout).unwrap()[..64].to_string()
+}
+
+pub fn free_port() -> u16 {
+    static USED: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    loop {
+        let l = TcpListener::bind((LO, 0)).unwrap();
+        let port = l.local_addr().unwrap().port();
+        if UdpSocket::bind((LO, port)).is_err() {
+            continue;
+        }
+        let mut used = USED.lock().unwrap();
+        if !used.contains(&port) {
+            used.push(port);
+            return port;
+        }
+    }
+}
+
+pub struct Dir(pub PathBuf);
+
+impl Dir {
+    pub fn new(tag: &str) -> Self {
+        let d = std::env::temp_dir().join(format!("skuad-api-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub struct Daemon {
+    pub child: Child,
+    pub dns: SocketAddr,
+    pub api: SocketAddr,
+    pub conf: PathBuf,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn config(dns_port: u16, api_port: u16, dir: &Path, extra_api: &str) -> String {
+    let mut c = format!(
+        "server:\n  interface: 127.0.0.1\n  port: {dns_port}\n  access-control: 127.0.0.0/8 allow\n  \
+         local-zone: \"example.\" static\n  local-data: \"a.example. 300 IN A 198.18.0.1\"\n\
+         api:\n  interface: 127.0.0.1@{api_port}\n  state-file: \"{}\"\n",
+        dir.join("state.conf").display()
+    );
+    for (role, tok) in TOKENS {
+        c.push_str(&format!(
+            "  token: \"{role}-tok {role} sha256:{}\"\n",
+            sha256_hex(tok)
+        ));
+    }
+    c.push_str(extra_api);
+    c
+}
+
+pub fn start(dir: &Path, conf_text: &str, dns_port: u16, api_port: u16) -> Daemon {
+    let conf = dir.join("skuad.conf");
+    std::fs::write(&conf, conf_text).unwrap();
+    let child = Command::new(SKUAD)
+        .args(["--no-xdp", "--config"])
+        .arg(&conf)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let d = Daemon {
+        child,
+        dns: SocketAddr::new(LO, dns_port),
+        api: SocketAddr::new(LO, api_port),
+        conf,
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(r) = http(&d, "GET", "/health", None, None)
+            && r.status == 200
+        {
+            return d;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("skuad's API did not come up on {}", d.api);
+}
+
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: String,
+    pub body: String,
+}
+
+impl Resp {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+    pub fn code(&self) -> String {
+        self.json()["error"]["code"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    }
+}
+
+/// One HTTP/1.1 request (Connection: close), by hand: the test does not share the
+/// server's HTTP stack.
+pub fn raw(api: SocketAddr, req: &[u8]) -> std::io::Result<Resp> {
+    let mut s = TcpStream::connect_timeout(&api, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    s.write_all(req)?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out)?;
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    // Bodies here are small; a chunked one is reassembled naively.
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        let mut b = String::new();
+        let mut rest = body;
+        while let Some((len, tail)) = rest.split_once("\r\n") {
+            let n = usize::from_str_radix(len.trim(), 16).unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            b.push_str(&tail[..n]);
+            rest = &tail[n + 2..];
+        }
+        b
+    } else {
+        body.to_string()
+    };
+    Ok(Resp {
+        status,
+        headers: head.to_string(),
+        body,
+    })
+}
+
+pub fn http(
+    d: &Daemon,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> std::io::Result<Resp> {
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: skuad\r\nConnection: close\r\n");
+    if let Some(t) = token {
+        req.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
+    if let Some(b) = body {
+        req.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}",
+            b.len()
+        ));
+    } else {
+        req.push_str("Content-Length: 0\r\n\r\n");
+    }
+    raw(d.api, req.as_bytes())
+}
+
+pub fn tok(role: &str) -> &'static str {
+    TOKENS.iter().find(|(r, _)| *r == role).unwrap().1
+}
+
+pub fn query(id: u16, name: &str, qtype: u16) -> Vec<u8> {
+    let mut q = id.to_be_bytes().to_vec();
+    q.extend_from_slice(&[0x01, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+    for l in name.split('.').filter(|l| !l.is_empty()) {
+        q.push(l.len() as u8);
+        q.extend_from_slice(l.as_bytes());
+    }
+    q.extend_from_slice(&[0, (qtype >> 8) as u8, qtype as u8, 0, 1]);
+    q
+}
+
+/// (rcode, ancount, last 4 bytes of the reply: the A record's address when there is one).
+pub fn ask(server: SocketAddr, name: &str) -> (u8, u16, [u8; 4]) {
+    let s = UdpSocket::bind((LO, 0)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let q = query(0x4242, name, 1);
+    for _ in 0..3 {
+        s.send_to(&q, server).unwrap();
+        let mut b = [0u8; 1500];
+        if let Ok((n, _)) = s.recv_from(&mut b) {
+            let b = &b[..n];
+            return (
+                b[3] & 0xf,
+                u16::from_be_bytes([b[6], b[7]]),
+                b[n - 4..].try_into().unwrap(),
+            );
+        }
+    }
+    panic!("no DNS reply for {name}");
+}
