@@ -21,10 +21,11 @@ use serde::Serialize;
 use skua_engine::Engine;
 
 use crate::auth::{FailLimiter, Tokens};
+use crate::listeners::Listeners;
 use crate::load::{self, Loaded, Settings};
 use crate::server::{Shared, Source};
 use crate::state::{self, Overlay, ZoneEntry};
-use crate::xdp::XdpPlane;
+use crate::xdp::{Started, XdpOptions, XdpPlane};
 use crate::{api, log};
 
 /// Why a control operation failed; each maps to one HTTP status and a stable code.
@@ -201,6 +202,10 @@ pub struct Control {
     pub api: ArcSwap<ApiState>,
     /// The XDP plane, when running.
     pub plane: Mutex<Option<XdpPlane>>,
+    /// The kernel-socket listeners.
+    pub listeners: Mutex<Option<Listeners>>,
+    /// How XDP was asked for (to restart it when the served addresses change).
+    pub xdp_opts: XdpOptions,
     /// AF_XDP state.
     pub dataplane: Mutex<DataplaneState>,
     /// Reloads that succeeded.
@@ -326,6 +331,7 @@ impl Control {
         view: View,
         api: ApiState,
         started: Instant,
+        xdp_opts: XdpOptions,
     ) -> Self {
         Control {
             source,
@@ -341,6 +347,8 @@ impl Control {
             view: ArcSwap::from_pointee(view),
             api: ArcSwap::from_pointee(api),
             plane: Mutex::new(None),
+            listeners: Mutex::new(None),
+            xdp_opts,
             dataplane: Mutex::new(DataplaneState::Sockets),
             reloads_ok: AtomicU64::new(0),
             reloads_failed: AtomicU64::new(0),
@@ -414,22 +422,35 @@ impl Control {
         for w in &loaded.warnings {
             log::warn(format_args!("{w}"));
         }
-        if loaded.settings != inner.settings {
-            log::warn(format_args!(
-                "reload: listener settings changed (interfaces, ports, threads, buffers); they take effect at restart"
-            ));
-        }
         log::set_verbosity(loaded.settings.verbosity);
+        let new_settings = loaded.settings.clone();
         let view = make_view(&merged, &loaded, state_path.as_deref());
         let records = loaded.records;
         let warnings = loaded.warnings.clone();
         self.swap_engine(loaded.engine);
         self.view.store(Arc::new(view));
         self.api.store(Arc::new(api));
+        let mut listener_error = None;
+        if new_settings != inner.settings {
+            // Blocking work (binding, draining retired sockets for a few hundred ms, joining
+            // threads, XDP attach and self-test) off the async workers.
+            let r = tokio::task::block_in_place(|| self.apply_settings(&new_settings));
+            if let Err(e) = r {
+                listener_error = Some(e);
+            }
+            inner.settings = new_settings;
+        }
         inner.base = cfg;
         inner.base_dir = dir;
         inner.overlay = overlay;
         inner.state_path = state_path;
+        if let Some(e) = listener_error {
+            // The configuration serves; a listener it names could not be bound.
+            self.reloads_failed.fetch_add(1, Ordering::Relaxed);
+            return Err(CtlError::Internal(format!(
+                "reloaded, but a listener could not be bound: {e} (the other listeners changed; that address keeps its previous sockets, if any)"
+            )));
+        }
         self.reloads_ok.fetch_add(1, Ordering::Relaxed);
         Ok(Applied {
             generation: self.generation(),
@@ -437,6 +458,40 @@ impl Control {
             elapsed_ms: t0.elapsed().as_secs_f64() * 1e3,
             warnings,
         })
+    }
+
+    /// Makes listeners (and the XDP plane, which serves the same addresses and sends
+    /// through the first socket of each) match new settings.
+    fn apply_settings(&self, s: &Settings) -> Result<(), String> {
+        let mut guard = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(l) = guard.as_mut() else {
+            return Ok(());
+        };
+        let r = l.apply(s);
+        let udp_changed = match &r {
+            Ok(c) => c.udp_changed(),
+            Err(_) => true,
+        };
+        if udp_changed {
+            let slow = l.slow_sockets();
+            drop(guard);
+            let mut plane = self.plane.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(mut p) = plane.take() {
+                log::info(format_args!("xdp: restarting for the new listeners"));
+                p.shutdown();
+            }
+            let state = match crate::xdp::start(s, &self.xdp_opts, &self.shared, &slow) {
+                Ok(Started::Running(p)) => {
+                    *plane = Some(p);
+                    DataplaneState::Xdp
+                }
+                Ok(Started::NotUsed) => DataplaneState::Sockets,
+                Ok(Started::FellBack(why)) => DataplaneState::Degraded(why),
+                Err(e) => DataplaneState::Degraded(e),
+            };
+            *self.dataplane.lock().unwrap_or_else(|e| e.into_inner()) = state;
+        }
+        r.map(|_| ())
     }
 
     /// Applies API changes: all or nothing, persisted before served.

@@ -19,6 +19,7 @@ pub mod api;
 pub mod auth;
 pub mod bench;
 pub mod control;
+pub mod listeners;
 pub mod load;
 pub mod log;
 pub mod metrics;

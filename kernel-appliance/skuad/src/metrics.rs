@@ -18,11 +18,7 @@ fn r(a: &AtomicU64) -> u64 {
 
 /// Totals of the kernel-socket workers (UDP and TCP).
 pub fn socket_totals(ctl: &Control) -> Totals {
-    let mut t = Totals::default();
-    for c in &ctl.shared.stats {
-        c.sum_into(&mut t);
-    }
-    t
+    ctl.shared.totals()
 }
 
 fn totals_json(t: &Totals) -> serde_json::Value {

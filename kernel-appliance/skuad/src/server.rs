@@ -5,23 +5,22 @@
 //! nanoseconds, no lock), and a reload swaps in a new one atomically. Queries in flight
 //! finish on the engine they started with; none is lost.
 
-use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use skua_engine::{Engine, Outcome, Request, Transport};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 
 use crate::api;
 use crate::control::{self, Control, DataplaneState};
-use crate::load::{self, Loaded, Settings};
+use crate::listeners::Listeners;
+use crate::load::{self, Loaded};
 use crate::log;
 use crate::state::Overlay;
 
@@ -46,8 +45,35 @@ pub struct Shared {
     pub stop: AtomicBool,
     /// Incremented at every engine swap (XDP workers reload only when it changes).
     pub generation: AtomicU64,
-    /// UDP worker counters, then one for TCP.
-    pub stats: Vec<WorkerStats>,
+    /// Counters of every kernel-socket worker started so far (retired ones included, so
+    /// totals never go down) and of TCP.
+    pub stats: std::sync::Mutex<Vec<Arc<WorkerStats>>>,
+}
+
+impl Shared {
+    /// State for `engine`, no workers yet.
+    pub fn new(engine: Engine) -> Self {
+        Self {
+            engine: ArcSwap::from_pointee(engine),
+            stop: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
+            stats: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Adds a worker's counters to the totals.
+    pub fn register(&self, c: Arc<WorkerStats>) {
+        self.stats.lock().unwrap_or_else(|e| e.into_inner()).push(c);
+    }
+
+    /// Sum of every worker's counters.
+    pub fn totals(&self) -> skua_engine::stats::Totals {
+        let mut t = skua_engine::stats::Totals::default();
+        for c in self.stats.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            c.sum_into(&mut t);
+        }
+        t
+    }
 }
 
 /// Where the configuration comes from, for reloads.
@@ -115,9 +141,12 @@ fn inform(o: &Outcome, peer: SocketAddr, q: &[u8]) {
     }
 }
 
-fn udp_worker(
+/// One kernel-socket UDP worker: runs until the daemon or its group stops.
+pub(crate) fn udp_worker(
     sock: UdpSocket,
     shared: Arc<Shared>,
+    stats: Arc<WorkerStats>,
+    stop: Arc<AtomicBool>,
     idx: usize,
     cpu: Option<usize>,
     tx_size: usize,
@@ -132,8 +161,8 @@ fn udp_worker(
     }
     let mut rx = skua_netio::Batch::new(BATCH, RX_BUF);
     let mut tx = skua_netio::Batch::new(BATCH, tx_size);
-    let stats = &shared.stats[idx];
-    while !shared.stop.load(Ordering::Relaxed) {
+    let stats = &*stats;
+    while !shared.stop.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
         let n = match rx.recv(&sock) {
             Ok(n) => n,
             Err(e) => {
@@ -173,7 +202,13 @@ fn udp_worker(
 /// One TCP connection: pipelined queries (RFC 7766 §6.2.1.1), replies written by a separate
 /// task so that a slow reader does not stall query processing, idle timeout per message
 /// (§6.2.3: a client that stops mid-message is disconnected).
-async fn tcp_conn(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>, idle: Duration) {
+async fn tcp_conn(
+    stream: TcpStream,
+    peer: SocketAddr,
+    shared: Arc<Shared>,
+    stats: Arc<WorkerStats>,
+    idle: Duration,
+) {
     let _ = stream.set_nodelay(true);
     // Replies of a pipelining client fit easily; a client that never reads fills this and
     // then the write timeout disconnects it (instead of megabytes of autotuned buffer).
@@ -191,7 +226,7 @@ async fn tcp_conn(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>, idle
         }
         let _ = tokio::time::timeout(idle, wr.shutdown()).await;
     });
-    let stats = &shared.stats[shared.stats.len() - 1];
+    let stats = &*stats;
     let mut q = vec![0u8; 65535];
     let mut out = vec![0u8; 2 + 65535];
     loop {
@@ -234,23 +269,26 @@ async fn tcp_conn(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>, idle
     let _ = writer.await;
 }
 
-async fn tcp_accept(
+/// Accepts TCP connections on `listener` until aborted, with the parameters in force at
+/// each accept.
+pub(crate) async fn tcp_accept(
     listener: TcpListener,
     shared: Arc<Shared>,
-    limit: Arc<Semaphore>,
-    idle: Duration,
+    stats: Arc<WorkerStats>,
+    params: Arc<ArcSwap<crate::listeners::TcpParams>>,
 ) {
     loop {
+        let p = params.load_full();
         // Take a slot before accepting: past the limit, clients wait in the backlog instead
         // of being accepted and starved (RFC 7766 §6.2.2).
-        let Ok(permit) = limit.clone().acquire_owned().await else {
+        let Ok(permit) = p.limit.clone().acquire_owned().await else {
             return;
         };
         match listener.accept().await {
             Ok((stream, peer)) => {
-                let shared = shared.clone();
+                let (shared, stats, idle) = (shared.clone(), stats.clone(), p.idle);
                 tokio::spawn(async move {
-                    tcp_conn(stream, peer, shared, idle).await;
+                    tcp_conn(stream, peer, shared, stats, idle).await;
                     drop(permit);
                 });
             }
@@ -260,40 +298,6 @@ async fn tcp_accept(
             }
         }
     }
-}
-
-fn bind_udp(s: &Settings) -> io::Result<Vec<(UdpSocket, usize)>> {
-    let mut out = Vec::new();
-    for &addr in &s.udp {
-        for t in 0..s.threads {
-            // One socket per thread only makes sense with SO_REUSEPORT; without it, one socket.
-            if t > 0 && !s.reuseport {
-                break;
-            }
-            let fd = skua_netio::bind_socket(
-                addr,
-                skua_netio::Kind::Udp,
-                s.reuseport,
-                s.rcvbuf,
-                s.sndbuf,
-                0,
-            )
-            .map_err(|e| io::Error::new(e.kind(), format!("udp {addr}: {e}")))?;
-            out.push((UdpSocket::from(fd), t));
-        }
-    }
-    Ok(out)
-}
-
-fn bind_tcp(s: &Settings) -> io::Result<Vec<std::net::TcpListener>> {
-    s.tcp
-        .iter()
-        .map(|&addr| {
-            skua_netio::bind_socket(addr, skua_netio::Kind::Tcp, false, None, None, 256)
-                .map(std::net::TcpListener::from)
-                .map_err(|e| io::Error::new(e.kind(), format!("tcp {addr}: {e}")))
-        })
-        .collect()
 }
 
 /// Runs the daemon until SIGTERM/SIGINT.
@@ -352,43 +356,16 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
             int: mk(SignalKind::interrupt())?,
         }
     };
-    let udp = bind_udp(&settings).map_err(|e| format!("cannot listen: {e}"))?;
-    let tcp = bind_tcp(&settings).map_err(|e| format!("cannot listen: {e}"))?;
+    let shared = Arc::new(Shared::new(engine));
+    let listeners = {
+        let _guard = rt.enter();
+        Listeners::start(&settings, shared.clone())?
+    };
     let api_listeners = rt
         .block_on(api::bind(&cfg))
         .map_err(|e| format!("api: {e}"))?;
-    let shared = Arc::new(Shared {
-        engine: ArcSwap::from_pointee(engine),
-        stop: AtomicBool::new(false),
-        generation: AtomicU64::new(0),
-        stats: (0..=udp.len()).map(|_| WorkerStats::default()).collect(),
-    });
-    let tx_size = usize::from(settings.max_udp_size);
     // The XDP workers send replies too large for a frame through these (kernel) sockets.
-    let slow: Vec<UdpSocket> = udp
-        .iter()
-        .filter(|(_, t)| *t == 0)
-        .filter_map(|(s, _)| s.try_clone().ok())
-        .collect();
-    let mut workers: Vec<JoinHandle<()>> = Vec::new();
-    for (i, (sock, t)) in udp.into_iter().enumerate() {
-        let cpu = settings.cpus.as_ref().map(|c| c[t % c.len()]);
-        let sh = shared.clone();
-        let h = std::thread::Builder::new()
-            .name(format!("udp-{i}"))
-            .spawn(move || udp_worker(sock, sh, i, cpu, tx_size))
-            .map_err(|e| format!("cannot start worker: {e}"))?;
-        workers.push(h);
-    }
-    for a in &settings.udp {
-        log::info(format_args!(
-            "listening on {a} udp ({} worker threads)",
-            settings.threads
-        ));
-    }
-    for a in &settings.tcp {
-        log::info(format_args!("listening on {a} tcp"));
-    }
+    let slow = listeners.slow_sockets();
     let ctl = Arc::new(Control::new(
         source,
         shared.clone(),
@@ -400,7 +377,9 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
         view,
         api_state,
         started,
+        xdp_opts.clone(),
     ));
+    *ctl.listeners.lock().unwrap_or_else(|e| e.into_inner()) = Some(listeners);
     // XDP comes after the sockets: the kernel path is always there to fall back to, and
     // what the XDP program passes (TCP, fragments, other queues) lands on it.
     let (plane, state) = match crate::xdp::start(&settings, xdp_opts, &shared, &slow) {
@@ -409,8 +388,13 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
         Ok(crate::xdp::Started::FellBack(why)) => (None, DataplaneState::Degraded(why)),
         Err(e) => {
             shared.stop.store(true, Ordering::Relaxed);
-            for w in workers {
-                let _ = w.join();
+            if let Some(mut l) = ctl
+                .listeners
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
+            {
+                l.stop();
             }
             return Err(e);
         }
@@ -419,17 +403,6 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
     *ctl.plane.lock().unwrap_or_else(|e| e.into_inner()) = plane;
     *ctl.dataplane.lock().unwrap_or_else(|e| e.into_inner()) = state;
     let result = rt.block_on(async {
-        let limit = Arc::new(Semaphore::new(settings.tcp_limit));
-        for l in tcp {
-            l.set_nonblocking(true).map_err(|e| e.to_string())?;
-            let l = TcpListener::from_std(l).map_err(|e| e.to_string())?;
-            tokio::spawn(tcp_accept(
-                l,
-                shared.clone(),
-                limit.clone(),
-                settings.tcp_idle,
-            ));
-        }
         let (api_stop, api_stopped) = tokio::sync::watch::channel(false);
         for l in api_listeners {
             let mut rx = api_stopped.clone();
@@ -454,8 +427,14 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
         r
     });
     shared.stop.store(true, Ordering::Relaxed);
-    for w in workers {
-        let _ = w.join();
+    if let Some(mut l) = ctl
+        .listeners
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+    {
+        let _guard = rt.enter();
+        l.stop();
     }
     let plane = ctl.plane.lock().unwrap_or_else(|e| e.into_inner()).take();
     if let Some(mut p) = plane {
@@ -471,10 +450,7 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
 
 /// Kernel-socket counters, one line.
 fn socket_summary(shared: &Shared) -> String {
-    let mut t = skua_engine::stats::Totals::default();
-    for s in &shared.stats {
-        s.sum_into(&mut t);
-    }
+    let t = shared.totals();
     let dropped: u64 = t.dropped.iter().sum();
     format!(
         "{} queries, {} replies ({} hot path), {} dropped (kernel sockets)",

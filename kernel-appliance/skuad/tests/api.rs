@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 /// Every route of the API, with a body that is valid for it.
@@ -367,4 +368,101 @@ fn health_without_token() {
     assert_eq!(r.json()["dataplane"]["state"], "sockets");
     let r = http(&d, "GET", "/openapi.json", None, None).unwrap();
     assert_eq!(r.json()["openapi"], "3.0.3");
+}
+
+/// Listeners and tokens change with a reload: an address added and removed, the thread
+/// count changed under a steady query stream (no query lost), a token replaced.
+#[test]
+fn reload_changes_listeners_and_tokens() {
+    use std::net::UdpSocket;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let dir = Dir::new("listeners");
+    let (p, a, p2) = (free_port(), free_port(), free_port());
+    let text = config(p, a, &dir.0, "");
+    let d = start(&dir.0, &text, p, a);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (sent, lost) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let pinger = {
+        let (stop, sent, lost, server) = (stop.clone(), sent.clone(), lost.clone(), d.dns);
+        std::thread::spawn(move || {
+            let s = UdpSocket::bind((LO, 0)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            let mut id = 0u16;
+            while !stop.load(Ordering::Relaxed) {
+                id = id.wrapping_add(1);
+                let q = query(id, "a.example.", 1);
+                s.send_to(&q, server).unwrap();
+                sent.fetch_add(1, Ordering::Relaxed);
+                let mut b = [0u8; 512];
+                match s.recv_from(&mut b) {
+                    Ok((n, _)) if n > 2 && b[..2] == q[..2] => {}
+                    _ => {
+                        lost.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        })
+    };
+    let reload = |conf: &str| {
+        std::fs::write(&d.conf, conf).unwrap();
+        http(&d, "POST", "/reload", Some(tok("operator")), None).unwrap()
+    };
+    // A second address.
+    let two = text.replace(
+        "  interface: 127.0.0.1\n",
+        &format!("  interface: 127.0.0.1\n  interface: 127.0.0.1@{p2}\n"),
+    );
+    let r = reload(&two);
+    assert_eq!(r.status, 200, "{r:?}");
+    let second = SocketAddr::new(LO, p2);
+    assert_eq!(ask(second, "a.example."), (0, 1, [198, 18, 0, 1]));
+    // Two threads per address, then back to one: the sockets are rebound under load.
+    for threads in [2, 1, 2] {
+        let r = reload(&two.replace("  port:", &format!("  num-threads: {threads}\n  port:")));
+        assert_eq!(r.status, 200, "{r:?}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // The second address removed: it no longer answers, the first still does.
+    let r = reload(&text);
+    assert_eq!(r.status, 200, "{r:?}");
+    let s = UdpSocket::bind((LO, 0)).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    s.send_to(&query(7, "a.example.", 1), second).unwrap();
+    assert!(
+        s.recv_from(&mut [0u8; 512]).is_err(),
+        "removed address answered"
+    );
+    stop.store(true, Ordering::Relaxed);
+    pinger.join().unwrap();
+    let (sent, lost) = (sent.load(Ordering::Relaxed), lost.load(Ordering::Relaxed));
+    assert!(sent > 100, "{sent}");
+    assert_eq!(
+        lost, 0,
+        "{lost} of {sent} queries lost while listeners changed"
+    );
+    // A token replaced: the old one stops working at once, the new one works.
+    let new_tok = "fresh-operator-token-0123";
+    let swapped = text.replace(
+        &format!(
+            "operator-tok operator sha256:{}",
+            sha256_hex(tok("operator"))
+        ),
+        &format!("operator-tok operator sha256:{}", sha256_hex(new_tok)),
+    );
+    let r = reload(&swapped);
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(
+        http(&d, "GET", "/config", Some(tok("operator")), None)
+            .unwrap()
+            .status,
+        401
+    );
+    assert_eq!(
+        http(&d, "GET", "/config", Some(new_tok), None)
+            .unwrap()
+            .status,
+        200
+    );
 }
