@@ -69,7 +69,14 @@ pub fn api_state(cfg: &skua_config::Config) -> Result<ApiState, String> {
             return Err(format!("{}: token name '{}' is used twice", l.loc, t.name));
         }
     }
+    let tls = match (&cfg.api.tls_cert, &cfg.api.tls_key) {
+        (Some(c), Some(k)) => Some(Arc::new(
+            tls_config(&c.value, &k.value).map_err(|e| format!("{}: {e}", c.loc))?,
+        )),
+        _ => None,
+    };
     Ok(ApiState {
+        tls,
         tokens: Tokens(tokens),
         fail_limiter: FailLimiter::new(cfg.api.auth_fail_limit.max(1), Duration::from_secs(60)),
         max_body: cfg.api.max_body,
@@ -543,6 +550,84 @@ pub fn parse_addr(s: &str, port: u16) -> Result<SocketAddr, String> {
         .parse()
         .map_err(|_| format!("api interface '{s}' is not an IP address"))?;
     Ok(SocketAddr::new(ip, port))
+}
+
+/// A TLS server configuration from PEM files (certificate chain, private key). Only
+/// TLS 1.2 and 1.3 with rustls' safe defaults; HTTP/1.1 announced through ALPN.
+pub fn tls_config(cert: &str, key: &str) -> Result<tokio_rustls::rustls::ServerConfig, String> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| format!("tls-cert {cert}: {e}"))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("tls-cert {cert}: {e}"))?;
+    if certs.is_empty() {
+        return Err(format!("tls-cert {cert}: no certificate in the file"));
+    }
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("tls-key {key}: {e}"))?;
+    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let mut c = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("tls: {e}"))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("tls-cert/tls-key: {e}"))?;
+    c.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(c)
+}
+
+/// Serves the API over HTTPS on `listener` until `stop` resolves. The certificate is the
+/// one of the configuration in force when a connection arrives, so a reload after a
+/// renewal switches to the new certificate without a restart.
+pub async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    ctl: Arc<Control>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let router = router(ctl.clone());
+    tokio::pin!(stop);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(v) => v,
+                Err(e) => {
+                    crate::log::warn(format_args!("api: accept: {e}"));
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut stop => return Ok(()),
+        };
+        let Some(cfg) = ctl.api.load().tls.clone() else {
+            // TLS was switched off by a reload: the listener stays HTTPS until restart.
+            continue;
+        };
+        let router = router.clone();
+        tokio::spawn(async move {
+            let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
+            let tls =
+                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
+                    Ok(Ok(t)) => t,
+                    Ok(Err(e)) => {
+                        crate::log::warn(format_args!("api: {peer}: TLS handshake: {e}"));
+                        return;
+                    }
+                    Err(_) => return,
+                };
+            let svc = tower::ServiceExt::map_request(
+                router,
+                move |req: hyper::Request<hyper::body::Incoming>| {
+                    let mut req = req.map(Body::new);
+                    req.extensions_mut().insert(ConnectInfo(peer));
+                    req
+                },
+            );
+            let svc = hyper_util::service::TowerToHyperService::new(svc);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
+                .await;
+        });
+    }
 }
 
 /// Serves the API on `listener` until `stop` resolves.

@@ -166,8 +166,9 @@ struct Inner {
 }
 
 /// API settings that a reload can change.
-#[derive(Debug)]
 pub struct ApiState {
+    /// HTTPS configuration, when `tls-cert:`/`tls-key:` are set.
+    pub tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     /// Tokens.
     pub tokens: Tokens,
     /// Failed authentications per source per minute before 429.

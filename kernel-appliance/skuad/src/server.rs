@@ -407,10 +407,16 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
         for l in api_listeners {
             let mut rx = api_stopped.clone();
             let addr = l.local_addr().map_err(|e| e.to_string())?;
-            log::info(format_args!("api: listening on http://{addr}"));
-            tokio::spawn(api::serve(l, ctl.clone(), async move {
+            let stop = async move {
                 let _ = rx.wait_for(|s| *s).await;
-            }));
+            };
+            if ctl.api.load().tls.is_some() {
+                log::info(format_args!("api: listening on https://{addr}"));
+                tokio::spawn(api::serve_tls(l, ctl.clone(), stop));
+            } else {
+                log::info(format_args!("api: listening on http://{addr}"));
+                tokio::spawn(api::serve(l, ctl.clone(), stop));
+            }
         }
         crate::notify::notify(&format!(
             "READY=1\nSTATUS=serving on {} ({})",

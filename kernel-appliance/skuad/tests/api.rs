@@ -466,3 +466,85 @@ fn reload_changes_listeners_and_tokens() {
         200
     );
 }
+
+/// With `tls-cert:`/`tls-key:` the API speaks HTTPS only (checked with curl against the
+/// self-signed certificate as the only trust anchor).
+#[test]
+fn https_when_a_certificate_is_configured() {
+    use std::process::{Command, Stdio};
+    let dir = Dir::new("tls");
+    let (cert, key) = (dir.0.join("cert.pem"), dir.0.join("key.pem"));
+    let ok = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+        ])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(Stdio::null())
+        .status()
+        .expect("openssl")
+        .success();
+    assert!(ok);
+    let (p, a) = (free_port(), free_port());
+    let text = config(
+        p,
+        a,
+        &dir.0,
+        &format!(
+            "  tls-cert: \"{}\"\n  tls-key: \"{}\"\n",
+            cert.display(),
+            key.display()
+        ),
+    );
+    let conf = dir.0.join("skuad.conf");
+    std::fs::write(&conf, text).unwrap();
+    let mut child = Command::new(SKUAD)
+        .args(["--no-xdp", "--config"])
+        .arg(&conf)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let curl = |path: &str, token: Option<&str>| -> (String, String) {
+        let mut c = Command::new("curl");
+        c.args(["-s", "--max-time", "5", "--cacert"]).arg(&cert);
+        c.args(["-w", "\n%{http_code}"]);
+        if let Some(t) = token {
+            c.args(["-H", &format!("Authorization: Bearer {t}")]);
+        }
+        c.arg(format!("https://127.0.0.1:{a}{path}"));
+        let out = String::from_utf8_lossy(&c.output().unwrap().stdout).into_owned();
+        let (body, code) = out.rsplit_once('\n').unwrap_or(("", ""));
+        (code.to_string(), body.to_string())
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while curl("/health", None).0 != "200" {
+        assert!(Instant::now() < deadline, "no HTTPS API");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (code, body) = curl("/status", Some(tok("read")));
+    assert_eq!(code, "200", "{body}");
+    assert!(body.contains("\"version\""), "{body}");
+    assert_eq!(curl("/status", None).0, "401");
+    // Plain HTTP on the HTTPS port gets nothing useful.
+    let r = raw(
+        SocketAddr::new(LO, a),
+        b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert!(r.map(|r| r.status != 200).unwrap_or(true));
+    let _ = child.kill();
+    let _ = child.wait();
+}
