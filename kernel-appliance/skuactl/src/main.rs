@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use skuactl::{bundle, health, slots, system, upgrade};
 
+mod audit;
+
 const USAGE: &str = "\
 usage: skuactl upgrade FILE [--tries N] [--reboot]
            install the update bundle FILE (skua_N.update; - = standard input; a block device
@@ -21,6 +23,7 @@ usage: skuactl upgrade FILE [--tries N] [--reboot]
            127.0.0.1, wait 0 s = one try); --unit: UNIT must be active too (skuad.service:
            its start-up checks passed); --trial-only: succeed at once unless this is a
            counted trial boot (skua-health.service)
+       skuactl audit verify FILE --key-file F...   check an audit log offline (skuactl audit --help)
        skuactl --version
 offline/test options for upgrade and slots: --disk DEV --esp DIR --booted-root UUID";
 
@@ -30,6 +33,7 @@ fn main() -> ExitCode {
         Some("upgrade") => cmd_upgrade(&args[1..]),
         Some("slots") => cmd_slots(&args[1..]),
         Some("health") => cmd_health(&args[1..]),
+        Some("audit") => return audit::main(&args[1..]),
         Some("--version") => {
             println!("skuactl {}", env!("CARGO_PKG_VERSION"));
             Ok(())
