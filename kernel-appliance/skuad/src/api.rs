@@ -174,7 +174,7 @@ async fn authenticate(
         .map(str::trim);
     let token = presented.and_then(|p| api.tokens.check(p));
     let Some(token) = token else {
-        api.fail_limiter.fail(source.ip(), now);
+        let blocked = api.fail_limiter.fail(source.ip(), now);
         let why = if presented.is_some() {
             "unknown token"
         } else {
@@ -184,6 +184,21 @@ async fn authenticate(
             "api: {source}: {} {path}: {why}",
             req.method()
         ));
+        let detail = json!({
+            "method": req.method().as_str(),
+            "route": path,
+            "reason": why,
+            "blocked_for_a_minute": blocked,
+        });
+        let c = ctl.clone();
+        tokio::task::block_in_place(move || {
+            c.record(
+                skua_audit::kind::AUTH_FAILURE,
+                "anonymous",
+                Some(source.ip()),
+                detail,
+            );
+        });
         let mut r = ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", why).into_response();
         r.headers_mut().insert(
             header::WWW_AUTHENTICATE,
@@ -364,19 +379,41 @@ struct NewZone {
     zone_type: String,
 }
 
-async fn add_zone(State(ctl): Ctl, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+/// Who made a request, for the audit log.
+fn who(c: &Caller) -> (&str, Option<std::net::IpAddr>) {
+    (
+        c.name.as_deref().unwrap_or("anonymous"),
+        Some(c.source.ip()),
+    )
+}
+
+type Who = axum::Extension<Caller>;
+
+async fn add_zone(
+    State(ctl): Ctl,
+    axum::Extension(caller): Who,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
     let z: NewZone = json_body(&ctl, &headers, body).await?;
-    let a = ctl
-        .write(vec![Change::AddZone {
-            name: z.name,
-            zone_type: z.zone_type,
-        }])
-        .await?;
+    let (actor, src) = who(&caller);
+    let change = Change::AddZone {
+        name: z.name,
+        zone_type: z.zone_type,
+    };
+    let a = ctl.write(vec![change], actor, src).await?;
     Ok((StatusCode::CREATED, axum::Json(a)).into_response())
 }
 
-async fn remove_zone(State(ctl): Ctl, Path(name): Path<String>) -> Result<Response, ApiError> {
-    let a = ctl.write(vec![Change::RemoveZone { name }]).await?;
+async fn remove_zone(
+    State(ctl): Ctl,
+    axum::Extension(caller): Who,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let (actor, src) = who(&caller);
+    let a = ctl
+        .write(vec![Change::RemoveZone { name }], actor, src)
+        .await?;
     Ok(axum::Json(a).into_response())
 }
 
@@ -417,14 +454,23 @@ struct NewRecord {
     rr: String,
 }
 
-async fn add_record(State(ctl): Ctl, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+async fn add_record(
+    State(ctl): Ctl,
+    axum::Extension(caller): Who,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
     let r: NewRecord = json_body(&ctl, &headers, body).await?;
-    let a = ctl.write(vec![Change::AddRecord { rr: r.rr }]).await?;
+    let (actor, src) = who(&caller);
+    let a = ctl
+        .write(vec![Change::AddRecord { rr: r.rr }], actor, src)
+        .await?;
     Ok((StatusCode::CREATED, axum::Json(a)).into_response())
 }
 
 async fn remove_record(
     State(ctl): Ctl,
+    axum::Extension(caller): Who,
     Query(q): Query<RecordQuery>,
 ) -> Result<Response, ApiError> {
     let Some(rr) = q.rr else {
@@ -434,12 +480,16 @@ async fn remove_record(
             "DELETE /records needs ?rr=RECORD",
         ));
     };
-    let a = ctl.write(vec![Change::RemoveRecord { rr }]).await?;
+    let (actor, src) = who(&caller);
+    let a = ctl
+        .write(vec![Change::RemoveRecord { rr }], actor, src)
+        .await?;
     Ok(axum::Json(a).into_response())
 }
 
-async fn reload(State(ctl): Ctl) -> Result<Response, ApiError> {
-    let a = ctl.reload().await?;
+async fn reload(State(ctl): Ctl, axum::Extension(caller): Who) -> Result<Response, ApiError> {
+    let (actor, src) = who(&caller);
+    let a = ctl.reload(actor, src).await?;
     crate::log::info(format_args!(
         "reloaded through the API: {} records in {:.1} ms",
         a.records, a.elapsed_ms
@@ -447,20 +497,49 @@ async fn reload(State(ctl): Ctl) -> Result<Response, ApiError> {
     Ok(axum::Json(a).into_response())
 }
 
-async fn audit_tail() -> Result<Response, ApiError> {
-    Err(ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "unavailable",
-        "no audit log configured (audit: log:)",
-    ))
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TailQuery {
+    n: Option<usize>,
 }
 
-async fn audit_verify() -> Result<Response, ApiError> {
-    Err(ApiError::new(
+fn no_audit() -> ApiError {
+    ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
         "unavailable",
         "no audit log configured (audit: log:)",
-    ))
+    )
+}
+
+async fn audit_tail(State(ctl): Ctl, Query(q): Query<TailQuery>) -> Result<Response, ApiError> {
+    let n = q.n.unwrap_or(100);
+    if !(1..=10_000).contains(&n) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "n must be between 1 and 10000",
+        ));
+    }
+    let entries = tokio::task::block_in_place(|| {
+        let a = ctl.audit.lock().unwrap_or_else(|e| e.into_inner());
+        a.as_ref().map(|a| a.tail(n))
+    })
+    .ok_or_else(no_audit)?
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e))?;
+    Ok(axum::Json(json!({ "entries": entries })).into_response())
+}
+
+async fn audit_verify(State(ctl): Ctl) -> Result<Response, ApiError> {
+    let report = tokio::task::block_in_place(|| {
+        let a = ctl.audit.lock().unwrap_or_else(|e| e.into_inner());
+        a.as_ref().map(|a| a.verify())
+    })
+    .ok_or_else(no_audit)?
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e))?;
+    let mut v: serde_json::Value = serde_json::from_str(&report.to_json())
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+    v["ok"] = json!(report.is_ok());
+    Ok(axum::Json(v).into_response())
 }
 
 async fn not_found(method: Method, uri: axum::http::Uri) -> ApiError {

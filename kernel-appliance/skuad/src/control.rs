@@ -20,6 +20,7 @@ use arc_swap::ArcSwap;
 use serde::Serialize;
 use skua_engine::Engine;
 
+use crate::audit::Audit;
 use crate::auth::{FailLimiter, Tokens};
 use crate::listeners::Listeners;
 use crate::load::{self, Loaded, Settings};
@@ -85,6 +86,18 @@ pub enum Change {
         /// The record in presentation form.
         rr: String,
     },
+}
+
+impl Change {
+    /// One line for logs and the audit log.
+    pub fn describe(&self) -> String {
+        match self {
+            Change::AddZone { name, zone_type } => format!("add zone {name} {zone_type}"),
+            Change::RemoveZone { name } => format!("remove zone {name}"),
+            Change::AddRecord { rr } => format!("add record {rr}"),
+            Change::RemoveRecord { rr } => format!("remove record {rr}"),
+        }
+    }
 }
 
 /// Where a zone or record comes from.
@@ -205,6 +218,8 @@ pub struct Control {
     pub plane: Mutex<Option<XdpPlane>>,
     /// The kernel-socket listeners.
     pub listeners: Mutex<Option<Listeners>>,
+    /// The audit log, when configured.
+    pub audit: Mutex<Option<Audit>>,
     /// How XDP was asked for (to restart it when the served addresses change).
     pub xdp_opts: XdpOptions,
     /// AF_XDP state.
@@ -349,6 +364,7 @@ impl Control {
             api: ArcSwap::from_pointee(api),
             plane: Mutex::new(None),
             listeners: Mutex::new(None),
+            audit: Mutex::new(None),
             xdp_opts,
             dataplane: Mutex::new(DataplaneState::Sockets),
             reloads_ok: AtomicU64::new(0),
@@ -373,6 +389,50 @@ impl Control {
         self.shared.generation.load(Ordering::Acquire)
     }
 
+    /// Appends to the audit log, if there is one (never fails: see [`Audit::record`]).
+    pub fn record(
+        &self,
+        kind: &str,
+        actor: &str,
+        source: Option<std::net::IpAddr>,
+        detail: serde_json::Value,
+    ) {
+        if let Some(a) = self
+            .audit
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            a.record(kind, actor, source, detail);
+        }
+    }
+
+    /// Reopens or re-keys the audit log after a reload.
+    fn reconfigure_audit(
+        &self,
+        cfg: &skua_config::Audit,
+        base: Option<&Path>,
+    ) -> Result<(), String> {
+        let mut guard = self.audit.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(a) = guard.as_mut()
+            && a.reconfigure(cfg, base)?
+        {
+            return Ok(());
+        }
+        // Another file, a new log, or none: close the old one (after recording why), open
+        // the new one.
+        if let Some(old) = guard.take() {
+            old.record(
+                "audit-closed",
+                "system",
+                None,
+                serde_json::json!({"reason": "reload: the audit log moved or was switched off"}),
+            );
+        }
+        *guard = Audit::open(cfg, base)?;
+        Ok(())
+    }
+
     /// Swaps `engine` in, with the XDP plane's answers suspended around the swap (so no
     /// client gets an old answer from the program after a new one from a worker).
     fn swap_engine(&self, engine: Engine) {
@@ -392,7 +452,23 @@ impl Control {
 
     /// Re-reads the configuration source and the state file and applies them. On error the
     /// old configuration keeps serving.
-    pub async fn reload(&self) -> Result<Applied, CtlError> {
+    pub async fn reload(
+        &self,
+        actor: &str,
+        source: Option<std::net::IpAddr>,
+    ) -> Result<Applied, CtlError> {
+        let r = self.reload_inner().await;
+        let detail = match &r {
+            Ok(a) => {
+                serde_json::json!({"result": "ok", "generation": a.generation, "records": a.records})
+            }
+            Err(e) => serde_json::json!({"result": "failed", "error": e.message()}),
+        };
+        self.record(skua_audit::kind::RELOAD, actor, source, detail);
+        r
+    }
+
+    async fn reload_inner(&self) -> Result<Applied, CtlError> {
         let t0 = Instant::now();
         let mut inner = self.inner.lock().await;
         let source = self.source.clone();
@@ -440,6 +516,14 @@ impl Control {
                 listener_error = Some(e);
             }
             inner.settings = new_settings;
+        }
+        let audit_cfg = cfg.audit.clone();
+        let audit_dir = dir.clone();
+        if let Err(e) =
+            tokio::task::block_in_place(|| self.reconfigure_audit(&audit_cfg, audit_dir.as_deref()))
+        {
+            log::error(format_args!("audit: {e}"));
+            listener_error.get_or_insert(format!("audit log: {e}"));
         }
         inner.base = cfg;
         inner.base_dir = dir;
@@ -496,12 +580,30 @@ impl Control {
     }
 
     /// Applies API changes: all or nothing, persisted before served.
-    pub async fn write(&self, changes: Vec<Change>) -> Result<Applied, CtlError> {
+    pub async fn write(
+        &self,
+        changes: Vec<Change>,
+        actor: &str,
+        source: Option<std::net::IpAddr>,
+    ) -> Result<Applied, CtlError> {
+        let described: Vec<String> = changes.iter().map(Change::describe).collect();
         let r = self.write_inner(changes).await;
         match &r {
             Ok(_) => self.writes_ok.fetch_add(1, Ordering::Relaxed),
             Err(_) => self.writes_failed.fetch_add(1, Ordering::Relaxed),
         };
+        let detail = match &r {
+            Ok(a) => {
+                serde_json::json!({"changes": described, "result": "ok", "generation": a.generation})
+            }
+            Err(e) => {
+                serde_json::json!({"changes": described, "result": "refused", "error": e.message()})
+            }
+        };
+        let this = self;
+        tokio::task::block_in_place(|| {
+            this.record(skua_audit::kind::API_WRITE, actor, source, detail)
+        });
         r
     }
 

@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod audit;
 pub mod auth;
 pub mod bench;
 pub mod control;

@@ -318,6 +318,7 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
     let loaded = load::load_config(merged.clone(), dir.clone())
         .map_err(|e| format!("cannot load configuration: {e}"))?;
     let api_state = api::api_state(&cfg).map_err(|e| format!("api: {e}"))?;
+    let audit = crate::audit::Audit::open(&cfg.audit, dir.as_deref())?;
     log::set_verbosity(loaded.settings.verbosity);
     log::install_bridge();
     for w in &loaded.warnings {
@@ -380,6 +381,7 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
         xdp_opts.clone(),
     ));
     *ctl.listeners.lock().unwrap_or_else(|e| e.into_inner()) = Some(listeners);
+    *ctl.audit.lock().unwrap_or_else(|e| e.into_inner()) = audit;
     // XDP comes after the sockets: the kernel path is always there to fall back to, and
     // what the XDP program passes (TCP, fragments, other queues) lands on it.
     let (plane, state) = match crate::xdp::start(&settings, xdp_opts, &shared, &slow) {
@@ -400,6 +402,17 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
         }
     };
     let on_xdp = plane.is_some();
+    ctl.record(
+        skua_audit::kind::START,
+        "system",
+        None,
+        serde_json::json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "config": ctl.source.describe(),
+            "dataplane": state,
+            "generation": ctl.generation(),
+        }),
+    );
     *ctl.plane.lock().unwrap_or_else(|e| e.into_inner()) = plane;
     *ctl.dataplane.lock().unwrap_or_else(|e| e.into_inner()) = state;
     let result = rt.block_on(async {
@@ -450,6 +463,13 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
         p.shutdown();
     }
     rt.shutdown_timeout(Duration::from_millis(500));
+    let t = shared.totals();
+    ctl.record(
+        skua_audit::kind::STOP,
+        "system",
+        None,
+        serde_json::json!({"queries": t.queries, "replies": t.replies, "result": result.as_ref().err()}),
+    );
     log::info(format_args!("stopped: {}", socket_summary(&shared)));
     result
 }
@@ -485,7 +505,7 @@ async fn signals(sigs: Signals, ctl: &Arc<Control>) -> Result<(), String> {
         tokio::select! {
             _ = hup.recv() => {
                 crate::notify::notify("RELOADING=1");
-                match ctl.reload().await {
+                match ctl.reload("signal", None).await {
                     Ok(a) => log::info(format_args!("reloaded: {} records in {:.1} ms", a.records, a.elapsed_ms)),
                     Err(e) => log::error(format_args!("reload rejected, still serving the previous configuration: {}", e.message())),
                 }

@@ -7,6 +7,7 @@ mod common;
 
 use common::*;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Every route of the API, with a body that is valid for it.
@@ -547,4 +548,113 @@ fn https_when_a_certificate_is_configured() {
     assert!(r.map(|r| r.status != 200).unwrap_or(true));
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// The audit log records start, writes (done and refused), failed authentications,
+/// reloads (with a key rotation) and stop; `GET /audit` and `POST /audit/verify` read it;
+/// an edit of the file is reported.
+#[test]
+fn audit_log_records_state_changes() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = Dir::new("audit");
+    let (k1, k2) = (dir.0.join("k1.hex"), dir.0.join("k2.hex"));
+    for (k, hex) in [(&k1, "11".repeat(32)), (&k2, "22".repeat(32))] {
+        std::fs::write(k, hex).unwrap();
+        std::fs::set_permissions(k, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let log = dir.0.join("audit.log");
+    let (p, a) = (free_port(), free_port());
+    let base = config(p, a, &dir.0, "");
+    let with_keys = |keys: &[&Path]| {
+        let mut c = base.clone();
+        c.push_str(&format!("audit:\n  log: \"{}\"\n", log.display()));
+        for k in keys {
+            c.push_str(&format!("  key: \"file:{}\"\n", k.display()));
+        }
+        c
+    };
+    let d = start(&dir.0, &with_keys(&[&k1]), p, a);
+    let t = Some(tok("dns"));
+    let r = http(
+        &d,
+        "POST",
+        "/zones",
+        t,
+        Some(r#"{"name":"audited.example.net.","type":"static"}"#),
+    )
+    .unwrap();
+    assert_eq!(r.status, 201, "{r:?}");
+    let r = http(
+        &d,
+        "POST",
+        "/zones",
+        t,
+        Some(r#"{"name":"audited.example.net.","type":"static"}"#),
+    )
+    .unwrap();
+    assert_eq!(r.status, 409, "{r:?}");
+    assert_eq!(
+        http(&d, "GET", "/status", Some("wrong-token-0123456789"), None)
+            .unwrap()
+            .status,
+        401
+    );
+    // Rotate to k2 with a reload.
+    std::fs::write(&d.conf, with_keys(&[&k1, &k2])).unwrap();
+    let r = http(&d, "POST", "/reload", Some(tok("operator")), None).unwrap();
+    assert_eq!(r.status, 200, "{r:?}");
+    let tail = http(&d, "GET", "/audit?n=50", Some(tok("operator")), None)
+        .unwrap()
+        .json();
+    let kinds: Vec<&str> = tail["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "start",
+            "api-write",
+            "api-write",
+            "auth-failure",
+            "key-rotation",
+            "reload"
+        ],
+        "{tail}"
+    );
+    let e = &tail["entries"][1];
+    assert_eq!(e["actor"], "dns-tok");
+    assert_eq!(e["source"], "127.0.0.1");
+    assert_eq!(e["detail"]["result"], "ok");
+    assert_eq!(tail["entries"][2]["detail"]["result"], "refused");
+    let v = http(&d, "POST", "/audit/verify", Some(tok("admin")), None).unwrap();
+    assert_eq!(v.status, 200, "{v:?}");
+    assert_eq!(v.json()["ok"], true, "{v:?}");
+    // SIGTERM: a stop entry, and the whole file verifies with both keys.
+    let pid = d.child.id() as i32;
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let mut d = d;
+    let _ = d.child.wait();
+    let keys = [
+        skua_audit::AuditKey::from_file(&k1).unwrap(),
+        skua_audit::AuditKey::from_file(&k2).unwrap(),
+    ];
+    let rep = skua_audit::verify(&log, &keys, None).unwrap();
+    assert!(rep.is_ok(), "{}", rep.to_json());
+    assert_eq!(rep.rotations, 1);
+    let last = skua_audit::tail(&log, 1).unwrap();
+    assert_eq!(last[0].kind, "stop");
+    // An edited entry is found, by the daemon's verifier too.
+    let text = std::fs::read_to_string(&log).unwrap();
+    std::fs::write(&log, text.replacen("dns-tok", "xyz-tok", 1)).unwrap();
+    let rep = skua_audit::verify(&log, &keys, None).unwrap();
+    assert_eq!(
+        rep.first_bad.as_ref().map(|b| b.seq),
+        Some(Some(1)),
+        "{}",
+        rep.to_json()
+    );
 }
