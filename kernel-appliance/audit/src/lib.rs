@@ -161,6 +161,15 @@ pub enum Error {
         /// The failure.
         why: String,
     },
+    /// [`AuditLog::append`] wrote the entry, but the checkpoint after it failed.
+    #[error("Audit entry {seq} was written, but the checkpoint after it failed")]
+    CheckpointFailed {
+        /// The entry's seq.
+        seq: u64,
+        /// Why the checkpoint failed.
+        #[source]
+        source: Box<Error>,
+    },
     /// An entry that cannot be appended.
     #[error("Bad audit entry: {0}")]
     BadEntry(String),

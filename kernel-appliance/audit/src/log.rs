@@ -204,7 +204,8 @@ impl AuditLog {
         if !existed {
             sync_dir(&path).map_err(io_err)?;
         }
-        let cut = cut_partial_line(&file).map_err(io_err)?;
+        // Found now, cut only once it is certain that the log will be appended to.
+        let cut = find_partial_line(&file).map_err(io_err)?;
         let len = cut
             .as_ref()
             .map_or(file.metadata().map_err(io_err)?.len(), |c| c.offset);
@@ -235,6 +236,7 @@ impl AuditLog {
             closing: false,
         };
         let mut opened = Opened::default();
+        let mut segment = None;
         let mut st = match tail {
             Tail::Empty => fresh(key.clone(), 0, GENESIS.to_string()),
             Tail::Good(t) => State {
@@ -247,19 +249,20 @@ impl AuditLog {
                 let Some(reason) = &opts.new_segment else {
                     return Err(Error::TailUnverified { path, problem });
                 };
+                segment = Some(json!({"reason": reason, "problem": problem}));
+                opened.new_segment = Some(problem);
                 let seq = seq.map_or(0, |s| s + 1);
                 let prev = mac.filter(|m| is_hex64(m)).unwrap_or(GENESIS.to_string());
-                let mut st = fresh(key.clone(), seq, prev);
-                st.write_entry(
-                    kind::SEGMENT_START,
-                    "system",
-                    None,
-                    json!({"reason": reason, "problem": problem}),
-                )?;
-                opened.new_segment = Some(problem);
-                st
+                fresh(key.clone(), seq, prev)
             }
         };
+        if let Some(c) = &cut {
+            st.file.set_len(c.offset).map_err(io_err)?;
+            st.file.sync_all().map_err(io_err)?;
+        }
+        if let Some(detail) = segment {
+            st.write_entry(kind::SEGMENT_START, "system", None, detail)?;
+        }
         if let Some(c) = cut {
             let seq = st.write_entry(
                 kind::RECOVERED,
@@ -307,7 +310,10 @@ impl AuditLog {
     /// Appends an entry and returns its seq once it is written (and, with
     /// [`FsyncPolicy::EveryEntry`], synced). `kind` is 1 to 64 characters of `a-z 0-9 -`
     /// and not one of the kinds this crate writes itself ([`kind::is_reserved`]); `actor` is
-    /// not empty; `detail` is a JSON object. May write a checkpoint after the entry.
+    /// not empty; `detail` is a JSON object. May write a checkpoint after the entry: if that
+    /// fails, the error is [`Error::CheckpointFailed`], which names the entry's seq: the entry
+    /// was written. A checkpoint entry that could not be written is tried again at the next
+    /// append; a checkpoint file that could not be updated, at the next checkpoint.
     pub fn append(
         &self,
         kind: &str,
@@ -328,10 +334,12 @@ impl AuditLog {
         }
         let mut st = self.lock()?;
         let seq = st.write_entry(kind, actor, source, detail)?;
+        st.maybe_sync()?;
         if st.checkpoint_every > 0 && st.since_checkpoint >= st.checkpoint_every {
-            st.checkpoint()?;
-        } else {
-            st.maybe_sync()?;
+            st.checkpoint().map_err(|e| Error::CheckpointFailed {
+                seq,
+                source: Box::new(e),
+            })?;
         }
         Ok(seq)
     }
@@ -572,9 +580,9 @@ struct Cut {
     reason: String,
 }
 
-/// Cuts off a last line that is not a complete entry: no newline, or not an entry at all
-/// (a crash can leave zeros where the data did not reach the disk). Syncs the cut.
-fn cut_partial_line(file: &File) -> io::Result<Option<Cut>> {
+/// A last line that is not a complete entry: no newline, or not an entry at all (a crash
+/// can leave zeros where the data did not reach the disk).
+fn find_partial_line(file: &File) -> io::Result<Option<Cut>> {
     let len = file.metadata()?.len();
     if len == 0 {
         return Ok(None);
@@ -585,13 +593,19 @@ fn cut_partial_line(file: &File) -> io::Result<Option<Cut>> {
             "the last line has no newline".to_string(),
         )
     } else {
-        let mut back = Backward::new(file, len, usize::MAX);
-        let Some((offset, line)) = back.prev_line()? else {
-            return Ok(None);
-        };
-        match Entry::parse_line(&line) {
-            Ok(_) => return Ok(None),
-            Err(why) => (offset, format!("the last line is not an entry: {why}")),
+        let offset = end_of_last_line(file, len - 1)?;
+        if len - offset > MAX_LINE as u64 {
+            (
+                offset,
+                format!("the last line is longer than {MAX_LINE} bytes"),
+            )
+        } else {
+            let mut line = vec![0; (len - 1 - offset) as usize];
+            file.read_exact_at(&mut line, offset)?;
+            match Entry::parse_line(&line) {
+                Ok(_) => return Ok(None),
+                Err(why) => (offset, format!("the last line is not an entry: {why}")),
+            }
         }
     };
     let mut hash = Sha256::new();
@@ -605,8 +619,6 @@ fn cut_partial_line(file: &File) -> io::Result<Option<Cut>> {
         hash.update(&buf[..n]);
         at += n as u64;
     }
-    file.set_len(offset)?;
-    file.sync_all()?;
     Ok(Some(Cut {
         offset,
         dropped_bytes: len - offset,

@@ -176,7 +176,8 @@ fn a_tail_that_does_not_verify_is_refused_unless_a_new_segment_is_asked_for() {
     append_n(&log, 5);
     drop(log);
     let text = std::fs::read_to_string(&path).unwrap();
-    let tampered = text.replacen("{\"i\":4}", "{\"i\":5}", 1);
+    // The last entry edited, and a partial line after it.
+    let tampered = text.replacen("{\"i\":4}", "{\"i\":5}", 1) + "{\"seq\":5,";
     assert_ne!(text, tampered);
     std::fs::write(&path, &tampered).unwrap();
 
@@ -187,7 +188,7 @@ fn a_tail_that_does_not_verify_is_refused_unless_a_new_segment_is_asked_for() {
         Err(e) => panic!("{e}"),
         Ok(_) => panic!("appending after a tampered entry"),
     }
-    // Nothing was written.
+    // Nothing was written or cut.
     assert_eq!(std::fs::read_to_string(&path).unwrap(), tampered);
 
     let log = AuditLog::open(
@@ -197,7 +198,8 @@ fn a_tail_that_does_not_verify_is_refused_unless_a_new_segment_is_asked_for() {
     )
     .unwrap();
     assert!(log.opened().new_segment.is_some());
-    assert_eq!(append_n(&log, 1), [6]);
+    assert_eq!(log.opened().recovered.as_ref().unwrap().dropped_bytes, 9);
+    assert_eq!(append_n(&log, 1), [7]);
     drop(log);
     let all = entries(&path);
     assert_eq!(all[5].kind, kind::SEGMENT_START);
@@ -205,6 +207,7 @@ fn a_tail_that_does_not_verify_is_refused_unless_a_new_segment_is_asked_for() {
         all[5].detail["reason"],
         "operator: tail damaged, see ticket 42"
     );
+    assert_eq!(all[6].kind, kind::RECOVERED);
     // The damage is still reported.
     let r = verify(&path, &[key(1)], None).unwrap();
     let bad = r.first_bad.unwrap();
@@ -456,4 +459,24 @@ fn tail_returns_the_last_entries_in_order() {
     assert_eq!(tail(&path, 100).unwrap().len(), 20);
     assert!(tail(&path, 0).unwrap().is_empty());
     assert_eq!(tail(&path, 1).unwrap()[0].detail, json!({"i": 19}));
+}
+
+#[test]
+fn a_failed_checkpoint_names_the_entry_that_was_written() {
+    let (dir, path) = setup();
+    // A directory where the checkpoint file goes: the rename onto it fails.
+    std::fs::create_dir(dir.path().join("audit.log.checkpoint")).unwrap();
+    let log = AuditLog::open(&path, key(1), OpenOptions::new().checkpoint_every(2)).unwrap();
+    assert_eq!(append_n(&log, 1), [0]);
+    match log.append(kind::RELOAD, "ops", None, json!({})) {
+        Err(Error::CheckpointFailed { seq: 1, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    // The entry and the checkpoint entry are in the log, and appending goes on.
+    assert_eq!(append_n(&log, 1), [3]);
+    drop(log);
+    assert_eq!(kinds(&path)[2], kind::CHECKPOINT);
+    let r = verify(&path, &[key(1)], None).unwrap();
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!((r.entries_verified, r.checkpoints), (4, 1));
 }
