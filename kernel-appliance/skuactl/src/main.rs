@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use skuactl::{bundle, health, slots, system, upgrade};
 
+mod api;
 mod audit;
+mod ctl;
 
 const USAGE: &str = "\
 usage: skuactl upgrade FILE [--tries N] [--reboot]
@@ -25,10 +27,14 @@ usage: skuactl upgrade FILE [--tries N] [--reboot]
            counted trial boot (skua-health.service)
        skuactl audit verify FILE --key-file F...   check an audit log offline (skuactl audit --help)
        skuactl --version
-offline/test options for upgrade and slots: --disk DEV --esp DIR --booted-root UUID";
+offline/test options for upgrade and slots: --disk DEV --esp DIR --booted-root UUID
+exit codes of upgrade, slots, health: 0 done, 1 failed, 2 usage error";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if ctl::is_api_command(&args) {
+        return ctl::main(&args);
+    }
     let r = match args.first().map(String::as_str) {
         Some("upgrade") => cmd_upgrade(&args[1..]),
         Some("slots") => cmd_slots(&args[1..]),
@@ -39,7 +45,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Some("-h" | "--help") => {
-            println!("{USAGE}");
+            println!("{USAGE}\n{}", ctl::USAGE);
             Ok(())
         }
         _ => Err(Failure::Usage("no command".into())),
@@ -47,7 +53,7 @@ fn main() -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Usage(why)) => {
-            eprintln!("skuactl: {why}\n{USAGE}");
+            eprintln!("skuactl: {why}\n{USAGE}\n{}", ctl::USAGE);
             ExitCode::from(2)
         }
         Err(Failure::Failed(why)) => {

@@ -1,0 +1,746 @@
+//! The commands that talk to skuad's REST API: `status`, `stats`, `reload`, `zone ...`,
+//! `record ...`, `audit tail`, `metrics` (see [`USAGE`]).
+//!
+//! Each prints a human-readable summary or table, or with `--json` the API's JSON as it
+//! came, pretty-printed. The exit code tells a script what happened (see [`USAGE`]): the API
+//! refused or failed (1), the command line is wrong (2), no API answered (3), the token was
+//! not accepted (4).
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use serde_json::{Value, json};
+
+use crate::api::{self, ApiError, Client};
+
+/// The API's address unless `--api` or `SKUA_API` says otherwise.
+pub const DEFAULT_API: &str = "http://127.0.0.1:8053";
+
+/// Usage of the API commands.
+pub const USAGE: &str = "\
+commands over skuad's REST API:
+       skuactl status                 version, uptime, dataplane, configuration generation
+       skuactl stats                  query counters (kernel sockets, AF_XDP queues)
+       skuactl metrics                the counters in Prometheus text format, as served
+       skuactl reload                 re-read the configuration (role operator)
+       skuactl zone list
+       skuactl zone add NAME TYPE     add a local zone, e.g. example.org. static (role dns)
+       skuactl zone remove NAME       remove a zone added through the API, with its records
+       skuactl record list [ZONE]     local-data records (under ZONE)
+       skuactl record add RR          e.g. \"www.example.org. 300 IN A 198.18.0.1\" (role dns)
+       skuactl record remove RR
+       skuactl audit tail [-n N]      the last N entries of the audit log (role operator)
+       skuactl cache flush            not implemented yet: skuad has no cache (exit 2)
+   options (anywhere on the line):
+       --api URL         the API (default http://127.0.0.1:8053, or $SKUA_API)
+       --token-file F    read the bearer token from F (else $SKUA_TOKEN; never an argument:
+                         it would show in ps)
+       --ca-file F       PEM certificates that sign the API's certificate (https://)
+       --timeout SECS    give up on a request after SECS seconds (default 120)
+       --json            print the API's JSON response, pretty (errors too, on stdout)
+   exit codes: 0 done; 1 the API refused or failed the operation (its error code and
+       message are printed); 2 usage error; 3 cannot reach the API (connection refused,
+       timeout, not HTTP); 4 authentication or authorization failure (401, 403, 429)";
+
+/// What went wrong, by exit code.
+#[derive(Debug)]
+enum Fail {
+    /// Exit 2.
+    Usage(String),
+    /// Exit 1, 3 or 4 depending on the error.
+    Api(ApiError),
+}
+
+impl From<ApiError> for Fail {
+    fn from(e: ApiError) -> Self {
+        Fail::Api(e)
+    }
+}
+
+fn usage(why: impl Into<String>) -> Fail {
+    Fail::Usage(why.into())
+}
+
+/// Options that take a value.
+const VALUE_OPTIONS: [&str; 4] = ["--api", "--token-file", "--ca-file", "--timeout"];
+
+/// Whether `args` (the arguments after the program name) is one of the API commands, after
+/// any global options. `audit verify` is not: it works on a file, without the API.
+pub fn is_api_command(args: &[String]) -> bool {
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        if VALUE_OPTIONS.contains(&a) {
+            i += 2;
+        } else if a == "--json" || VALUE_OPTIONS.iter().any(|o| is_inline(a, o)) {
+            i += 1;
+        } else {
+            return match a {
+                "status" | "stats" | "reload" | "zone" | "record" | "metrics" | "cache" => true,
+                "audit" => args.get(i + 1).is_some_and(|s| s == "tail"),
+                _ => false,
+            };
+        }
+    }
+    false
+}
+
+fn is_inline(arg: &str, option: &str) -> bool {
+    arg.strip_prefix(option).is_some_and(|r| r.starts_with('='))
+}
+
+/// The command line, options taken out.
+#[derive(Debug, Default, PartialEq)]
+struct Line {
+    api: Option<String>,
+    token_file: Option<PathBuf>,
+    ca_file: Option<PathBuf>,
+    timeout: Option<String>,
+    json: bool,
+    help: bool,
+    /// `-n N` (audit tail).
+    n: Option<String>,
+    words: Vec<String>,
+}
+
+fn parse(args: &[String]) -> Result<Line, Fail> {
+    let mut l = Line::default();
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        let (name, inline) = match a.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
+            _ => (a, None),
+        };
+        let value = |i: &mut usize| -> Result<String, Fail> {
+            if let Some(v) = &inline {
+                return Ok(v.clone());
+            }
+            *i += 1;
+            args.get(*i)
+                .cloned()
+                .ok_or_else(|| usage(format!("{name} needs a value")))
+        };
+        match name {
+            "--api" => l.api = Some(value(&mut i)?),
+            "--token-file" => l.token_file = Some(value(&mut i)?.into()),
+            "--ca-file" => l.ca_file = Some(value(&mut i)?.into()),
+            "--timeout" => l.timeout = Some(value(&mut i)?),
+            "-n" => l.n = Some(value(&mut i)?),
+            "--json" if inline.is_none() => l.json = true,
+            "-h" | "--help" => l.help = true,
+            "--token" => {
+                return Err(usage(
+                    "no --token: a token on the command line shows in ps; use --token-file F \
+                     or the environment variable SKUA_TOKEN",
+                ));
+            }
+            _ if a.starts_with('-') && a.len() > 1 => {
+                return Err(usage(format!("unknown option {a}")));
+            }
+            _ => l.words.push(a.to_string()),
+        }
+        i += 1;
+    }
+    Ok(l)
+}
+
+/// Runs an API command; `args` are the arguments after the program name.
+pub fn main(args: &[String]) -> ExitCode {
+    let line = match parse(args) {
+        Ok(l) => l,
+        Err(f) => return report(f, false, false),
+    };
+    if line.help {
+        out(&format!("{USAGE}\n"));
+        return ExitCode::SUCCESS;
+    }
+    let mut has_token = false;
+    let r = connect(&line).and_then(|c| {
+        has_token = c.has_token();
+        run(&c, &line)
+    });
+    match r {
+        Ok(text) => {
+            out(&text);
+            ExitCode::SUCCESS
+        }
+        Err(f) => report(f, line.json, has_token),
+    }
+}
+
+fn report(f: Fail, json: bool, has_token: bool) -> ExitCode {
+    match f {
+        Fail::Usage(why) => {
+            eprintln!("skuactl: {why}\n(skuactl --help lists the commands)");
+            ExitCode::from(2)
+        }
+        Fail::Api(e) => {
+            if let ApiError::Refused { body, .. } = &e
+                && json
+                && let Ok(v) = serde_json::from_str::<Value>(body)
+            {
+                out(&pretty(&v));
+            }
+            let code = match &e {
+                ApiError::Unreachable { .. } => 3,
+                e if e.is_auth() => 4,
+                _ => 1,
+            };
+            eprintln!("skuactl: {e}");
+            if code == 4 && !has_token {
+                eprintln!("skuactl: no token given: use --token-file F or SKUA_TOKEN");
+            }
+            ExitCode::from(code)
+        }
+    }
+}
+
+/// Writes to standard output; a closed pipe (`skuactl metrics | head`) is not an error.
+fn out(text: &str) {
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(text.as_bytes()).and_then(|()| o.flush());
+}
+
+fn connect(line: &Line) -> Result<Client, Fail> {
+    let base = line
+        .api
+        .clone()
+        .or_else(|| std::env::var("SKUA_API").ok().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| DEFAULT_API.to_string());
+    let token = match &line.token_file {
+        Some(f) => {
+            let text = std::fs::read_to_string(f)
+                .map_err(|e| usage(format!("token file {}: {e}", f.display())))?;
+            Some(
+                check_token(&text)
+                    .map_err(|e| usage(format!("token file {}: {e}", f.display())))?,
+            )
+        }
+        None => match std::env::var("SKUA_TOKEN") {
+            Ok(t) if !t.is_empty() => {
+                Some(check_token(&t).map_err(|e| usage(format!("SKUA_TOKEN: {e}")))?)
+            }
+            _ => None,
+        },
+    };
+    let ca = match &line.ca_file {
+        Some(f) => {
+            Some(std::fs::read(f).map_err(|e| usage(format!("CA file {}: {e}", f.display())))?)
+        }
+        None => None,
+    };
+    let timeout = match &line.timeout {
+        Some(t) => t
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86400.0)
+            .map(std::time::Duration::from_secs_f64)
+            .ok_or_else(|| usage(format!("--timeout {t}: not a number of seconds")))?,
+        None => api::REQUEST_TIMEOUT,
+    };
+    Client::new(&base, token, ca.as_deref(), timeout).map_err(usage)
+}
+
+/// The token as sent: surrounding white space (a file's final newline) removed; one word of
+/// visible ASCII (what an HTTP header can carry).
+fn check_token(text: &str) -> Result<String, &'static str> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Err("empty token");
+    }
+    if !t.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("the token must be one word of visible ASCII characters");
+    }
+    Ok(t.to_string())
+}
+
+fn run(c: &Client, l: &Line) -> Result<String, Fail> {
+    let w: Vec<&str> = l.words.iter().map(String::as_str).collect();
+    if l.n.is_some() && w.first() != Some(&"audit") {
+        return Err(usage("-n is an option of audit tail"));
+    }
+    match w.as_slice() {
+        ["status"] => show(c, l, "/status", status_text),
+        ["stats"] => show(c, l, "/stats", stats_text),
+        ["metrics"] => {
+            if l.json {
+                return Err(usage(
+                    "metrics is Prometheus text, not JSON; the same counters as JSON: \
+                     skuactl stats --json",
+                ));
+            }
+            Ok(c.get("/metrics")?.body)
+        }
+        ["reload"] => {
+            let url = c.url("/reload");
+            let v = c.post("/reload", None)?.json(&url)?;
+            Ok(applied(l, &v, "reloaded"))
+        }
+        ["zone", "list"] => show(c, l, "/zones", zones_text),
+        ["zone", "add", name, zone_type] => {
+            let url = c.url("/zones");
+            let body = json!({"name": name, "type": zone_type});
+            let v = c.post("/zones", Some(&body))?.json(&url)?;
+            Ok(applied(l, &v, &format!("added zone {name} ({zone_type})")))
+        }
+        ["zone", "remove", name] => {
+            let path = format!("/zones/{}", api::encode(name));
+            let v = c.delete(&path)?.json(&c.url(&path))?;
+            Ok(applied(l, &v, &format!("removed zone {name}")))
+        }
+        ["zone", ..] => Err(usage(
+            "usage: skuactl zone list | zone add NAME TYPE | zone remove NAME",
+        )),
+        ["record", "list"] => show(c, l, "/records", records_text),
+        ["record", "list", zone] => show(
+            c,
+            l,
+            &format!("/records?zone={}", api::encode(zone)),
+            records_text,
+        ),
+        ["record", "add", rr @ ..] if !rr.is_empty() => {
+            let rr = rr.join(" ");
+            let url = c.url("/records");
+            let v = c.post("/records", Some(&json!({ "rr": rr })))?.json(&url)?;
+            Ok(applied(l, &v, &format!("added {rr}")))
+        }
+        ["record", "remove", rr @ ..] if !rr.is_empty() => {
+            let rr = rr.join(" ");
+            let path = format!("/records?rr={}", api::encode(&rr));
+            let v = c.delete(&path)?.json(&c.url(&path))?;
+            Ok(applied(l, &v, &format!("removed {rr}")))
+        }
+        ["record", ..] => Err(usage(
+            "usage: skuactl record list [ZONE] | record add RR | record remove RR",
+        )),
+        ["audit", "tail"] => {
+            let path = match &l.n {
+                Some(n) => {
+                    let n: u32 = n
+                        .parse()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| usage(format!("-n {n}: not a positive number")))?;
+                    format!("/audit?n={n}")
+                }
+                None => "/audit".into(),
+            };
+            show(c, l, &path, audit_text)
+        }
+        ["cache", "flush"] => Err(usage(
+            "cache flush: not implemented yet: skuad has no cache",
+        )),
+        ["cache", ..] => Err(usage("usage: skuactl cache flush (not implemented yet)")),
+        _ => Err(usage(format!("unknown command '{}'", w.join(" ")))),
+    }
+}
+
+/// GET `path`; the JSON pretty with `--json`, else `text` of it.
+fn show(c: &Client, l: &Line, path: &str, text: fn(&Value) -> String) -> Result<String, Fail> {
+    let v = c.get(path)?.json(&c.url(path))?;
+    Ok(if l.json { pretty(&v) } else { text(&v) })
+}
+
+fn pretty(v: &Value) -> String {
+    let mut s = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
+    s.push('\n');
+    s
+}
+
+/// A write's or reload's result (`Applied`); its warnings go to standard error.
+fn applied(l: &Line, v: &Value, done: &str) -> String {
+    if l.json {
+        return pretty(v);
+    }
+    for w in v["warnings"].as_array().into_iter().flatten() {
+        eprintln!("skuactl: warning: {}", w.as_str().unwrap_or_default());
+    }
+    format!(
+        "{done}: generation {} serving {} records ({:.1} ms)\n",
+        num(&v["generation"]),
+        num(&v["records"]),
+        v["elapsed_ms"].as_f64().unwrap_or(0.0)
+    )
+}
+
+fn num(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+fn text(v: &Value) -> &str {
+    v.as_str().unwrap_or("-")
+}
+
+/// `3d 04h05m06s`, `5m06s`, `6s`.
+fn duration(secs: u64) -> String {
+    let (d, h, m, s) = (secs / 86400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m{s:02}s"),
+        (0, _, _) => format!("{h}h{m:02}m{s:02}s"),
+        _ => format!("{d}d {h:02}h{m:02}m{s:02}s"),
+    }
+}
+
+/// Seconds since the UNIX epoch as `YYYY-MM-DD HH:MM:SS UTC` (proleptic Gregorian).
+fn utc(secs: u64) -> String {
+    let days = (secs / 86400) as i64;
+    let rem = secs % 86400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+fn dataplane(v: &Value) -> String {
+    match v["reason"].as_str() {
+        Some(r) => format!("{} ({r})", text(&v["state"])),
+        None => text(&v["state"]).to_string(),
+    }
+}
+
+/// `key value, key value` of an object of counters; `-` when empty.
+fn counts(v: &Value) -> String {
+    let items: Vec<String> = v
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, n)| format!("{k} {}", num(n)))
+        .collect();
+    if items.is_empty() {
+        "-".into()
+    } else {
+        items.join(", ")
+    }
+}
+
+fn ok_failed(v: &Value) -> String {
+    format!("{} ok, {} failed", num(&v["ok"]), num(&v["failed"]))
+}
+
+fn status_text(v: &Value) -> String {
+    let rows = [
+        ("version", format!("skuad {}", text(&v["version"]))),
+        ("uptime", duration(num(&v["uptime_seconds"]))),
+        ("dataplane", dataplane(&v["dataplane"])),
+        ("config", text(&v["config"]).to_string()),
+        (
+            "generation",
+            format!(
+                "{} (loaded {}, compiled in {:.1} ms)",
+                num(&v["generation"]),
+                utc(num(&v["loaded_at"])),
+                v["compile_ms"].as_f64().unwrap_or(0.0)
+            ),
+        ),
+        (
+            "data",
+            format!(
+                "{} records, {} names, {} zones",
+                num(&v["records"]),
+                num(&v["names"]),
+                num(&v["zones"])
+            ),
+        ),
+        ("warnings", num(&v["warnings"]).to_string()),
+        ("reloads", ok_failed(&v["reloads"])),
+        ("api writes", ok_failed(&v["writes"])),
+    ];
+    rows.iter().map(|(k, v)| format!("{k:<12}{v}\n")).collect()
+}
+
+fn stats_text(v: &Value) -> String {
+    let s = &v["socket"];
+    let mut o = format!(
+        "{:<12}{} (generation {})\n",
+        "uptime",
+        duration(num(&v["uptime_seconds"])),
+        num(&v["generation"])
+    );
+    o += &format!(
+        "{:<12}{} queries, {} replies, {} hot path, {} truncated\n",
+        "sockets",
+        num(&s["queries"]),
+        num(&s["replies"]),
+        num(&s["hot"]),
+        num(&s["truncated"])
+    );
+    o += &format!("{:<12}{}\n", "  rcode", counts(&s["rcode"]));
+    o += &format!("{:<12}{}\n", "  qtype", counts(&s["qtype"]));
+    o += &format!("{:<12}{}\n", "  dropped", counts(&s["dropped"]));
+    let queues = v["xdp"]["queues"].as_array().cloned().unwrap_or_default();
+    if queues.is_empty() {
+        o += &format!("{:<12}-\n", "xdp");
+    } else {
+        let mut rows = vec![
+            [
+                "INTERFACE",
+                "QUEUE",
+                "RX",
+                "ANSWERED",
+                "HOT",
+                "SLOW",
+                "NOT-DNS",
+                "TX-FULL",
+                "DROPPED",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ];
+        for q in &queues {
+            let dropped: u64 = q["dropped"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(_, n)| num(n))
+                .sum();
+            rows.push(vec![
+                text(&q["interface"]).to_string(),
+                num(&q["queue"]).to_string(),
+                num(&q["rx"]).to_string(),
+                num(&q["answered"]).to_string(),
+                num(&q["hot"]).to_string(),
+                num(&q["slow_path"]).to_string(),
+                num(&q["not_dns"]).to_string(),
+                num(&q["tx_ring_full"]).to_string(),
+                dropped.to_string(),
+            ]);
+        }
+        o += "xdp queues\n";
+        o += &table(&rows);
+        for p in v["xdp"]["programs"].as_array().into_iter().flatten() {
+            o += &format!(
+                "xdp program {}: {}\n",
+                text(&p["interface"]),
+                counts(&p["counters"])
+            );
+        }
+    }
+    o += &format!("{:<12}{}\n", "reloads", ok_failed(&v["reloads"]));
+    o += &format!("{:<12}{}\n", "api writes", ok_failed(&v["api_writes"]));
+    o
+}
+
+fn zones_text(v: &Value) -> String {
+    let zones = v["zones"].as_array().cloned().unwrap_or_default();
+    if zones.is_empty() {
+        return "no local zones\n".into();
+    }
+    let mut rows = vec![
+        ["NAME", "TYPE", "SOURCE", "DEFINED AT"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for z in &zones {
+        rows.push(
+            ["name", "type", "source", "at"]
+                .map(|k| text(&z[k]).to_string())
+                .to_vec(),
+        );
+    }
+    table(&rows)
+}
+
+fn records_text(v: &Value) -> String {
+    let recs = v["records"].as_array().cloned().unwrap_or_default();
+    if recs.is_empty() {
+        return "no records\n".into();
+    }
+    let mut rows = vec![
+        ["SOURCE", "DEFINED AT", "RECORD"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for r in &recs {
+        rows.push(
+            ["source", "at", "rr"]
+                .map(|k| text(&r[k]).to_string())
+                .to_vec(),
+        );
+    }
+    table(&rows)
+}
+
+/// Audit entries, one a line: `SEQ TS ACTOR[@SOURCE] KIND DETAIL`. The entries are the
+/// array `entries` (or the first array in the object, or the response if it is one).
+fn audit_text(v: &Value) -> String {
+    let entries = v
+        .as_array()
+        .or_else(|| v["entries"].as_array())
+        .or_else(|| v.as_object()?.values().find_map(Value::as_array));
+    let Some(entries) = entries else {
+        return pretty(v);
+    };
+    if entries.is_empty() {
+        return "no audit entries\n".into();
+    }
+    let mut o = String::new();
+    for e in entries {
+        if !e.is_object() {
+            o += &format!("{e}\n");
+            continue;
+        }
+        let who = match e["source"].as_str() {
+            Some(s) => format!("{}@{s}", text(&e["actor"])),
+            None => text(&e["actor"]).to_string(),
+        };
+        let seq = e["seq"].as_u64().map_or("-".into(), |n| n.to_string());
+        let detail = match &e["detail"] {
+            Value::Null => String::new(),
+            d => format!(" {d}"),
+        };
+        o += &format!(
+            "{seq} {} {who} {}{detail}\n",
+            text(&e["ts"]),
+            text(&e["kind"])
+        );
+    }
+    o
+}
+
+/// Columns padded to their widest cell, two spaces apart; the last one is not padded.
+fn table(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut o = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            if c + 1 == r.len() {
+                line += cell;
+            } else {
+                line += &format!("{cell:<w$}  ", w = widths[c]);
+            }
+        }
+        o += line.trim_end();
+        o.push('\n');
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn which_commands_are_api_commands() {
+        for yes in [
+            "status",
+            "--json stats",
+            "--api http://x:1 zone list",
+            "--api=http://x:1 --token-file f record add a. A 1.2.3.4",
+            "audit tail -n 3",
+            "--json audit tail",
+            "cache flush",
+        ] {
+            assert!(is_api_command(&args(yes)), "{yes}");
+        }
+        for no in [
+            "",
+            "audit verify f",
+            "audit",
+            "upgrade f",
+            "health",
+            "--json",
+            "--api",
+            "--version",
+        ] {
+            assert!(!is_api_command(&args(no)), "{no}");
+        }
+    }
+
+    #[test]
+    fn options_anywhere() {
+        let l = parse(&args(
+            "zone --json add --api=http://h:1 example.org. static --token-file /t",
+        ))
+        .unwrap();
+        assert_eq!(
+            l,
+            Line {
+                api: Some("http://h:1".into()),
+                token_file: Some("/t".into()),
+                json: true,
+                words: args("zone add example.org. static"),
+                ..Line::default()
+            }
+        );
+        let l = parse(&args("audit tail -n 20")).unwrap();
+        assert_eq!(l.n.as_deref(), Some("20"));
+        for bad in [
+            "status --token abc",
+            "status --token=abc",
+            "status -x",
+            "status --api",
+        ] {
+            assert!(matches!(parse(&args(bad)), Err(Fail::Usage(_))), "{bad}");
+        }
+    }
+
+    #[test]
+    fn tokens() {
+        assert_eq!(check_token("abc-123\n").unwrap(), "abc-123");
+        assert!(check_token(" \n").is_err());
+        assert!(check_token("two words").is_err());
+        assert!(check_token("line1\nline2").is_err());
+    }
+
+    #[test]
+    fn formatting() {
+        assert_eq!(duration(6), "6s");
+        assert_eq!(duration(366), "6m06s");
+        assert_eq!(duration(3 * 86400 + 4 * 3600 + 5 * 60 + 6), "3d 04h05m06s");
+        assert_eq!(duration(3600), "1h00m00s");
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00 UTC");
+        assert_eq!(utc(1_777_636_800 + 3723), "2026-05-01 13:02:03 UTC");
+        assert_eq!(
+            table(&[args("A BB C"), args("ccc d eeeeee")]),
+            "A    BB  C\nccc  d   eeeeee\n"
+        );
+        assert_eq!(counts(&json!({"A": 3, "AAAA": 1})), "A 3, AAAA 1");
+        assert_eq!(counts(&json!({})), "-");
+    }
+
+    #[test]
+    fn audit_entries() {
+        let v = json!({"entries": [
+            {"seq": 7, "ts": "2026-05-01T12:00:00.123Z", "kind": "api-write", "actor": "ops",
+             "source": "127.0.0.1", "detail": {"zone": "x."}, "key_id": "k", "prev": "0", "mac": "0"},
+            {"seq": 8, "ts": "2026-05-01T12:00:01.000Z", "kind": "reload", "actor": "system",
+             "source": null, "detail": {}}
+        ]});
+        assert_eq!(
+            audit_text(&v),
+            "7 2026-05-01T12:00:00.123Z ops@127.0.0.1 api-write {\"zone\":\"x.\"}\n\
+             8 2026-05-01T12:00:01.000Z system reload {}\n"
+        );
+        assert_eq!(audit_text(&json!({"entries": []})), "no audit entries\n");
+    }
+}
