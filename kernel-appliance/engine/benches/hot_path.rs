@@ -1,5 +1,8 @@
 //! Criterion benches of `Engine::handle_query`: the precompiled hot path (positive answer,
-//! NXDOMAIN, EDNS) and, for scale, the hickory general path on the same queries.
+//! NXDOMAIN, EDNS), the same with response rate limiting on (100,000 client netblocks ×
+//! 1,024 names: nearly every query opens an account in a full table, evicting the oldest of
+//! its bucket, the worst case of the table) and, for scale, the hickory general path on the
+//! same queries.
 //!
 //! Zone: `internal.` with 10,000 A records (the setup of docs/benchmarks.md).
 //! Run: `cargo bench -p skua-engine --bench hot_path`.
@@ -9,10 +12,12 @@
 
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use skua_engine::localzone::LocalZoneType;
 use skua_engine::name::WireName;
+use skua_engine::rrl::{Rrl, RrlConfig};
 use skua_engine::text::parse_rr;
 use skua_engine::{Engine, EngineBuilder, Request, Transport};
 
@@ -58,6 +63,7 @@ fn bench(c: &mut Criterion) {
     let req = Request {
         src: IpAddr::V4(Ipv4Addr::LOCALHOST),
         transport: Transport::Udp,
+        now: 0,
     };
     let names: Vec<Vec<u8>> = (0..1024)
         .map(|i| query(&format!("host{}.internal.", i * 9), false))
@@ -79,6 +85,27 @@ fn bench(c: &mut Criterion) {
     let nx = query("missing.internal.", false);
     g.bench_function("hot_nxdomain", |b| {
         b.iter(|| black_box(e.handle_query(&req, black_box(&nx), &mut out)))
+    });
+    let mut limited = engine();
+    limited.set_rrl(Some(Arc::new(Rrl::new(
+        RrlConfig {
+            responses_per_second: 5,
+            ..RrlConfig::default()
+        },
+        0x5eed,
+    ))));
+    let mut k = 0u32;
+    g.bench_function("hot_a_hit_rrl", |b| {
+        b.iter(|| {
+            i = (i + 1) & 1023;
+            k = (k + 1) % 100_000;
+            let req = Request {
+                // One client per /24.
+                src: IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + (k << 8))),
+                ..req
+            };
+            black_box(limited.handle_query(&req, black_box(&names[i]), &mut out))
+        })
     });
     let q = query("host77.internal.", false);
     g.bench_function("general_a_hit", |b| {

@@ -116,6 +116,12 @@ impl Netblock {
     fn contains(&self, addr: u128) -> bool {
         addr & mask(self.prefix) == self.addr
     }
+
+    /// Whether `addr` is inside (an IPv4 address matches IPv4 netblocks whether it comes as
+    /// IPv4 or IPv4-mapped IPv6).
+    pub fn contains_addr(&self, addr: IpAddr) -> bool {
+        self.contains(to_u128(addr))
+    }
 }
 
 impl FromStr for Netblock {

@@ -5,6 +5,7 @@
 //! replaced wholesale on reload, so the hot path takes no lock and writes no shared memory.
 
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::net::IpAddr;
 
@@ -13,6 +14,7 @@ use crate::general;
 use crate::localzone::{LocalZoneType, default_zones};
 use crate::name::WireName;
 use crate::rr::{Rr, class, rtype};
+use crate::rrl::{AccountName, AnswerRrl, Limit, Response, ResponseClass, Rrl};
 use crate::store::{self, AnsRef, Answer, AuthZoneSpec, BuildError, LocalZoneSpec, Tree};
 use crate::wire::{self, HEADER_LEN, OPT_RR_LEN, Query, flags, rcode};
 
@@ -25,13 +27,16 @@ pub enum Transport {
     Tcp,
 }
 
-/// Who asked, and how.
+/// Who asked, how, and when.
 #[derive(Clone, Copy, Debug)]
 pub struct Request {
     /// Client address (after any proxy unwrapping by the caller).
     pub src: IpAddr,
     /// Transport.
     pub transport: Transport,
+    /// Whole seconds of a monotonic clock (any origin, the same for every dataplane sharing
+    /// an engine): the time response rate limiting counts in.
+    pub now: u32,
 }
 
 /// Why no reply is sent.
@@ -48,10 +53,12 @@ pub enum DropReason {
     NonLocal,
     /// The caller's buffer is too small for even a minimal reply.
     Buffer,
+    /// Response rate limiting ([`crate::rrl`]) dropped the response.
+    RateLimited,
 }
 
 /// Facts about a reply, for counters and logs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReplyInfo {
     /// RCODE (extended: BADVERS is 16).
     pub rcode: u16,
@@ -61,6 +68,13 @@ pub struct ReplyInfo {
     pub truncated: bool,
     /// The zone asks for the client to be logged (inform types).
     pub inform: bool,
+    /// The question's type (0 when the query had no readable question).
+    pub qtype: u16,
+    /// Rate limiting slipped this response: the reply was cut to header, question and OPT
+    /// with TC=1, or (an error response) sent as it is instead of dropped.
+    pub slipped: bool,
+    /// With `log-only`: what rate limiting would have done (the reply is sent anyway).
+    pub rrl_would: Option<Limit>,
 }
 
 /// What the caller must do.
@@ -120,6 +134,7 @@ pub struct EngineBuilder {
     local_data: Vec<(Rr, u32)>,
     auth: Vec<AuthZoneSpec>,
     default_zones: bool,
+    rrl: Option<Arc<Rrl>>,
 }
 
 impl Default for EngineBuilder {
@@ -138,6 +153,7 @@ impl EngineBuilder {
             local_data: Vec::new(),
             auth: Vec::new(),
             default_zones: true,
+            rrl: None,
         }
     }
 
@@ -172,6 +188,13 @@ impl EngineBuilder {
     /// Whether to add Unbound's default zones (localhost, AS112...). On by default.
     pub fn default_zones(&mut self, on: bool) -> &mut Self {
         self.default_zones = on;
+        self
+    }
+
+    /// Rate-limits UDP responses with this table (shared: a reload may hand the old
+    /// engine's table to the new one, state included).
+    pub fn rrl(&mut self, rrl: Arc<Rrl>) -> &mut Self {
+        self.rrl = Some(rrl);
         self
     }
 
@@ -215,6 +238,7 @@ impl EngineBuilder {
             local,
             auth,
             config: self.config,
+            rrl: self.rrl,
         })
     }
 }
@@ -225,6 +249,18 @@ pub struct Engine {
     local: Tree,
     auth: Tree,
     config: EngineConfig,
+    rrl: Option<Arc<Rrl>>,
+}
+
+/// What the rate limiter charges a reply to.
+struct Subject<'a> {
+    rrl: AnswerRrl,
+    /// Lower-cased query name (wire form); empty when unreadable.
+    qname: &'a [u8],
+    qtype: u16,
+    qclass: u16,
+    /// The query's DO bit, when it had an OPT record (the slip reply keeps an OPT).
+    edns_do: Option<bool>,
 }
 
 /// Where an answer came from.
@@ -251,11 +287,25 @@ impl Engine {
         self.local.heap_bytes() + self.auth.heap_bytes()
     }
 
+    /// The rate-limiting table, when rate limiting is on.
+    pub fn rrl(&self) -> Option<&Arc<Rrl>> {
+        self.rrl.as_ref()
+    }
+
+    /// Sets or removes the rate-limiting table (before the engine is shared).
+    pub fn set_rrl(&mut self, rrl: Option<Arc<Rrl>>) {
+        self.rrl = rrl;
+    }
+
     /// Answers one query. Writes the reply into `out` (which should be at least 512 bytes
     /// for UDP, 65535 for TCP) and says how long it is, or says to drop the query.
     ///
     /// Never panics on any input. Malformed queries with a readable header get FORMERR;
     /// shorter datagrams and responses are dropped.
+    ///
+    /// With a rate-limiting table ([`EngineBuilder::rrl`]), every UDP reply is charged to
+    /// its account at `req.now` and may come back as [`DropReason::RateLimited`] or slipped
+    /// ([`ReplyInfo::slipped`]).
     #[inline]
     pub fn handle_query(&self, req: &Request, query: &[u8], out: &mut [u8]) -> Outcome {
         let acl = self.acl.check(req.src);
@@ -266,12 +316,19 @@ impl Engine {
                     inform: false,
                 };
             }
-            AclAction::Refuse => return general::refuse(self, query, out),
+            AclAction::Refuse => {
+                let o = general::refuse(self, query, out);
+                return self.after_general(req, query, o, general::Meta::default(), out);
+            }
             _ => {}
         }
         let q = match Query::parse(query) {
             Ok(q) if is_hot(&q) => q,
-            _ => return general::handle(self, req, acl, query, out),
+            _ => {
+                let mut meta = general::Meta::default();
+                let o = general::handle(self, req, acl, query, out, &mut meta);
+                return self.after_general(req, query, o, meta, out);
+            }
         };
         let mut key = [0u8; crate::name::MAX_NAME_LEN];
         let qname = q.qname();
@@ -279,13 +336,164 @@ impl Engine {
         for (k, b) in key.iter_mut().zip(qname) {
             *k = b.to_ascii_lowercase();
         }
-        match self.find(key, q.qtype) {
-            Found::Answer(a) => self.emit(&q, acl, &a, req.transport, out, true),
-            Found::Drop { inform } => Outcome::Drop {
-                reason: DropReason::Zone,
-                inform,
+        let (o, rrl) = match self.find(key, q.qtype) {
+            Found::Answer(a) => (self.emit(&q, acl, &a, req.transport, out, true), a.rrl),
+            Found::Drop { inform } => {
+                return Outcome::Drop {
+                    reason: DropReason::Zone,
+                    inform,
+                };
+            }
+            Found::NotLocal => (
+                self.not_local(&q, acl, out, true),
+                AnswerRrl {
+                    class: ResponseClass::Error,
+                    name: AccountName::Qname,
+                },
+            ),
+        };
+        match self.rrl.as_deref() {
+            None => o,
+            Some(table) => {
+                let s = Subject {
+                    rrl,
+                    qname: key,
+                    qtype: q.qtype,
+                    qclass: q.qclass,
+                    edns_do: q.edns.map(|e| e.dnssec_ok),
+                };
+                self.rate_limit(table, req, o, &s, out)
+            }
+        }
+    }
+
+    /// Completes a general-path reply: its question type, then rate limiting.
+    fn after_general(
+        &self,
+        req: &Request,
+        query: &[u8],
+        o: Outcome,
+        meta: general::Meta,
+        out: &mut [u8],
+    ) -> Outcome {
+        let Outcome::Reply { len, mut info } = o else {
+            return o;
+        };
+        let question = wire::first_question(query);
+        info.qtype = question.map_or(0, |(_, t, _)| t);
+        let o = Outcome::Reply { len, info };
+        let Some(table) = self.rrl.as_deref() else {
+            return o;
+        };
+        let mut lower = [0u8; crate::name::MAX_NAME_LEN];
+        let qname = match question {
+            Some((end, _, _)) => {
+                let name = &query[HEADER_LEN..end];
+                let l = &mut lower[..name.len()];
+                for (d, b) in l.iter_mut().zip(name) {
+                    *d = b.to_ascii_lowercase();
+                }
+                &lower[..name.len()]
+            }
+            None => &[],
+        };
+        let rrl = meta.rrl.unwrap_or_else(|| {
+            let f = wire::be16(out, 2);
+            AnswerRrl {
+                class: ResponseClass::classify(
+                    info.rcode,
+                    wire::be16(out, 6),
+                    f & flags::AA != 0,
+                    false,
+                ),
+                name: AccountName::Qname,
+            }
+        });
+        let s = Subject {
+            rrl,
+            qname,
+            qtype: info.qtype,
+            qclass: question.map_or(0, |(_, _, c)| c),
+            edns_do: meta.edns_do,
+        };
+        self.rate_limit(table, req, o, &s, out)
+    }
+
+    /// Charges a reply to its account; drops it, slips it or lets it through.
+    fn rate_limit(
+        &self,
+        table: &Rrl,
+        req: &Request,
+        o: Outcome,
+        s: &Subject<'_>,
+        out: &mut [u8],
+    ) -> Outcome {
+        let Outcome::Reply { len, mut info } = o else {
+            return o;
+        };
+        let (name, wildcard) = s.rrl.name.resolve(s.qname);
+        let resp = Response {
+            class: s.rrl.class,
+            qtype: s.qtype,
+            qclass: s.qclass,
+            name,
+            wildcard,
+        };
+        let tcp = req.transport == Transport::Tcp;
+        let Some(limit) = table.check(req.now, req.src, tcp, &resp) else {
+            return o;
+        };
+        if table.log_only() {
+            info.rrl_would = Some(limit);
+            return Outcome::Reply { len, info };
+        }
+        match limit {
+            Limit::Drop => Outcome::Drop {
+                reason: DropReason::RateLimited,
+                inform: info.inform,
             },
-            Found::NotLocal => self.not_local(&q, acl, out, true),
+            // Errors are not truncated but "leaked" as they are (BIND).
+            Limit::Slip if s.rrl.class == ResponseClass::Error => {
+                info.slipped = true;
+                Outcome::Reply { len, info }
+            }
+            Limit::Slip => {
+                info.slipped = true;
+                info.truncated = true;
+                Outcome::Reply {
+                    len: self.slip(out, len, s.edns_do),
+                    info,
+                }
+            }
+        }
+    }
+
+    /// Cuts the reply in `out[..len]` to header, question and (when the query had one) OPT,
+    /// with TC=1: BIND's slip, an invitation to retry over TCP. Returns the new length.
+    fn slip(&self, out: &mut [u8], len: usize, edns_do: Option<bool>) -> usize {
+        let len = len.min(out.len());
+        if len < HEADER_LEN {
+            return len;
+        }
+        let (qd, end) = match wire::first_question(&out[..len]) {
+            Some((name_end, _, _)) => (1, name_end + 4),
+            None => (0, HEADER_LEN),
+        };
+        let f = wire::be16(out, 2) | flags::TC;
+        wire::put16(out, 2, f);
+        wire::put16(out, 4, qd);
+        wire::put16(out, 6, 0);
+        wire::put16(out, 8, 0);
+        match edns_do {
+            Some(d) if end + OPT_RR_LEN <= out.len() => {
+                wire::write_opt(out, end, self.config.edns_buffer_size, 0, d);
+                wire::put16(out, 10, 1);
+                end + OPT_RR_LEN
+            }
+            _ => {
+                wire::put16(out, 10, 0);
+                end
+            }
         }
     }
 
@@ -305,17 +513,25 @@ impl Engine {
         &self.acl
     }
 
-    /// The general path alone, for differential testing of the hot path against it.
+    /// The general path alone, for differential testing of the hot path against it. Never
+    /// rate limited.
     #[doc(hidden)]
     pub fn handle_query_general(&self, req: &Request, query: &[u8], out: &mut [u8]) -> Outcome {
         let acl = self.acl.check(req.src);
-        match acl {
+        let o = match acl {
             AclAction::Deny => Outcome::Drop {
                 reason: DropReason::Acl,
                 inform: false,
             },
             AclAction::Refuse => general::refuse(self, query, out),
-            _ => general::handle(self, req, acl, query, out),
+            _ => general::handle(self, req, acl, query, out, &mut general::Meta::default()),
+        };
+        match o {
+            Outcome::Reply { len, mut info } => {
+                info.qtype = wire::first_question(query).map_or(0, |(_, t, _)| t);
+                Outcome::Reply { len, info }
+            }
+            d => d,
         }
     }
 
@@ -459,6 +675,9 @@ impl Engine {
                 hot,
                 truncated: tc,
                 inform: a.inform,
+                qtype: q.qtype,
+                slipped: false,
+                rrl_would: None,
             },
         }
     }
@@ -576,6 +795,7 @@ mod tests {
     const LOCAL: Request = Request {
         src: IpAddr::V4(core::net::Ipv4Addr::LOCALHOST),
         transport: Transport::Udp,
+        now: 0,
     };
 
     #[test]
@@ -640,6 +860,7 @@ mod tests {
         let far = Request {
             src: "198.18.0.9".parse().unwrap(),
             transport: Transport::Udp,
+            now: 0,
         };
         let Outcome::Reply { info, .. } =
             e.handle_query(&far, &query("www.example.", 1, None), &mut out)

@@ -20,7 +20,18 @@ use hickory_proto::serialize::binary::BinEncodable;
 use crate::acl::AclAction;
 use crate::engine::{DropReason, Engine, Found, Outcome, ReplyInfo, Request, Transport};
 use crate::rr::rtype;
+use crate::rrl::AnswerRrl;
 use crate::wire::{self, HEADER_LEN, Query, flags, rcode};
+
+/// What the general path learnt that the rate limiter needs.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Meta {
+    /// The class and account name of the compiled answer used, if any (otherwise the
+    /// engine classifies the reply by its header, keyed by the query name).
+    pub rrl: Option<AnswerRrl>,
+    /// The query's EDNS DO bit, when it had an OPT record.
+    pub edns_do: Option<bool>,
+}
 
 fn drop_malformed() -> Outcome {
     Outcome::Drop {
@@ -62,17 +73,19 @@ fn header_only(ra: bool, query: &[u8], rc: u8, out: &mut [u8]) -> Outcome {
             hot: false,
             truncated: false,
             inform: false,
+            ..ReplyInfo::default()
         },
     }
 }
 
-/// The general path.
+/// The general path. Fills `meta` for the rate limiter.
 pub(crate) fn handle(
     e: &Engine,
     req: &Request,
     acl: AclAction,
     query: &[u8],
     out: &mut [u8],
+    meta: &mut Meta,
 ) -> Outcome {
     if query.len() < HEADER_LEN || query[2] & 0x80 != 0 {
         return drop_malformed();
@@ -89,6 +102,7 @@ pub(crate) fn handle(
     resp.metadata.recursion_available = e.config().recursion_available;
     resp.queries = msg.queries.clone();
     let edns = msg.edns.as_ref();
+    meta.edns_do = edns.map(|ed| ed.flags().dnssec_ok);
     if let Some(q_edns) = edns {
         let mut r_edns = Edns::new();
         r_edns.set_max_payload(e.config().edns_buffer_size);
@@ -172,6 +186,7 @@ pub(crate) fn handle(
             finish(resp, ResponseCode::Refused, ra, limit, out)
         }
         Found::Answer(a) => {
+            meta.rrl = Some(a.rrl);
             // Decode the compiled answer as written for a canonical question, with hickory.
             let mut canon = Vec::with_capacity(HEADER_LEN + lower.len() + 4);
             canon.extend_from_slice(&[0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
@@ -270,6 +285,7 @@ fn finish(mut resp: Message, rc: ResponseCode, ra: bool, limit: usize, out: &mut
                     hot: false,
                     truncated,
                     inform: false,
+                    ..ReplyInfo::default()
                 },
             };
         }

@@ -23,8 +23,11 @@
 //! [`name`]/[`rr`]/[`text`]/[`zonefile`] (load-time data: names, records, presentation format,
 //! RFC 1035 master files).
 //!
+//! [`rrl`] is BIND 9-style response rate limiting, applied by [`Engine::handle_query`] to
+//! every UDP reply when the engine holds a table, so every dataplane limits alike.
+//!
 //! What it does **not** do (yet): forwarding, caching, recursion and DNSSEC validation
-//! (queries outside served zones are answered REFUSED), zone transfers, rate limiting.
+//! (queries outside served zones are answered REFUSED), zone transfers.
 //!
 //! Contract: no input from the network can make the engine panic; malformed queries are
 //! answered FORMERR or dropped (see [`engine::Engine::handle_query`]). `#![forbid(unsafe_code)]`.
@@ -43,6 +46,7 @@ mod general;
 pub mod localzone;
 pub mod name;
 pub mod rr;
+pub mod rrl;
 pub mod stats;
 pub mod store;
 #[doc(hidden)]

@@ -215,6 +215,7 @@ mod tests {
             hot: true,
             truncated: false,
             inform: false,
+            ..ReplyInfo::default()
         };
         c.record(&Outcome::Reply { len: 40, info }, Some(28));
         c.record(
@@ -236,7 +237,7 @@ mod tests {
         let mut t = Totals::default();
         c.sum_into(&mut t);
         c.sum_into(&mut t);
-        assert_eq!((t.queries, t.replies, t.hot), (6, 4, 2));
+        assert_eq!((t.queries, t.replies, t.hot), (6, 4, 4));
         assert_eq!(t.rcode[3], 2);
         assert_eq!(t.rcode[RCODES.len()], 2);
         assert_eq!(t.qtype[7], 2, "AAAA");

@@ -32,6 +32,7 @@ use hashbrown::HashTable;
 use crate::localzone::LocalZoneType;
 use crate::name::{self, WireName};
 use crate::rr::{self, Rr, rtype};
+use crate::rrl::{AccountName, AnswerRrl, ResponseClass};
 use crate::wire::{HEADER_LEN, flags, rcode};
 
 /// A compiled answer or a verdict.
@@ -67,6 +68,8 @@ pub struct Answer<'a> {
     pub tail: &'a [u8],
     /// Log the client (inform zones).
     pub inform: bool,
+    /// How response rate limiting counts it (class, account name), decided at compile time.
+    pub rrl: AnswerRrl,
 }
 
 impl Answer<'static> {
@@ -79,6 +82,15 @@ impl Answer<'static> {
             bounds: &[],
             tail: &[],
             inform: false,
+            rrl: AnswerRrl {
+                class: ResponseClass::classify(
+                    flags & flags::RCODE_MASK,
+                    0,
+                    flags & flags::AA != 0,
+                    false,
+                ),
+                name: AccountName::Qname,
+            },
         }
     }
 }
@@ -167,6 +179,31 @@ fn tld(name: &[u8]) -> Option<&[u8]> {
         pos += 1 + usize::from(l);
     }
     last.and_then(|p| name.get(p..))
+}
+
+/// Bytes before the patches in an arena record: flags (2), counts (6), tail length (2, LE),
+/// patch count, bound count, meta (bit 0 inform, bits 1-3 RRL class, bits 4-5 RRL account
+/// name kind), RRL suffix length.
+const RECORD_HEADER: usize = 14;
+
+fn encode_rrl(inform: bool, rrl: AnswerRrl) -> [u8; 2] {
+    let (kind, n) = match rrl.name {
+        AccountName::Qname => (0u8, 0u8),
+        AccountName::Suffix(n) => (1, n),
+        AccountName::Wildcard(n) => (2, n),
+    };
+    [u8::from(inform) | (rrl.class as u8) << 1 | kind << 4, n]
+}
+
+fn decode_rrl(meta: u8, n: u8) -> AnswerRrl {
+    AnswerRrl {
+        class: ResponseClass::from_bits((meta >> 1) & 7),
+        name: match (meta >> 4) & 3 {
+            1 => AccountName::Suffix(n),
+            2 => AccountName::Wildcard(n),
+            _ => AccountName::Qname,
+        },
+    }
 }
 
 /// Fixed seed: the keys come from configuration, not from the network, so a flooding
@@ -288,7 +325,7 @@ impl Tree {
         let tail_len = usize::from(u16::from_le_bytes([a[8], a[9]]));
         let np = usize::from(a[10]) * 3;
         let nb = usize::from(a[11]) * 8;
-        let p = 13;
+        let p = RECORD_HEADER;
         Some(Answer {
             flags: u16::from_be_bytes([a[0], a[1]]),
             counts: &a[2..8],
@@ -296,6 +333,7 @@ impl Tree {
             bounds: &a[p + np..p + np + nb],
             tail: &a[p + np + nb..p + np + nb + tail_len],
             inform: a[12] & 1 != 0,
+            rrl: decode_rrl(a[12], a[13]),
         })
     }
 }
@@ -387,6 +425,10 @@ struct Render {
     bounds: Vec<(u16, [u16; 3])>,
     flags: u16,
     inform: bool,
+    /// The account name for response rate limiting (the class follows from the rest).
+    rrl_name: AccountName,
+    /// NS records in the authority section (a referral, when AA is clear and no answer).
+    ns_in_authority: bool,
 }
 
 impl Render {
@@ -408,6 +450,8 @@ impl Render {
             bounds: Vec::new(),
             flags,
             inform: false,
+            rrl_name: AccountName::Qname,
+            ns_in_authority: false,
         }
     }
 
@@ -421,6 +465,8 @@ impl Render {
             bounds: Vec::new(),
             flags,
             inform: false,
+            rrl_name: AccountName::Qname,
+            ns_in_authority: false,
         }
     }
 
@@ -463,6 +509,9 @@ impl Render {
     }
 
     fn rrset(&mut self, sec: Section, owner: NameOut<'_>, rs: &Rrset) {
+        if sec == Section::Authority && rs.rtype == rtype::NS {
+            self.ns_in_authority = true;
+        }
         for (ttl, rdata) in &rs.rrs {
             self.name(owner);
             self.tail.extend_from_slice(&rs.rtype.to_be_bytes());
@@ -510,8 +559,9 @@ impl Render {
         // (512, RFC 1035 §4.2.1) with the longest question and an OPT record.
         let need_bounds = HEADER_LEN + 259 + self.tail.len() + crate::wire::OPT_RR_LEN > 512;
         let bounds: &[(u16, [u16; 3])] = if need_bounds { &self.bounds } else { &[] };
-        let mut out =
-            Vec::with_capacity(13 + self.patches.len() * 3 + bounds.len() * 8 + self.tail.len());
+        let mut out = Vec::with_capacity(
+            RECORD_HEADER + self.patches.len() * 3 + bounds.len() * 8 + self.tail.len(),
+        );
         out.extend_from_slice(&self.flags.to_be_bytes());
         for c in self.counts {
             out.extend_from_slice(&c.to_be_bytes());
@@ -520,7 +570,19 @@ impl Render {
         out.extend_from_slice(&(self.tail.len() as u16).to_le_bytes());
         out.push(u8::try_from(self.patches.len()).ok()?);
         out.push(u8::try_from(bounds.len()).ok()?);
-        out.push(u8::from(self.inform));
+        let class = ResponseClass::classify(
+            self.flags & flags::RCODE_MASK,
+            self.counts[0],
+            self.flags & flags::AA != 0,
+            self.ns_in_authority,
+        );
+        out.extend_from_slice(&encode_rrl(
+            self.inform,
+            AnswerRrl {
+                class,
+                name: self.rrl_name,
+            },
+        ));
         for (off, len) in &self.patches {
             out.extend_from_slice(&off.to_le_bytes());
             out.push(*len);
@@ -940,9 +1002,23 @@ fn local_map(
 ) -> Result<u32, BuildError> {
     use LocalZoneType as T;
     let inform = z.ztype.informs();
+    // Cannot truncate: names are at most 255 octets.
+    let apex_len = z.lower.len() as u8;
+    // RRL accounts: NXDOMAIN per zone (BIND: the zone origin); every name of a redirect zone
+    // is answered from the apex, like a wildcard, so they share the apex's account.
+    let rrl_name = |rc: u8| {
+        if rc == rcode::NXDOMAIN {
+            AccountName::Suffix(apex_len)
+        } else if z.ztype.redirects() && rc == rcode::NOERROR {
+            AccountName::Wildcard(apex_len)
+        } else {
+            AccountName::Qname
+        }
+    };
     let neg = |b: &mut TreeBuilder, rc: u8, with_soa: bool| -> Result<AnsRef, BuildError> {
         let mut r = Render::relocatable(header_flags(true, ra, rc));
         r.inform = inform;
+        r.rrl_name = rrl_name(rc);
         if let (true, Some(soa)) = (with_soa, &z.soa_negative) {
             // Cannot truncate: names are at most 255 octets.
             r.rrset(
@@ -990,6 +1066,7 @@ fn local_map(
             let r = if relocate {
                 let mut r = Render::relocatable(header_flags(true, ra, rcode::NOERROR));
                 r.inform = inform;
+                r.rrl_name = rrl_name(rcode::NOERROR);
                 r.rrset(Section::Answer, NameOut::Qname, set);
                 b.shared(r, &n.owner)?
             } else {
@@ -1123,6 +1200,8 @@ fn build_one_auth(b: &mut TreeBuilder, z: AuthZoneSpec, ra: bool) -> Result<(), 
     let nx = {
         let mut r = Render::relocatable(header_flags(true, ra, rcode::NXDOMAIN));
         // Cannot truncate: names are at most 255 octets.
+        r.rrl_name = AccountName::Suffix(apex_len as u8);
+        // Cannot truncate: names are at most 255 octets.
         r.rrset(
             Section::Authority,
             NameOut::QnameSuffix(apex_len as u8),
@@ -1146,6 +1225,8 @@ fn build_one_auth(b: &mut TreeBuilder, z: AuthZoneSpec, ra: bool) -> Result<(), 
     for c in &cuts {
         let n = &nodes[c];
         let mut r = Render::relocatable(header_flags(false, ra, rcode::NOERROR));
+        // Cannot truncate: names are at most 255 octets.
+        r.rrl_name = AccountName::Suffix(c.len() as u8);
         if let Some(ns) = n.rrset(rtype::NS) {
             // Cannot truncate: names are at most 255 octets.
             r.rrset(Section::Authority, NameOut::QnameSuffix(c.len() as u8), ns);
@@ -1190,7 +1271,7 @@ fn build_one_auth(b: &mut TreeBuilder, z: AuthZoneSpec, ra: bool) -> Result<(), 
             b.node(k, m, refm);
             continue;
         }
-        let exact = auth_exact_map(b, &nodes, k, n, false, ra, &soa, apex_len, nodata)?;
+        let exact = auth_exact_map(b, &nodes, k, n, None, ra, &soa, apex_len, nodata)?;
         let wild_key = {
             let mut w = alloc::vec![1u8, b'*'];
             w.extend_from_slice(k);
@@ -1198,7 +1279,9 @@ fn build_one_auth(b: &mut TreeBuilder, z: AuthZoneSpec, ra: bool) -> Result<(), 
         };
         let below = match nodes.get(&wild_key) {
             Some(w) if cut_above(&wild_key).is_none() => {
-                auth_exact_map(b, &nodes, &wild_key, w, true, ra, &soa, apex_len, nodata)?
+                // Cannot truncate: names are at most 255 octets.
+                let parent = Some(k.len() as u8);
+                auth_exact_map(b, &nodes, &wild_key, w, parent, ra, &soa, apex_len, nodata)?
             }
             _ => nx_map,
         };
@@ -1229,26 +1312,49 @@ fn wildcard_for<'a>(nodes: &'a Nodes, lower: &[u8], apex_len: usize) -> Option<&
     None
 }
 
-/// Answers at an authoritative name. `relocatable`: a wildcard, rendered for any query
-/// name (owner = query name, no compression against it).
+/// Answers at an authoritative name. `wildcard`: the node is a wildcard whose parent is
+/// this many wire octets long; its answers are rendered for any query name (owner = query
+/// name, no compression against it) and rate limited as the wildcard.
 #[allow(clippy::too_many_arguments)]
 fn auth_exact_map(
     b: &mut TreeBuilder,
     nodes: &Nodes,
     key: &[u8],
     n: &NodeSrc,
-    relocatable: bool,
+    wildcard: Option<u8>,
     ra: bool,
     soa: &Rrset,
     apex_len: usize,
     nodata: AnsRef,
 ) -> Result<u32, BuildError> {
+    let relocatable = wildcard.is_some();
     let new_render = |rc: u8| {
-        if relocatable {
+        let mut r = if relocatable {
             Render::relocatable(header_flags(true, ra, rc))
         } else {
             Render::exact(key, header_flags(true, ra, rc))
+        };
+        r.rrl_name = match (rc, wildcard) {
+            // Cannot truncate: names are at most 255 octets.
+            (rcode::NXDOMAIN, _) => AccountName::Suffix(apex_len as u8),
+            (_, Some(parent)) => AccountName::Wildcard(parent),
+            (_, None) => AccountName::Qname,
+        };
+        r
+    };
+    // A wildcard's NODATA is counted as the wildcard too (random names, one account).
+    let nodata = match wildcard {
+        Some(_) => {
+            let mut r = new_render(rcode::NOERROR);
+            // Cannot truncate: names are at most 255 octets.
+            r.rrset(
+                Section::Authority,
+                NameOut::QnameSuffix(apex_len as u8),
+                soa,
+            );
+            b.shared(r, &n.owner)?
         }
+        None => nodata,
     };
     let mut entries = Vec::new();
     let cname = n.rrset(rtype::CNAME);

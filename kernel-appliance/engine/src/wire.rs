@@ -198,6 +198,22 @@ impl<'a> Query<'a> {
     }
 }
 
+/// The first question of a message, without looking at the rest: (offset just past its
+/// name, qtype, qclass). `None` when QDCOUNT is 0 or the name is compressed, malformed or
+/// cut. The name starts at [`HEADER_LEN`].
+pub(crate) fn first_question(msg: &[u8]) -> Option<(usize, u16, u16)> {
+    if msg.len() < HEADER_LEN || be16(msg, 4) == 0 {
+        return None;
+    }
+    let end = scan_name(msg, HEADER_LEN)?;
+    let f = msg.get(end..end + 4)?;
+    Some((
+        end,
+        u16::from_be_bytes([f[0], f[1]]),
+        u16::from_be_bytes([f[2], f[3]]),
+    ))
+}
+
 /// Scans an uncompressed name starting at `start`; returns the offset just past it.
 /// Rejects compression pointers, reserved label types, over-long labels and names.
 fn scan_name(packet: &[u8], start: usize) -> Option<usize> {

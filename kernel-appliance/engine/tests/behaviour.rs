@@ -19,6 +19,7 @@ fn req(src: &str, transport: Transport) -> Request {
     Request {
         src: src.parse().unwrap(),
         transport,
+        now: 0,
     }
 }
 
@@ -414,7 +415,7 @@ proptest! {
     #[test]
     fn hot_path_equals_general_path((q, transport) in arb_query()) {
         let e = engine();
-        let r = Request { src: IpAddr::from([127, 0, 0, 1]), transport };
+        let r = Request { src: IpAddr::from([127, 0, 0, 1]), transport, now: 0 };
         let mut a = vec![0u8; 65535];
         let mut b = vec![0u8; 65535];
         let ha = e.handle_query(&r, &q, &mut a);

@@ -58,7 +58,7 @@ fn bench(c: &mut Criterion) {
     g.bench_function("ipv4_a_hit_in_frame", |b| {
         b.iter(|| {
             frame[..len].copy_from_slice(&template[..len]);
-            black_box(handle_frame(&e, &mut frame, len, &mut scratch))
+            black_box(handle_frame(&e, 0, &mut frame, len, &mut scratch))
         })
     });
     g.finish();

@@ -54,11 +54,13 @@ pub enum Drop {
     Engine = 5,
     /// The reply would not fit the frame buffer and no kernel fallback was wanted.
     NoRoom = 6,
+    /// Response rate limiting dropped the reply (see `skua_engine::rrl`).
+    RateLimited = 7,
 }
 
 impl Drop {
     /// Number of reasons.
-    pub const COUNT: usize = 7;
+    pub const COUNT: usize = 8;
     /// Every reason, in counter order.
     pub const ALL: [Self; Self::COUNT] = [
         Self::Truncated,
@@ -68,6 +70,7 @@ impl Drop {
         Self::BadUdpChecksum,
         Self::Engine,
         Self::NoRoom,
+        Self::RateLimited,
     ];
 
     /// Metric label.
@@ -80,6 +83,7 @@ impl Drop {
             Self::BadUdpChecksum => "bad_udp_checksum",
             Self::Engine => "engine",
             Self::NoRoom => "no_room",
+            Self::RateLimited => "rate_limited",
         }
     }
 }
@@ -91,7 +95,7 @@ pub enum Verdict {
     Reply {
         /// Frame length.
         len: usize,
-        /// From the engine (hot path, RCODE, TC, inform).
+        /// From the engine (hot path, RCODE, TC, inform, QTYPE, rate limiting).
         info: skua_engine::engine::ReplyInfo,
     },
     /// Drop and count.
@@ -290,11 +294,24 @@ fn endpoints(frame: &[u8], u: &Udp) -> (SocketAddr, SocketAddr) {
     }
 }
 
-/// Answers the query in `frame[..len]` in place. `frame` is the whole buffer the frame sits
-/// in (the reply may be longer than the query, up to `frame.len()`); `scratch` receives a
-/// copy of the DNS query (the engine reads it while writing the reply into the frame) and
-/// must be at least as long as the largest query accepted (the frame size).
-pub fn handle_frame(engine: &Engine, frame: &mut [u8], len: usize, scratch: &mut [u8]) -> Verdict {
+/// Answers the query in `frame[..len]` in place. `now` is whole seconds of the caller's
+/// monotonic clock (response rate limiting counts in it; see `skua_engine::Request::now`).
+/// `frame` is the whole buffer the frame sits in (the reply may be longer than the query, up
+/// to `frame.len()`); `scratch` receives a copy of the DNS query (the engine reads it while
+/// writing the reply into the frame) and must be at least as long as the largest query
+/// accepted (the frame size).
+///
+/// A reply too large for the frame is handed back as [`Verdict::Kernel`] before rate
+/// limiting charged it (the engine charges only replies it built), so the kernel path's own
+/// call charges it once; a reply truncated only by the frame size was charged here and is
+/// charged again there (replies over the frame size are rare: 4 KiB UMEM frames).
+pub fn handle_frame(
+    engine: &Engine,
+    now: u32,
+    frame: &mut [u8],
+    len: usize,
+    scratch: &mut [u8],
+) -> Verdict {
     let len = len.min(frame.len());
     let u = match parse(&frame[..len]) {
         Ok(u) => u,
@@ -317,6 +334,7 @@ pub fn handle_frame(engine: &Engine, frame: &mut [u8], len: usize, scratch: &mut
     let req = Request {
         src: client.ip(),
         transport: Transport::Udp,
+        now,
     };
     let room = frame.len() - payload_off;
     let (dns_len, info) =
@@ -332,11 +350,19 @@ pub fn handle_frame(engine: &Engine, frame: &mut [u8], len: usize, scratch: &mut
                     server: Some(server),
                 };
             }
+            Outcome::Drop {
+                reason: EngineDrop::RateLimited,
+                ..
+            } => return Verdict::Drop(Drop::RateLimited),
             Outcome::Drop { .. } => return Verdict::Drop(Drop::Engine),
         };
     // A reply truncated only because the frame is small goes out through the kernel,
-    // whole: the engine's limit for this client may be larger than the frame.
-    if info.truncated && engine.reply_limit(&scratch[..qlen], Transport::Udp) > room {
+    // whole: the engine's limit for this client may be larger than the frame. (A slipped
+    // reply is truncated on purpose: it goes out here.)
+    if info.truncated
+        && !info.slipped
+        && engine.reply_limit(&scratch[..qlen], Transport::Udp) > room
+    {
         return Verdict::Kernel {
             query_len: qlen,
             client: Some(client),

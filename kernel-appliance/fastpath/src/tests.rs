@@ -39,7 +39,7 @@ fn frame(src: &str, dst: &str, vlan: Option<u16>, payload: &[u8]) -> (Vec<u8>, u
 fn run(buf: &mut [u8], len: usize) -> Verdict {
     let e = engine();
     let mut scratch = vec![0u8; 4096];
-    handle_frame(e, buf, len, &mut scratch)
+    handle_frame(e, 0, buf, len, &mut scratch)
 }
 
 fn engine() -> &'static Engine {
@@ -62,6 +62,7 @@ fn check_reply(buf: &[u8], len: usize, query_frame: &[u8], query: &[u8]) {
         &Request {
             src: qc.ip(),
             transport: Transport::Udp,
+            now: 0,
         },
         query,
         &mut direct,
@@ -259,4 +260,50 @@ fn garbage_never_panics() {
         let l = ((seed >> 40) as usize) % (len + 8);
         let _ = run(&mut b, l);
     }
+}
+
+#[test]
+fn rate_limited_replies_are_dropped_or_slipped_in_the_frame() {
+    use skua_engine::rrl::{Rrl, RrlConfig};
+    let mut e = fuzz_engine();
+    e.set_rrl(Some(std::sync::Arc::new(Rrl::new(
+        RrlConfig {
+            responses_per_second: 1,
+            slip: 2,
+            ..RrlConfig::default()
+        },
+        1,
+    ))));
+    let mut scratch = vec![0u8; 4096];
+    let mut q = dns_query(b"\x03big\x06static\x07example\x00", 1);
+    q[11] = 1; // EDNS 4096: the whole answer does not fit a 1024-byte frame
+    q.extend_from_slice(&[0, 0, 0x29, 0x10, 0x00, 0, 0, 0, 0, 0, 0]);
+    let (buf, len) = frame("127.0.0.1:40000", "127.0.0.2:53", None, &q);
+    let mut verdicts = Vec::new();
+    for now in [10, 10, 10] {
+        let mut small = buf[..1024].to_vec();
+        let v = handle_frame(&e, now, &mut small, len, &mut scratch);
+        verdicts.push((v, small));
+    }
+    // The first reply does not fit the frame: charged here, then answered (and charged
+    // again) by the kernel path.
+    assert!(
+        matches!(verdicts[0].0, Verdict::Kernel { .. }),
+        "{:?}",
+        verdicts[0].0
+    );
+    // The slip goes out in the frame: TC, the question and the OPT only.
+    let Verdict::Reply { len: rl, info } = verdicts[1].0 else {
+        panic!("{:?}", verdicts[1].0)
+    };
+    assert!(info.slipped && info.truncated);
+    let frame_out = &verdicts[1].1;
+    let u = parse(&frame_out[..rl]).unwrap();
+    let dns = &frame_out[u.udp_off + UDP_HLEN..rl];
+    assert_eq!(dns.len(), 12 + q.len() - 12);
+    assert_eq!(&dns[4..12], &[0, 1, 0, 0, 0, 0, 0, 1]);
+    assert_ne!(dns[2] & 0x02, 0, "TC");
+    // Then a drop.
+    assert_eq!(verdicts[2].0, Verdict::Drop(Drop::RateLimited));
+    assert_eq!(Drop::ALL[Drop::RateLimited as usize], Drop::RateLimited);
 }

@@ -3,23 +3,37 @@
 //! Loads a configuration (or a single zone file), reads a queryperf-style file
 //! (`qname qtype` per line), encodes every query once, then answers them `-n` times in a
 //! loop and prints queries per second and nanoseconds per query. `-s N` spreads the queries
-//! over N client addresses (in 198.18.0.0/15), which matters once rate limiting exists.
+//! over N client addresses (in 198.18.0.0/15), which matters with rate limiting: `-r` turns
+//! response rate limiting on (as BIND 10's `query_bench -r`) and prints how many responses
+//! slipped and dropped; `--rrl-ab N` alternates runs without and with it and prints the
+//! overhead.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use skua_config::{Loc, Located};
+use skua_engine::engine::DropReason;
 use skua_engine::name::WireName;
-use skua_engine::{Outcome, Request, Transport, text};
+use skua_engine::rrl::{Rrl, RrlConfig};
+use skua_engine::{Engine, Outcome, Request, Transport, text};
 
 const HELP: &str = "\
 usage: skuad bench (--config FILE | --zone FILE --origin NAME) [-n ITERATIONS] [-s SOURCES]
-                   [--edns SIZE] [--do] [--tcp] QUERYFILE
+                   [--edns SIZE] [--do] [--tcp] [-r [RRL options]] QUERYFILE
   QUERYFILE   one query per line: 'qname qtype' (queryperf format); '#' or ';' comments
   -n N        passes over the query file (default 10)
   -s N        spread queries over N client addresses in 198.18.0.0/15 (default 1)
   --edns SIZE add an OPT record advertising SIZE; --do sets the DO bit
-  --tcp       answer as over TCP (no truncation)";
+  --tcp       answer as over TCP (no truncation, never rate limited)
+  -r          response rate limiting on (BIND defaults but the options below); without -r,
+              the configuration's rrl-* directives apply
+  --rrl-rate N      responses per second per account, every class (default 5)
+  --rrl-slip N      slip (default 2)
+  --rrl-prefix N    IPv4 prefix length of a client netblock (default 24)
+  --rrl-table N     max-table-size (default 20000)
+  --rrl-ab ROUNDS   ROUNDS alternations of a run without and a run with rate limiting (-r
+                    options), then the median overhead";
 
 struct Opts {
     config: Option<PathBuf>,
@@ -31,6 +45,8 @@ struct Opts {
     dnssec_ok: bool,
     tcp: bool,
     queries: Option<PathBuf>,
+    rrl: Option<RrlConfig>,
+    ab_rounds: usize,
 }
 
 fn parse_args(args: &[String]) -> Result<Opts, String> {
@@ -44,6 +60,12 @@ fn parse_args(args: &[String]) -> Result<Opts, String> {
         dnssec_ok: false,
         tcp: false,
         queries: None,
+        rrl: None,
+        ab_rounds: 0,
+    };
+    let mut rrl = RrlConfig {
+        responses_per_second: 5,
+        ..RrlConfig::default()
     };
     let mut i = 0;
     let value = |i: &mut usize| -> Result<String, String> {
@@ -68,6 +90,33 @@ fn parse_args(args: &[String]) -> Result<Opts, String> {
             }
             "--do" => o.dnssec_ok = true,
             "--tcp" => o.tcp = true,
+            "-r" => o.rrl = Some(RrlConfig::default()),
+            "--rrl-rate" => {
+                rrl.responses_per_second = value(&mut i)?
+                    .parse()
+                    .map_err(|_| "bad --rrl-rate".to_string())?
+            }
+            "--rrl-slip" => {
+                rrl.slip = value(&mut i)?
+                    .parse()
+                    .map_err(|_| "bad --rrl-slip".to_string())?
+            }
+            "--rrl-prefix" => {
+                rrl.ipv4_prefix_length = value(&mut i)?
+                    .parse()
+                    .map_err(|_| "bad --rrl-prefix".to_string())?
+            }
+            "--rrl-table" => {
+                rrl.max_table_size = value(&mut i)?
+                    .parse()
+                    .map_err(|_| "bad --rrl-table".to_string())?
+            }
+            "--rrl-ab" => {
+                o.ab_rounds = value(&mut i)?
+                    .parse()
+                    .map_err(|_| "bad --rrl-ab".to_string())?;
+                o.rrl = Some(RrlConfig::default());
+            }
             "-h" | "--help" => return Err(HELP.into()),
             f if !f.starts_with('-') && o.queries.is_none() => o.queries = Some(f.into()),
             f => return Err(format!("unknown argument '{f}'\n{HELP}")),
@@ -79,6 +128,11 @@ fn parse_args(args: &[String]) -> Result<Opts, String> {
     }
     if o.iterations == 0 {
         return Err("-n must be at least 1".into());
+    }
+    if o.rrl.is_some() {
+        rrl.check()
+            .map_err(|e| format!("rate limiting options: {e}"))?;
+        o.rrl = Some(rrl);
     }
     Ok(o)
 }
@@ -191,42 +245,157 @@ pub fn main(args: &[String]) -> Result<(), String> {
     } else {
         Transport::Udp
     };
-    let mut out = vec![0u8; 65535];
-    let (mut replies, mut drops, mut hot, mut bytes) = (0u64, 0u64, 0u64, 0u64);
-    let start = Instant::now();
-    let mut k = 0usize;
-    for _ in 0..o.iterations {
-        for p in &packets {
-            let req = Request {
-                src: sources[k % sources.len()],
-                transport,
-            };
-            k += 1;
-            match engine.handle_query(&req, p, &mut out) {
-                Outcome::Reply { len, info } => {
-                    replies += 1;
-                    hot += u64::from(info.hot);
-                    bytes += len as u64;
+    let mut engine = engine;
+    let table = o.rrl.clone().map(|c| Arc::new(Rrl::new(c, rrl_seed())));
+    if let Some(t) = &table {
+        engine.set_rrl(Some(t.clone()));
+    }
+    let run = Run {
+        packets: &packets,
+        sources: &sources,
+        transport,
+        iterations: o.iterations,
+    };
+    if o.ab_rounds > 0 {
+        return ab(&mut engine, table, &run, o.ab_rounds);
+    }
+    let s = run.go(&engine);
+    s.print(&run, o.sources);
+    if let Some(t) = engine.rrl() {
+        println!(
+            "Slip: {} Drop: {} (rate limiting: {} of {} accounts in use)",
+            s.slipped,
+            s.rate_limited,
+            t.accounts(),
+            t.capacity()
+        );
+    }
+    Ok(())
+}
+
+/// A fresh key for the rate-limiting hash, as a daemon would pick (no RNG dependency: the
+/// process's randomly keyed std hasher).
+fn rrl_seed() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(std::process::id())
+}
+
+/// One measured pass set: the encoded queries, their client addresses, and how often.
+struct Run<'a> {
+    packets: &'a [Vec<u8>],
+    sources: &'a [std::net::IpAddr],
+    transport: Transport,
+    iterations: usize,
+}
+
+/// Counts of one run.
+#[derive(Default)]
+struct Stats {
+    replies: u64,
+    drops: u64,
+    rate_limited: u64,
+    slipped: u64,
+    hot: u64,
+    bytes: u64,
+    secs: f64,
+}
+
+impl Run<'_> {
+    fn go(&self, engine: &Engine) -> Stats {
+        let mut out = vec![0u8; 65535];
+        let mut s = Stats::default();
+        let start = Instant::now();
+        let mut k = 0usize;
+        let mut now = crate::clock::now_secs();
+        for _ in 0..self.iterations {
+            for p in self.packets {
+                // A dataplane reads the clock once per batch; so does the bench.
+                if k.is_multiple_of(64) {
+                    now = crate::clock::now_secs();
                 }
-                Outcome::Drop { .. } => drops += 1,
+                let req = Request {
+                    src: self.sources[k % self.sources.len()],
+                    transport: self.transport,
+                    now,
+                };
+                k += 1;
+                match engine.handle_query(&req, p, &mut out) {
+                    Outcome::Reply { len, info } => {
+                        s.replies += 1;
+                        s.hot += u64::from(info.hot);
+                        s.slipped += u64::from(info.slipped);
+                        s.bytes += len as u64;
+                    }
+                    Outcome::Drop {
+                        reason: DropReason::RateLimited,
+                        ..
+                    } => s.rate_limited += 1,
+                    Outcome::Drop { .. } => s.drops += 1,
+                }
             }
         }
+        s.secs = start.elapsed().as_secs_f64();
+        s
     }
-    let secs = start.elapsed().as_secs_f64();
-    let n = (o.iterations * packets.len()) as f64;
+
+    fn queries(&self) -> f64 {
+        (self.iterations * self.packets.len()) as f64
+    }
+}
+
+impl Stats {
+    fn qps(&self, run: &Run<'_>) -> f64 {
+        run.queries() / self.secs
+    }
+
+    fn print(&self, run: &Run<'_>, sources: u32) {
+        let n = run.queries();
+        println!(
+            "Processed {} queries ({} distinct, {} sources) in {:.6} s ({:.2} qps), {:.1} ns/query",
+            n as u64,
+            run.packets.len(),
+            sources,
+            self.secs,
+            n / self.secs,
+            self.secs * 1e9 / n
+        );
+        println!(
+            "Replies: {} (hot path {:.1} %, {:.1} bytes average), drops: {}",
+            self.replies,
+            100.0 * self.hot as f64 / self.replies.max(1) as f64,
+            self.bytes as f64 / self.replies.max(1) as f64,
+            self.drops + self.rate_limited
+        );
+    }
+}
+
+/// Alternates runs without and with the rate-limiting table and prints the overhead.
+fn ab(
+    engine: &mut Engine,
+    table: Option<Arc<Rrl>>,
+    run: &Run<'_>,
+    rounds: usize,
+) -> Result<(), String> {
+    let mut overheads = Vec::with_capacity(rounds);
+    for round in 1..=rounds {
+        engine.set_rrl(None);
+        let off = run.go(engine);
+        engine.set_rrl(table.clone());
+        let on = run.go(engine);
+        let pct = 100.0 * (off.qps(run) / on.qps(run) - 1.0);
+        println!(
+            "round {round}: without RRL {:.2} qps, with RRL {:.2} qps (Slip: {} Drop: {}), overhead {pct:+.2} %",
+            off.qps(run),
+            on.qps(run),
+            on.slipped,
+            on.rate_limited
+        );
+        overheads.push(pct);
+    }
+    overheads.sort_by(f64::total_cmp);
     println!(
-        "Processed {} queries ({} distinct, {} sources) in {:.6} s ({:.2} qps), {:.1} ns/query",
-        n as u64,
-        packets.len(),
-        o.sources,
-        secs,
-        n / secs,
-        secs * 1e9 / n
-    );
-    println!(
-        "Replies: {replies} (hot path {:.1} %, {:.1} bytes average), drops: {drops}",
-        100.0 * hot as f64 / replies.max(1) as f64,
-        bytes as f64 / replies.max(1) as f64
+        "RRL overhead, median of {rounds}: {:+.2} % of the time per query",
+        overheads[rounds / 2]
     );
     Ok(())
 }

@@ -19,6 +19,7 @@ pub mod api;
 pub mod audit;
 pub mod auth;
 pub mod bench;
+pub mod clock;
 pub mod control;
 pub mod listeners;
 pub mod load;

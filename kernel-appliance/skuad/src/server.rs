@@ -182,6 +182,7 @@ pub(crate) fn udp_worker(
             let req = Request {
                 src: peer.ip(),
                 transport: Transport::Udp,
+                now: crate::clock::now_secs(),
             };
             let o = engine.handle_query(&req, q, out);
             count(stats, &o, q);
@@ -244,6 +245,7 @@ async fn tcp_conn(
         let req = Request {
             src: peer.ip(),
             transport: Transport::Tcp,
+            now: crate::clock::now_secs(),
         };
         let o = engine.handle_query(&req, &q[..n], &mut out[2..]);
         count(stats, &o, &q[..n]);

@@ -20,6 +20,11 @@
 //! such query must produce the engine's own reply frame before the feature is switched on. On
 //! reload the feature is switched off before the new engine is swapped in and on again once
 //! the map holds the new answers, so no client ever gets an old answer after a new one.
+//!
+//! The program cannot rate-limit: while the engine does (`rrl-*` directives), no answer is
+//! loaded into the program and every query goes to the AF_XDP workers, which apply the
+//! engine's rate limiting (logged once: "xdp: answers in the program off: rate limiting is
+//! on"). A reload that turns rate limiting off loads the answers again.
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -114,8 +119,12 @@ struct Attached {
 /// The running XDP dataplane; detaches on drop.
 pub struct XdpPlane {
     programs: Mutex<Vec<Attached>>,
-    /// Answers in the program wanted (capacity > 0) and proven to work at start.
+    /// Answers in the program wanted (capacity > 0) and not failed at start.
     answers: AtomicBool,
+    /// The answers' self-test has passed once (it runs on the first load).
+    answers_proven: AtomicBool,
+    /// "Off: rate limiting is on" was logged since answers were last loaded.
+    rrl_noted: AtomicBool,
     capacity: u32,
     /// Stops this plane's workers (set on shutdown, including a failed start).
     stop: Arc<AtomicBool>,
@@ -160,16 +169,40 @@ impl XdpPlane {
         }
     }
 
-    /// Loads `engine`'s answers into the programs and answers there again.
+    /// Loads `engine`'s answers into the programs and answers there again, unless `engine`
+    /// rate-limits (the program cannot; the workers answer everything then).
     pub fn resume_answers(&self, engine: &Engine) {
-        if !self.answers.load(Ordering::Relaxed) {
+        if !self.answers.load(Ordering::Relaxed) || self.rrl_keeps_answers_off(engine) {
             return;
         }
-        if let Err(e) = self.load_answers(engine, false) {
-            log::error(format_args!(
+        let proven = self.answers_proven.load(Ordering::Relaxed);
+        match self.load_answers(engine, !proven) {
+            Ok(()) => self.answers_proven.store(true, Ordering::Relaxed),
+            Err(e) if !proven => {
+                self.suspend_answers();
+                self.answers.store(false, Ordering::Relaxed);
+                log::warn(format_args!(
+                    "xdp: no answers in the program: {e}; the AF_XDP workers answer everything"
+                ));
+            }
+            Err(e) => log::error(format_args!(
                 "xdp: answers in the program stay off: {e}; the AF_XDP workers answer everything"
+            )),
+        }
+    }
+
+    /// With rate limiting on, answers stay out of the program (logged once per change).
+    fn rrl_keeps_answers_off(&self, engine: &Engine) -> bool {
+        if engine.rrl().is_none() {
+            self.rrl_noted.store(false, Ordering::Relaxed);
+            return false;
+        }
+        if !self.rrl_noted.swap(true, Ordering::Relaxed) {
+            log::info(format_args!(
+                "xdp: answers in the program off: rate limiting is on"
             ));
         }
+        true
     }
 
     /// Compiles and loads the answers; with `check`, proves on one query that the program's
@@ -229,17 +262,22 @@ impl XdpPlane {
                     .map(|d| format!("{}={}", d.as_str(), r(&s.dropped[*d as usize])))
                     .collect();
                 format!(
-                    "xdp {} queue {}: rx {}, answered {} ({} hot), slow path {}, not dns {}, \
-                     tx full {}, dropped {} [{}], kernel: rx_dropped={} rx_ring_full={} \
+                    "xdp {} queue {}: rx {}, answered {} ({} hot, {} slipped), slow path {}, \
+                     not dns {}, tx full {}, rate limited {} (log-only: would drop {}, would \
+                     slip {}), dropped {} [{}], kernel: rx_dropped={} rx_ring_full={} \
                      fill_empty={} tx_invalid={}",
                     w.ifname,
                     w.queue,
                     r(&s.rx),
                     r(&s.answered),
                     r(&s.hot),
+                    r(&s.slipped),
                     r(&s.slow_path),
                     r(&s.not_dns),
                     r(&s.tx_ring_full),
+                    s.rate_limited(),
+                    r(&s.rrl_would_drop),
+                    r(&s.rrl_would_slip),
                     s.dropped_total(),
                     drops.join(" "),
                     r(&s.xsk.rx_dropped),
@@ -381,6 +419,8 @@ fn try_start(
     let mut plane = XdpPlane {
         programs: Mutex::new(Vec::new()),
         answers: AtomicBool::new(false),
+        answers_proven: AtomicBool::new(false),
+        rrl_noted: AtomicBool::new(false),
         capacity: opts.answers,
         stop: Arc::new(AtomicBool::new(false)),
         workers: Vec::new(),
@@ -493,7 +533,15 @@ fn try_start(
                         ));
                     }
                     let engines = Engines(sh);
-                    skua_xdp::worker::run(&mut sock, &engines, sl.as_ref(), &st, &stop, 100);
+                    skua_xdp::worker::run(
+                        &mut sock,
+                        &engines,
+                        sl.as_ref(),
+                        &st,
+                        &stop,
+                        100,
+                        crate::clock::now_secs,
+                    );
                 })
                 .map_err(|e| format!("cannot start worker: {e}"))?;
             plane.workers.push(QueueWorker {
@@ -508,13 +556,9 @@ fn try_start(
     self_test(&plane, &ifaces, port)?;
     if opts.answers > 0 {
         plane.answers.store(true, Ordering::Relaxed);
-        if let Err(e) = plane.load_answers(&shared.engine.load(), true) {
-            plane.suspend_answers();
-            plane.answers.store(false, Ordering::Relaxed);
-            log::warn(format_args!(
-                "xdp: no answers in the program: {e}; the AF_XDP workers answer everything"
-            ));
-        }
+        // The first load runs the answers' self-test (now, or after a reload that turns
+        // rate limiting off).
+        plane.resume_answers(&shared.engine.load());
     } else {
         log::info(format_args!(
             "xdp: answers in the program off (--xdp-answers 0)"
@@ -608,7 +652,7 @@ fn check_answer(
     let mut reference = frame;
     let mut scratch = [0u8; 1024];
     let skua_fastpath::Verdict::Reply { len: rlen, .. } =
-        skua_fastpath::handle_frame(engine, &mut reference, len, &mut scratch)
+        skua_fastpath::handle_frame(engine, 0, &mut reference, len, &mut scratch)
     else {
         return Err("the engine does not answer the test query".into());
     };

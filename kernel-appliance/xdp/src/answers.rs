@@ -70,7 +70,9 @@ pub struct Skipped {
 
 /// Compiles the answer map and the ACL trie for `engine`, at most `capacity` answers.
 ///
-/// No answers at all when no access-control rule lets anyone get them.
+/// No answers at all when no access-control rule lets anyone get them, nor when the engine
+/// rate-limits responses (the program cannot: every query must reach the engine, and asking
+/// the engine for each answer here would charge its rate-limiting accounts).
 pub fn compile(engine: &Engine, capacity: usize) -> Compiled {
     let mut out = Compiled {
         acl: engine
@@ -88,6 +90,9 @@ pub fn compile(engine: &Engine, capacity: usize) -> Compiled {
             .collect(),
         ..Compiled::default()
     };
+    if engine.rrl().is_some() {
+        return out;
+    }
     // The answer does not depend on which allowed client asks; one of them asks for all.
     let Some(client) = answerable_clients(engine).next() else {
         return out;
@@ -95,6 +100,7 @@ pub fn compile(engine: &Engine, capacity: usize) -> Compiled {
     let req = Request {
         src: client,
         transport: Transport::Udp,
+        now: 0,
     };
     let mut seen = HashSet::new();
     let mut buf = vec![0u8; 65535];
@@ -397,12 +403,31 @@ mod tests {
     }
 
     #[test]
+    fn nothing_is_compiled_when_the_engine_rate_limits() {
+        use skua_engine::rrl::{Rrl, RrlConfig};
+        let mut e = engine(&[]);
+        assert!(!compile(&e, 1000).answers.is_empty());
+        let rrl = std::sync::Arc::new(Rrl::new(
+            RrlConfig {
+                responses_per_second: 1,
+                ..RrlConfig::default()
+            },
+            1,
+        ));
+        e.set_rrl(Some(rrl.clone()));
+        let c = compile(&e, 1000);
+        assert!(c.answers.is_empty());
+        assert_eq!(rrl.accounts(), 0, "compiling charged no account");
+    }
+
+    #[test]
     fn every_answer_reproduces_the_engine() {
         let e = engine(&[]);
         let c = compile(&e, 1000);
         let req = Request {
             src: allowed_client(&e, false).unwrap(),
             transport: Transport::Udp,
+            now: 0,
         };
         let mut buf = vec![0u8; 4096];
         for (k, v) in &c.answers {

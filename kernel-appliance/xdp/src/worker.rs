@@ -9,6 +9,8 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use skua_engine::engine::{DropReason, ReplyInfo};
+use skua_engine::rrl::Limit;
 use skua_engine::{Engine, Outcome, Request, Transport};
 use skua_fastpath::{Drop, Verdict, handle_frame};
 
@@ -32,8 +34,16 @@ pub struct QueueStats {
     pub not_dns: AtomicU64,
     /// Replies lost because TX was full.
     pub tx_ring_full: AtomicU64,
-    /// Drops by reason ([`Drop::ALL`] order).
+    /// Drops by reason ([`Drop::ALL`] order); rate-limited responses are
+    /// `dropped[Drop::RateLimited]` ([`QueueStats::rate_limited`]).
     pub dropped: [AtomicU64; Drop::COUNT],
+    /// Responses slipped by rate limiting: sent truncated (TC=1, no records) or, for
+    /// errors, sent as they are instead of dropped.
+    pub slipped: AtomicU64,
+    /// `log-only` rate limiting: responses sent that would have been dropped.
+    pub rrl_would_drop: AtomicU64,
+    /// `log-only` rate limiting: responses sent that would have been slipped.
+    pub rrl_would_slip: AtomicU64,
     /// Kernel counters of the socket (XDP_STATISTICS), refreshed about once a second.
     pub xsk: XskCounters,
 }
@@ -59,6 +69,27 @@ impl QueueStats {
     /// Total drops.
     pub fn dropped_total(&self) -> u64 {
         self.dropped.iter().map(|d| d.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Responses dropped by rate limiting.
+    pub fn rate_limited(&self) -> u64 {
+        self.dropped[Drop::RateLimited as usize].load(Ordering::Relaxed)
+    }
+
+    /// Counts the rate-limiting facts of a reply sent.
+    fn count_rrl(&self, info: &ReplyInfo) {
+        if info.slipped {
+            self.slipped.fetch_add(1, Ordering::Relaxed);
+        }
+        match info.rrl_would {
+            None => {}
+            Some(Limit::Drop) => {
+                self.rrl_would_drop.fetch_add(1, Ordering::Relaxed);
+            }
+            Some(Limit::Slip) => {
+                self.rrl_would_slip.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 }
 
@@ -123,7 +154,9 @@ fn kick_tx(sock: &mut XskSocket) {
 const MAX_KICKS: usize = 65;
 
 /// Runs the worker until `stop` is set. `poll_ms` bounds how long an idle worker sleeps in
-/// `poll` (and therefore how quickly it sees `stop`).
+/// `poll` (and therefore how quickly it sees `stop`). `clock` gives whole seconds of a
+/// monotonic clock, read once per batch: response rate limiting counts in it, so every
+/// dataplane sharing an engine must pass the same clock.
 pub fn run(
     sock: &mut XskSocket,
     engines: &dyn EngineSource,
@@ -131,6 +164,7 @@ pub fn run(
     stats: &QueueStats,
     stop: &AtomicBool,
     poll_ms: i32,
+    clock: fn() -> u32,
 ) {
     let mut scratch = vec![0u8; 65536];
     let mut big = vec![0u8; 65535];
@@ -148,18 +182,20 @@ pub fn run(
             last_stats = std::time::Instant::now();
             copy_kernel_stats(sock, &stats.xsk);
         }
+        let now = clock();
         let q = sock.queue();
         q.reap_completions();
         q.refill();
         let tx_before = q.counters.tx;
         let full_before = q.counters.tx_ring_full;
         let n = q.process_rx(
-            |buf, len| match handle_frame(&engine, buf, len, &mut scratch) {
+            |buf, len| match handle_frame(&engine, now, buf, len, &mut scratch) {
                 Verdict::Reply { len, info } => {
                     stats.answered.fetch_add(1, Ordering::Relaxed);
                     if info.hot {
                         stats.hot.fetch_add(1, Ordering::Relaxed);
                     }
+                    stats.count_rrl(&info);
                     RxAction::Transmit(len)
                 }
                 Verdict::Drop(d) => {
@@ -197,16 +233,27 @@ pub fn run(
             let req = Request {
                 src: client.ip(),
                 transport: Transport::Udp,
+                now,
             };
-            if let Outcome::Reply { len, .. } = engine.handle_query(&req, &query, &mut big) {
-                match slow.socket_for(server) {
-                    Some(s) if s.send_to(&big[..len], client).is_ok() => {
-                        stats.slow_path.fetch_add(1, Ordering::Relaxed);
-                    }
-                    _ => {
-                        stats.dropped[Drop::NoRoom as usize].fetch_add(1, Ordering::Relaxed);
+            match engine.handle_query(&req, &query, &mut big) {
+                Outcome::Reply { len, info } => {
+                    stats.count_rrl(&info);
+                    match slow.socket_for(server) {
+                        Some(s) if s.send_to(&big[..len], client).is_ok() => {
+                            stats.slow_path.fetch_add(1, Ordering::Relaxed);
+                        }
+                        _ => {
+                            stats.dropped[Drop::NoRoom as usize].fetch_add(1, Ordering::Relaxed);
+                        }
                     }
                 }
+                Outcome::Drop {
+                    reason: DropReason::RateLimited,
+                    ..
+                } => {
+                    stats.dropped[Drop::RateLimited as usize].fetch_add(1, Ordering::Relaxed);
+                }
+                Outcome::Drop { .. } => {}
             }
         }
         if n == 0 {
@@ -222,4 +269,41 @@ pub fn run(
         }
     }
     copy_kernel_stats(sock, &stats.xsk);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_limiting_counters() {
+        let s = QueueStats::default();
+        let info = ReplyInfo::default();
+        s.count_rrl(&info);
+        s.count_rrl(&ReplyInfo {
+            slipped: true,
+            truncated: true,
+            ..info
+        });
+        s.count_rrl(&ReplyInfo {
+            rrl_would: Some(Limit::Drop),
+            ..info
+        });
+        s.count_rrl(&ReplyInfo {
+            rrl_would: Some(Limit::Slip),
+            ..info
+        });
+        s.dropped[Drop::RateLimited as usize].fetch_add(2, Ordering::Relaxed);
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        assert_eq!(
+            (
+                r(&s.slipped),
+                r(&s.rrl_would_drop),
+                r(&s.rrl_would_slip),
+                s.rate_limited(),
+                s.dropped_total()
+            ),
+            (1, 1, 1, 2, 2)
+        );
+    }
 }

@@ -297,7 +297,7 @@ fn program_answers_are_the_engines_byte_for_byte() {
         let (action, out) = p.test_run_output(&f).unwrap();
         let mut reference = vec![0u8; 2048];
         reference[..f.len()].copy_from_slice(&f);
-        let verdict = handle_frame(&engine, &mut reference, f.len(), &mut scratch);
+        let verdict = handle_frame(&engine, 0, &mut reference, f.len(), &mut scratch);
         if action == XDP_TX {
             tx += 1;
             let Verdict::Reply { len, .. } = verdict else {

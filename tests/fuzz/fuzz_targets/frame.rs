@@ -19,12 +19,15 @@ fuzz_target!(|data: &[u8]| {
     let len = data.len().min(frame.len());
     frame[..len].copy_from_slice(&data[..len]);
     let mut scratch = vec![0u8; 2048];
-    if let Verdict::Reply { len, .. } = handle_frame(engine(), &mut frame, len, &mut scratch) {
+    if let Verdict::Reply { len, .. } = handle_frame(engine(), 0, &mut frame, len, &mut scratch) {
         assert!(len <= frame.len());
         // The reply, fed back, must parse as a valid UDP frame (it is a response, so the
         // engine drops it: that proves the headers and checksums verified).
         let mut again = frame.clone();
-        let v = handle_frame(engine(), &mut again, len, &mut scratch);
-        assert!(matches!(v, Verdict::Drop(skua_fastpath::Drop::Engine)), "reply frame did not verify: {v:?}");
+        let v = handle_frame(engine(), 0, &mut again, len, &mut scratch);
+        assert!(
+            matches!(v, Verdict::Drop(skua_fastpath::Drop::Engine)),
+            "reply frame did not verify: {v:?}"
+        );
     }
 });
