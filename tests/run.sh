@@ -15,6 +15,8 @@ for pair in unbound:unbound nsd:nsd dig:bind9-dnsutils kdig:knot-dnsutils ip:ipr
     clang:clang llvm-strip:llvm dnsperf:dnsperf sha256sum:coreutils ethtool:ethtool ping:iputils-ping python3:python3; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
 done
+# python3-venv: schemathesis (PyPI) runs in a venv.
+python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 if ((${#missing[@]})); then
     if [[ $(id -u) -ne 0 ]]; then
         echo "tests/run.sh: missing packages: ${missing[*]} (run as root to install them)" >&2
@@ -37,6 +39,8 @@ echo "== clippy";  cargo clippy --workspace --all-targets --locked -- -D warning
 echo "== bpf";     bash bpf/check.sh
 echo "== no_std";  cargo build --locked -p skua-engine -p skua-fastpath --target x86_64-unknown-none
 echo "== tests";   cargo test --workspace --locked
+echo "== API conformance: schemathesis against docs/openapi.json"
+bash tests/api/schemathesis.sh target/debug/skuad
 echo "== appliance image: build, boot in QEMU (TCG), DNS through XDP in the guest"
 bash qemu/deps.sh
 bash image/build.sh 1

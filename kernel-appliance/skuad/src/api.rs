@@ -22,7 +22,7 @@ use axum::extract::{ConnectInfo, MatchedPath, Path, Query, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{get, post};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -45,6 +45,7 @@ pub const ROUTES: &[(&str, &str, Option<Role>)] = &[
     ("GET", "/acl", Some(Role::Read)),
     ("GET", "/zones", Some(Role::Read)),
     ("POST", "/zones", Some(Role::Dns)),
+    ("GET", "/zones/{name}", Some(Role::Read)),
     ("DELETE", "/zones/{name}", Some(Role::Dns)),
     ("GET", "/records", Some(Role::Read)),
     ("POST", "/records", Some(Role::Dns)),
@@ -122,6 +123,40 @@ impl From<CtlError> for ApiError {
 }
 
 type Ctl = State<Arc<Control>>;
+
+/// A query string, with a JSON error (`invalid_request`) instead of axum's plain-text one.
+struct Q<T>(T);
+
+impl<S: Send + Sync, T: DeserializeOwned> axum::extract::FromRequestParts<S> for Q<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(v)| Q(v))
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", e.body_text()))
+    }
+}
+
+/// A path parameter, with a JSON error instead of axum's plain-text one.
+struct P<T>(T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> axum::extract::FromRequestParts<S> for P<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Path(v)| P(v))
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", e.body_text()))
+    }
+}
 
 /// The caller, as the authentication layer found it.
 #[derive(Clone, Debug)]
@@ -371,6 +406,59 @@ async fn zones(State(ctl): Ctl) -> Response {
     axum::Json(json!({ "zones": ctl.view().zones })).into_response()
 }
 
+/// Zone names through the API: labels of letters, digits, `-` and `_` (what
+/// docs/openapi.json says; zones with other bytes go in the configuration file).
+fn check_zone_name(name: &str) -> Result<(), ApiError> {
+    let bad = |why: &str| {
+        Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            format!("zone name '{name}': {why}"),
+        ))
+    };
+    let body = name.strip_suffix('.').unwrap_or(name);
+    if body.is_empty() || name.len() > 253 {
+        return bad("must be 1 to 253 characters");
+    }
+    for l in body.split('.') {
+        if l.is_empty() || l.len() > 63 {
+            return bad("labels are 1 to 63 characters");
+        }
+        if !l
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+        {
+            return bad("labels hold letters, digits, '-' and '_' only");
+        }
+    }
+    Ok(())
+}
+
+async fn zone(State(ctl): Ctl, P(name): P<String>) -> Result<Response, ApiError> {
+    check_zone_name(&name)?;
+    let canon = crate::state::canonical_zone(&name)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", e))?;
+    let v = ctl.view();
+    let Some(z) = v.zones.iter().find(|z| z.name == canon) else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no local zone {canon}"),
+        ));
+    };
+    let apex = skua_engine::name::WireName::parse(&canon, None)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", e.to_string()))?;
+    let records: Vec<_> = v
+        .local_data
+        .iter()
+        .filter(|r| {
+            skua_engine::name::WireName::parse(crate::state::rr_owner(&r.rr), None)
+                .is_ok_and(|n| n.is_subdomain_of(&apex))
+        })
+        .collect();
+    Ok(axum::Json(json!({ "zone": z, "records": records })).into_response())
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct NewZone {
@@ -396,6 +484,7 @@ async fn add_zone(
     body: Body,
 ) -> Result<Response, ApiError> {
     let z: NewZone = json_body(&ctl, &headers, body).await?;
+    check_zone_name(&z.name)?;
     let (actor, src) = who(&caller);
     let change = Change::AddZone {
         name: z.name,
@@ -408,8 +497,9 @@ async fn add_zone(
 async fn remove_zone(
     State(ctl): Ctl,
     axum::Extension(caller): Who,
-    Path(name): Path<String>,
+    P(name): P<String>,
 ) -> Result<Response, ApiError> {
+    check_zone_name(&name)?;
     let (actor, src) = who(&caller);
     let a = ctl
         .write(vec![Change::RemoveZone { name }], actor, src)
@@ -424,8 +514,11 @@ struct RecordQuery {
     rr: Option<String>,
 }
 
-async fn records(State(ctl): Ctl, Query(q): Query<RecordQuery>) -> Result<Response, ApiError> {
+async fn records(State(ctl): Ctl, Q(q): Q<RecordQuery>) -> Result<Response, ApiError> {
     let v = ctl.view();
+    if let Some(z) = &q.zone {
+        check_zone_name(z)?;
+    }
     let zone = match &q.zone {
         Some(z) => Some(skua_engine::name::WireName::parse(z, None).map_err(|e| {
             ApiError::new(
@@ -471,7 +564,7 @@ async fn add_record(
 async fn remove_record(
     State(ctl): Ctl,
     axum::Extension(caller): Who,
-    Query(q): Query<RecordQuery>,
+    Q(q): Q<RecordQuery>,
 ) -> Result<Response, ApiError> {
     let Some(rr) = q.rr else {
         return Err(ApiError::new(
@@ -511,7 +604,7 @@ fn no_audit() -> ApiError {
     )
 }
 
-async fn audit_tail(State(ctl): Ctl, Query(q): Query<TailQuery>) -> Result<Response, ApiError> {
+async fn audit_tail(State(ctl): Ctl, Q(q): Q<TailQuery>) -> Result<Response, ApiError> {
     let n = q.n.unwrap_or(100);
     if !(1..=10_000).contains(&n) {
         return Err(ApiError::new(
@@ -568,7 +661,7 @@ pub fn router(ctl: Arc<Control>) -> Router {
         .route("/metrics", get(metrics))
         .route("/acl", get(acl))
         .route("/zones", get(zones).post(add_zone))
-        .route("/zones/{name}", delete(remove_zone))
+        .route("/zones/{name}", get(zone).delete(remove_zone))
         .route(
             "/records",
             get(records).post(add_record).delete(remove_record),

@@ -25,6 +25,7 @@ const ROUTES: &[(&str, &str, Option<&str>, Option<&str>)] = &[
         Some("dns"),
         Some(r#"{"name":"roles.example.net.","type":"static"}"#),
     ),
+    ("GET", "/zones/example.", Some("read"), None),
     ("DELETE", "/zones/roles.example.net.", Some("dns"), None),
     ("GET", "/records", Some("read"), None),
     (
