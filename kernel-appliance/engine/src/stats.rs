@@ -42,7 +42,15 @@ pub const QTYPES: [(u16, &str); 16] = [
 ];
 
 /// Drop reasons counted, in slot order (the last slot is any future reason).
-pub const DROPS: [&str; 6] = ["acl", "malformed", "zone", "non_local", "buffer", "other"];
+pub const DROPS: [&str; 7] = [
+    "acl",
+    "malformed",
+    "zone",
+    "non_local",
+    "buffer",
+    "rate_limited",
+    "other",
+];
 
 /// Upper bounds of the latency histogram buckets, in nanoseconds (the last bucket,
 /// `+Inf`, is implicit). Covers an in-frame answer (~0.2 µs) to a stalled batch (10 ms).
@@ -52,6 +60,7 @@ pub const LATENCY_BOUNDS_NS: [u64; 12] = [
 ];
 
 /// One worker's counters.
+#[derive(Debug)]
 #[repr(align(64))]
 pub struct Counters {
     /// Queries handled (replied or dropped).
@@ -62,6 +71,12 @@ pub struct Counters {
     pub hot: AtomicU64,
     /// Replies with TC set.
     pub truncated: AtomicU64,
+    /// Replies slipped by rate limiting (truncated, or an error sent instead of dropped).
+    pub slipped: AtomicU64,
+    /// `log-only` rate limiting: replies sent that would have been dropped.
+    pub rrl_would_drop: AtomicU64,
+    /// `log-only` rate limiting: replies sent that would have been slipped.
+    pub rrl_would_slip: AtomicU64,
     /// Replies by RCODE ([`RCODES`] order, then other).
     pub rcode: [AtomicU64; RCODES.len() + 1],
     /// Replies by QTYPE of the question ([`QTYPES`] order, then other).
@@ -81,6 +96,9 @@ impl Default for Counters {
             replies: AtomicU64::new(0),
             hot: AtomicU64::new(0),
             truncated: AtomicU64::new(0),
+            slipped: AtomicU64::new(0),
+            rrl_would_drop: AtomicU64::new(0),
+            rrl_would_slip: AtomicU64::new(0),
             rcode: Default::default(),
             qtype: Default::default(),
             dropped: Default::default(),
@@ -94,20 +112,37 @@ fn add(c: &AtomicU64, n: u64) {
     c.fetch_add(n, Ordering::Relaxed);
 }
 
-/// Slot of `rcode` in [`Counters::rcode`].
+/// Slot of `rcode` in [`Counters::rcode`] (a `match`: a jump table, no scan, on the hot
+/// path of every dataplane).
 pub fn rcode_slot(rcode: u16) -> usize {
-    RCODES
-        .iter()
-        .position(|&(c, _)| c == rcode)
-        .unwrap_or(RCODES.len())
+    match rcode {
+        0..=5 => rcode as usize,
+        16 => 6,
+        _ => RCODES.len(),
+    }
 }
 
 /// Slot of `qtype` in [`Counters::qtype`].
 pub fn qtype_slot(qtype: u16) -> usize {
-    QTYPES
-        .iter()
-        .position(|&(c, _)| c == qtype)
-        .unwrap_or(QTYPES.len())
+    match qtype {
+        1 => 0,
+        2 => 1,
+        5 => 2,
+        6 => 3,
+        12 => 4,
+        15 => 5,
+        16 => 6,
+        28 => 7,
+        33 => 8,
+        35 => 9,
+        43 => 10,
+        48 => 11,
+        64 => 12,
+        65 => 13,
+        257 => 14,
+        255 => 15,
+        _ => QTYPES.len(),
+    }
 }
 
 /// Slot of a drop reason in [`Counters::dropped`].
@@ -118,13 +153,15 @@ pub fn drop_slot(r: DropReason) -> usize {
         DropReason::Zone => 2,
         DropReason::NonLocal => 3,
         DropReason::Buffer => 4,
+        DropReason::RateLimited => 5,
         #[allow(unreachable_patterns)]
-        _ => 5,
+        _ => 6,
     }
 }
 
 impl Counters {
-    /// Counts one query's outcome; `qtype` is the question's type when known.
+    /// Counts one query's outcome; `qtype` is the question's type when known (replies
+    /// carry their own in [`ReplyInfo::qtype`](crate::engine::ReplyInfo::qtype)).
     pub fn record(&self, o: &Outcome, qtype: Option<u16>) {
         add(&self.queries, 1);
         match o {
@@ -136,8 +173,21 @@ impl Counters {
                 if info.truncated {
                     add(&self.truncated, 1);
                 }
+                if info.slipped {
+                    add(&self.slipped, 1);
+                }
+                match info.rrl_would {
+                    None => {}
+                    Some(crate::rrl::Limit::Drop) => add(&self.rrl_would_drop, 1),
+                    Some(crate::rrl::Limit::Slip) => add(&self.rrl_would_slip, 1),
+                }
                 add(&self.rcode[rcode_slot(info.rcode)], 1);
-                if let Some(t) = qtype {
+                let t = if info.qtype != 0 {
+                    Some(info.qtype)
+                } else {
+                    qtype
+                };
+                if let Some(t) = t {
                     add(&self.qtype[qtype_slot(t)], 1);
                 }
             }
@@ -163,6 +213,9 @@ impl Counters {
         t.replies += r(&self.replies);
         t.hot += r(&self.hot);
         t.truncated += r(&self.truncated);
+        t.slipped += r(&self.slipped);
+        t.rrl_would_drop += r(&self.rrl_would_drop);
+        t.rrl_would_slip += r(&self.rrl_would_slip);
         for (d, s) in t.rcode.iter_mut().zip(&self.rcode) {
             *d += r(s);
         }
@@ -190,6 +243,12 @@ pub struct Totals {
     pub hot: u64,
     /// See [`Counters::truncated`].
     pub truncated: u64,
+    /// See [`Counters::slipped`].
+    pub slipped: u64,
+    /// See [`Counters::rrl_would_drop`].
+    pub rrl_would_drop: u64,
+    /// See [`Counters::rrl_would_slip`].
+    pub rrl_would_slip: u64,
     /// See [`Counters::rcode`].
     pub rcode: [u64; RCODES.len() + 1],
     /// See [`Counters::qtype`].
@@ -206,6 +265,20 @@ pub struct Totals {
 mod tests {
     use super::*;
     use crate::engine::ReplyInfo;
+
+    #[test]
+    fn slot_functions_match_the_tables() {
+        for (i, (c, _)) in RCODES.iter().enumerate() {
+            assert_eq!(rcode_slot(*c), i);
+        }
+        for (i, (c, _)) in QTYPES.iter().enumerate() {
+            assert_eq!(qtype_slot(*c), i);
+        }
+        assert_eq!(rcode_slot(9), RCODES.len());
+        assert_eq!(qtype_slot(99), QTYPES.len());
+        assert_eq!(drop_slot(DropReason::RateLimited), 5);
+        assert_eq!(DROPS[drop_slot(DropReason::RateLimited)], "rate_limited");
+    }
 
     #[test]
     fn slots_and_sums() {

@@ -218,6 +218,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
     skua_netio::release_free_memory();
     let rss1 = skua_netio::rss_bytes().unwrap_or(0);
     let engine = loaded.engine;
+    let config_rrl = loaded.rrl.clone();
     println!(
         "Loaded {} records ({} names) in {:.3} s; answer tables {} KiB; RSS +{} KiB ({:.0} bytes/record)",
         loaded.records,
@@ -246,7 +247,11 @@ pub fn main(args: &[String]) -> Result<(), String> {
         Transport::Udp
     };
     let mut engine = engine;
-    let table = o.rrl.clone().map(|c| Arc::new(Rrl::new(c, rrl_seed())));
+    let table = o
+        .rrl
+        .clone()
+        .or(config_rrl)
+        .map(|c| Arc::new(Rrl::new(c, rrl_seed())));
     if let Some(t) = &table {
         engine.set_rrl(Some(t.clone()));
     }
@@ -275,7 +280,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
 
 /// A fresh key for the rate-limiting hash, as a daemon would pick (no RNG dependency: the
 /// process's randomly keyed std hasher).
-fn rrl_seed() -> u64 {
+pub fn rrl_seed() -> u64 {
     use std::hash::{BuildHasher, RandomState};
     RandomState::new().hash_one(std::process::id())
 }

@@ -19,6 +19,7 @@ use std::time::{Instant, SystemTime};
 use arc_swap::ArcSwap;
 use serde::Serialize;
 use skua_engine::Engine;
+use skua_engine::rrl::{Rrl, RrlConfig};
 
 use crate::audit::Audit;
 use crate::auth::{FailLimiter, Tokens};
@@ -28,6 +29,36 @@ use crate::server::{Shared, Source};
 use crate::state::{self, Overlay, ZoneEntry};
 use crate::xdp::{Started, XdpOptions, XdpPlane};
 use crate::{api, log};
+
+/// A rate-limiting table and the options it was made for.
+pub struct RrlTable {
+    /// Options.
+    pub config: RrlConfig,
+    /// The table (shared by every engine generation that uses these options).
+    pub table: Arc<Rrl>,
+}
+
+/// The table for `cfg`: `prev` when its options are the same, else a new one.
+pub fn rrl_table(prev: Option<RrlTable>, cfg: Option<RrlConfig>) -> Option<RrlTable> {
+    let cfg = cfg?;
+    match prev {
+        Some(p) if p.config == cfg => Some(p),
+        _ => {
+            log::info(format_args!(
+                "rrl: on ({} responses/s, window {} s, slip {}, table {} accounts{})",
+                cfg.responses_per_second,
+                cfg.window,
+                cfg.slip,
+                cfg.max_table_size,
+                if cfg.log_only { ", log only" } else { "" }
+            ));
+            Some(RrlTable {
+                table: Arc::new(Rrl::new(cfg.clone(), crate::bench::rrl_seed())),
+                config: cfg,
+            })
+        }
+    }
+}
 
 /// Why a control operation failed; each maps to one HTTP status and a stable code.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -220,6 +251,8 @@ pub struct Control {
     pub listeners: Mutex<Option<Listeners>>,
     /// The audit log, when configured.
     pub audit: Mutex<Option<Audit>>,
+    /// The rate-limiting table in use and its options.
+    pub rrl: Mutex<Option<RrlTable>>,
     /// How XDP was asked for (to restart it when the served addresses change).
     pub xdp_opts: XdpOptions,
     /// AF_XDP state.
@@ -365,6 +398,7 @@ impl Control {
             plane: Mutex::new(None),
             listeners: Mutex::new(None),
             audit: Mutex::new(None),
+            rrl: Mutex::new(None),
             xdp_opts,
             dataplane: Mutex::new(DataplaneState::Sockets),
             reloads_ok: AtomicU64::new(0),
@@ -387,6 +421,16 @@ impl Control {
     /// Engine generation.
     pub fn generation(&self) -> u64 {
         self.shared.generation.load(Ordering::Acquire)
+    }
+
+    /// Gives `engine` the rate-limiting table of `cfg`: the one in use when the options did
+    /// not change (so a reload or an API write does not forgive a flood in progress), a
+    /// new one otherwise, none when rate limiting is off.
+    fn attach_rrl(&self, engine: &mut Engine, cfg: Option<RrlConfig>) {
+        let mut cur = self.rrl.lock().unwrap_or_else(|e| e.into_inner());
+        let next = rrl_table(cur.take(), cfg);
+        engine.set_rrl(next.as_ref().map(|t| t.table.clone()));
+        *cur = next;
     }
 
     /// Appends to the audit log, if there is one (never fails: see [`Audit::record`]).
@@ -504,7 +548,9 @@ impl Control {
         let view = make_view(&merged, &loaded, state_path.as_deref());
         let records = loaded.records;
         let warnings = loaded.warnings.clone();
-        self.swap_engine(loaded.engine);
+        let mut engine = loaded.engine;
+        self.attach_rrl(&mut engine, loaded.rrl);
+        self.swap_engine(engine);
         self.view.store(Arc::new(view));
         self.api.store(Arc::new(api));
         let mut listener_error = None;
@@ -641,7 +687,9 @@ impl Control {
         let view = make_view(&merged, &loaded, Some(&path));
         let records = loaded.records;
         let warnings = loaded.warnings.clone();
-        self.swap_engine(loaded.engine);
+        let mut engine = loaded.engine;
+        self.attach_rrl(&mut engine, loaded.rrl);
+        self.swap_engine(engine);
         self.view.store(Arc::new(view));
         inner.overlay = overlay;
         Ok(Applied {

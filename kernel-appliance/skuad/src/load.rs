@@ -58,6 +58,9 @@ pub struct Loaded {
     pub records: usize,
     /// Time spent.
     pub elapsed: Duration,
+    /// Response rate limiting, when configured (the daemon attaches the table to the
+    /// engine, keeping the one in use when these options did not change).
+    pub rrl: Option<skua_engine::rrl::RrlConfig>,
 }
 
 /// A configuration that cannot be served, with its location.
@@ -284,6 +287,7 @@ pub fn load_config(cfg: Config, base: Option<PathBuf>) -> Result<Loaded, LoadErr
         });
     }
     let engine = b.build().map_err(|e| build_error(&e, &locs))?;
+    let rrl = rrl_config(&s.rrl)?;
 
     // Listener settings.
     let mut udp = Vec::new();
@@ -353,7 +357,40 @@ pub fn load_config(cfg: Config, base: Option<PathBuf>) -> Result<Loaded, LoadErr
         warnings,
         records,
         elapsed: start.elapsed(),
+        rrl,
     })
+}
+
+/// The `rrl-*:` directives as the engine's options (`None`: rate limiting off).
+fn rrl_config(r: &skua_config::Rrl) -> Result<Option<skua_engine::rrl::RrlConfig>, LoadError> {
+    if !r.enabled() {
+        return Ok(None);
+    }
+    let mut exempt = Vec::new();
+    for l in &r.exempt_clients {
+        exempt.push(
+            l.value
+                .parse::<Netblock>()
+                .map_err(|e| at(&l.loc, format!("rrl-exempt-clients '{}': {e}", l.value)))?,
+        );
+    }
+    Ok(Some(skua_engine::rrl::RrlConfig {
+        responses_per_second: r.responses_per_second,
+        nodata_per_second: r.nodata_per_second,
+        nxdomains_per_second: r.nxdomains_per_second,
+        referrals_per_second: r.referrals_per_second,
+        errors_per_second: r.errors_per_second,
+        all_per_second: r.all_per_second,
+        window: r.window,
+        slip: r.slip,
+        ipv4_prefix_length: r.ipv4_prefix_length,
+        ipv6_prefix_length: r.ipv6_prefix_length,
+        exempt_clients: exempt,
+        qps_scale: r.qps_scale,
+        log_only: r.log_only,
+        max_table_size: r.max_table_size,
+        min_table_size: r.min_table_size,
+    }))
 }
 
 fn tag(locs: &mut Vec<Loc>, loc: &Loc) -> u32 {

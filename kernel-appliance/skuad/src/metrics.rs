@@ -41,6 +41,7 @@ fn totals_json(t: &Totals) -> serde_json::Value {
         "rcode": named(&rcodes, &t.rcode),
         "qtype": named(&qtypes, &t.qtype),
         "dropped": named(&DROPS[..DROPS.len() - 1], &t.dropped),
+        "rrl": {"slipped": t.slipped, "would_drop": t.rrl_would_drop, "would_slip": t.rrl_would_slip},
     })
 }
 
@@ -64,6 +65,8 @@ pub fn stats_json(ctl: &Control) -> serde_json::Value {
                         "rx": r(&s.rx), "answered": r(&s.answered), "hot": r(&s.hot),
                         "slow_path": r(&s.slow_path), "not_dns": r(&s.not_dns),
                         "tx_ring_full": r(&s.tx_ring_full), "dropped": drops,
+                        "slipped": r(&s.slipped),
+                        "rrl_would_drop": r(&s.rrl_would_drop), "rrl_would_slip": r(&s.rrl_would_slip),
                         "kernel": {
                             "rx_dropped": r(&s.xsk.rx_dropped),
                             "rx_ring_full": r(&s.xsk.rx_ring_full),
@@ -219,11 +222,18 @@ pub fn prometheus(ctl: &Control) -> String {
             n,
         );
     }
-    p.line(
-        "skua_responses_total",
-        &[("path", "xdp"), ("rcode", "any")],
-        xdp_sum(|s| &s.answered),
-    );
+    let mut xdp_t = Totals::default();
+    for w in workers {
+        w.stats.replies.sum_into(&mut xdp_t);
+    }
+    for (i, n) in xdp_t.rcode.iter().enumerate() {
+        let name = RCODES.get(i).map(|(_, n)| *n).unwrap_or("other");
+        p.line(
+            "skua_responses_total",
+            &[("path", "xdp"), ("rcode", name)],
+            n,
+        );
+    }
     p.line(
         "skua_responses_total",
         &[("path", "xdp_program"), ("rcode", "NOERROR_OR_NXDOMAIN")],
@@ -240,6 +250,55 @@ pub fn prometheus(ctl: &Control) -> String {
             "skua_queries_by_qtype_total",
             &[("path", "socket"), ("qtype", name)],
             n,
+        );
+    }
+    for (i, n) in xdp_t.qtype.iter().enumerate() {
+        let name = QTYPES.get(i).map(|(_, n)| *n).unwrap_or("other");
+        p.line(
+            "skua_queries_by_qtype_total",
+            &[("path", "xdp"), ("qtype", name)],
+            n,
+        );
+    }
+    p.head("skua_rrl_responses_total", "counter", "Response rate limiting, by path and action: dropped, slipped (sent truncated, or an error sent instead of dropped), and with log-only what would have been dropped or slipped.");
+    let socket_rl =
+        sock.dropped[skua_engine::stats::drop_slot(skua_engine::engine::DropReason::RateLimited)];
+    let xdp_rl: u64 = workers.iter().map(|w| w.stats.rate_limited()).sum();
+    for (path, drop, slip, wd, ws) in [
+        (
+            "socket",
+            socket_rl,
+            sock.slipped,
+            sock.rrl_would_drop,
+            sock.rrl_would_slip,
+        ),
+        (
+            "xdp",
+            xdp_rl,
+            xdp_sum(|s| &s.slipped),
+            xdp_sum(|s| &s.rrl_would_drop),
+            xdp_sum(|s| &s.rrl_would_slip),
+        ),
+    ] {
+        p.line(
+            "skua_rrl_responses_total",
+            &[("path", path), ("action", "drop")],
+            drop,
+        );
+        p.line(
+            "skua_rrl_responses_total",
+            &[("path", path), ("action", "slip")],
+            slip,
+        );
+        p.line(
+            "skua_rrl_responses_total",
+            &[("path", path), ("action", "would_drop")],
+            wd,
+        );
+        p.line(
+            "skua_rrl_responses_total",
+            &[("path", path), ("action", "would_slip")],
+            ws,
         );
     }
     p.head(

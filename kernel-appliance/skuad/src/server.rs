@@ -336,8 +336,13 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
     let view = control::make_view(&merged, &loaded, state_path.as_deref());
     drop(merged);
     let Loaded {
-        engine, settings, ..
+        mut engine,
+        settings,
+        rrl,
+        ..
     } = loaded;
+    let rrl = control::rrl_table(None, rrl);
+    engine.set_rrl(rrl.as_ref().map(|t| t.table.clone()));
     skua_netio::release_free_memory();
     // The runtime and the signal handlers come first: a SIGHUP or SIGTERM that arrives as
     // soon as we answer must find its handler, not the default action (which kills).
@@ -384,6 +389,7 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
     ));
     *ctl.listeners.lock().unwrap_or_else(|e| e.into_inner()) = Some(listeners);
     *ctl.audit.lock().unwrap_or_else(|e| e.into_inner()) = audit;
+    *ctl.rrl.lock().unwrap_or_else(|e| e.into_inner()) = rrl;
     // XDP comes after the sockets: the kernel path is always there to fall back to, and
     // what the XDP program passes (TCP, fragments, other queues) lands on it.
     let (plane, state) = match crate::xdp::start(&settings, xdp_opts, &shared, &slow) {

@@ -262,24 +262,22 @@ impl XdpPlane {
                     .map(|d| format!("{}={}", d.as_str(), r(&s.dropped[*d as usize])))
                     .collect();
                 format!(
-                    "xdp {} queue {}: rx {}, answered {} ({} hot, {} slipped), slow path {}, \
-                     not dns {}, tx full {}, rate limited {} (log-only: would drop {}, would \
-                     slip {}), dropped {} [{}], kernel: rx_dropped={} rx_ring_full={} \
-                     fill_empty={} tx_invalid={}",
+                    "xdp {} queue {}: rx {}, answered {} ({} hot), slow path {}, not dns {}, \
+                     tx full {}, dropped {} [{}], rrl: slipped={} would_drop={} would_slip={}, \
+                     kernel: rx_dropped={} rx_ring_full={} fill_empty={} tx_invalid={}",
                     w.ifname,
                     w.queue,
                     r(&s.rx),
                     r(&s.answered),
                     r(&s.hot),
-                    r(&s.slipped),
                     r(&s.slow_path),
                     r(&s.not_dns),
                     r(&s.tx_ring_full),
-                    s.rate_limited(),
-                    r(&s.rrl_would_drop),
-                    r(&s.rrl_would_slip),
                     s.dropped_total(),
                     drops.join(" "),
+                    r(&s.slipped),
+                    r(&s.rrl_would_drop),
+                    r(&s.rrl_would_slip),
                     r(&s.xsk.rx_dropped),
                     r(&s.xsk.rx_ring_full),
                     r(&s.xsk.rx_fill_ring_empty_descs),

@@ -40,6 +40,9 @@ pub struct QueueStats {
     /// Responses slipped by rate limiting: sent truncated (TC=1, no records) or, for
     /// errors, sent as they are instead of dropped.
     pub slipped: AtomicU64,
+    /// Replies by RCODE and QTYPE, as the kernel-socket workers count them (the same
+    /// [`skua_engine::stats::Counters`]; only its reply fields are used here).
+    pub replies: skua_engine::stats::Counters,
     /// `log-only` rate limiting: responses sent that would have been dropped.
     pub rrl_would_drop: AtomicU64,
     /// `log-only` rate limiting: responses sent that would have been slipped.
@@ -196,6 +199,9 @@ pub fn run(
                         stats.hot.fetch_add(1, Ordering::Relaxed);
                     }
                     stats.count_rrl(&info);
+                    stats
+                        .replies
+                        .record(&skua_engine::Outcome::Reply { len, info }, None);
                     RxAction::Transmit(len)
                 }
                 Verdict::Drop(d) => {
