@@ -10,8 +10,14 @@
 //! With [`xdp`], it also runs the AF_XDP dataplane (skua-xdp) on the interfaces holding the
 //! served addresses, with a self-test and a fall back to the kernel sockets.
 //!
-//! What it does not do yet: forwarding and recursion
-//! (queries outside local data are REFUSED), the REST API and metrics, privilege dropping.
+//! The control plane: [`control`] (reloads and API writes compiled off the hot path and
+//! swapped atomically; listeners rebound without loss by [`listeners`]; API changes kept in
+//! the [`state`] file), the REST API ([`api`], tokens and roles in [`auth`], Prometheus text
+//! in [`metrics`]), the audit trail ([`audit`]). Response rate limiting is the engine's
+//! (`skua_engine::rrl`); skuad gives it a table and a clock ([`clock`]).
+//!
+//! What it does not do yet: forwarding and recursion (queries outside local data are
+//! REFUSED), ACME, privilege dropping.
 
 #![forbid(unsafe_code)]
 
