@@ -1602,11 +1602,39 @@ fn xdp_required_fails_cleanly_and_default_falls_back() {
         "XDP left after the failed start:\n{link}"
     );
 
+    // Loopback up in the namespace: the REST API listens on 127.0.0.1:8053 there.
+    ip(&["-n", ns.name(), "link", "set", "lo", "up"]);
     let mut d = Skuad::start(&ns, &conf, &["--xdp-mode", "native"]);
     let log = d.log();
     assert!(
         log.contains("xdp: not used: ") && log.contains("serving through kernel sockets"),
         "no fallback line:\n{log}"
+    );
+    // /health says the dataplane is degraded (503) and why: a load balancer takes the node
+    // out, an operator reads the reason.
+    let health = run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            ns.name(),
+            "curl",
+            "-s",
+            "--max-time",
+            "5",
+            "-w",
+            "\n%{http_code}",
+            "http://127.0.0.1:8053/health",
+        ],
+        Duration::from_secs(10),
+    );
+    assert!(
+        health.stdout.ends_with("\n503")
+            && health.stdout.contains("\"degraded\"")
+            && health.stdout.contains("d0"),
+        "/health after the fallback: {}\n{}",
+        health.stdout,
+        d.log()
     );
     let c0 = d.counters(&[]);
     assert_eq!(
