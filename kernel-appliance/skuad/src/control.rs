@@ -571,6 +571,19 @@ impl Control {
             log::error(format_args!("audit: {e}"));
             listener_error.get_or_insert(format!("audit log: {e}"));
         }
+        let (o, n) = (&inner.base.api, &cfg.api);
+        if o.enable != n.enable
+            || o.interfaces
+                .iter()
+                .map(|l| &l.value)
+                .ne(n.interfaces.iter().map(|l| &l.value))
+            || o.port != n.port
+            || o.tls_cert.is_some() != n.tls_cert.is_some()
+        {
+            log::warn(format_args!(
+                "reload: the API's own listeners (api: enable/interface/port, TLS on or off) change at restart; tokens, limits and certificates changed now"
+            ));
+        }
         inner.base = cfg;
         inner.base_dir = dir;
         inner.overlay = overlay;
