@@ -14,7 +14,7 @@ use crate::general;
 use crate::localzone::{LocalZoneType, default_zones};
 use crate::name::WireName;
 use crate::rr::{Rr, class, rtype};
-use crate::rrl::{AccountName, AnswerRrl, Limit, Response, ResponseClass, Rrl};
+use crate::rrl::{AccountName, AnswerRrl, Limit, Prefetched, Response, ResponseClass, Rrl};
 use crate::store::{self, AnsRef, Answer, AuthZoneSpec, BuildError, LocalZoneSpec, Tree};
 use crate::wire::{self, HEADER_LEN, OPT_RR_LEN, Query, flags, rcode};
 
@@ -253,10 +253,10 @@ pub struct Engine {
 }
 
 /// What the rate limiter charges a reply to.
-struct Subject<'a> {
+struct Subject {
     rrl: AnswerRrl,
-    /// Lower-cased query name (wire form); empty when unreadable.
-    qname: &'a [u8],
+    /// [`store::name_hash`] of the lower-cased query name (the empty name when unreadable).
+    qname_hash: u64,
     qtype: u16,
     qclass: u16,
     /// The query's DO bit, when it had an OPT record (the slip reply keeps an OPT).
@@ -336,7 +336,11 @@ impl Engine {
         for (k, b) in key.iter_mut().zip(qname) {
             *k = b.to_ascii_lowercase();
         }
-        let (o, rrl) = match self.find(key, q.qtype) {
+        let hash = store::name_hash(key);
+        // Start loading the client's rate-limiting bucket for this name now: the load
+        // overlaps the lookup and the copy below.
+        let hint = self.rrl.as_deref().map(|t| t.prefetch(req.src, hash));
+        let (o, rrl) = match self.find_hashed(key, hash, q.qtype) {
             Found::Answer(a) => (self.emit(&q, acl, &a, req.transport, out, true), a.rrl),
             Found::Drop { inform } => {
                 return Outcome::Drop {
@@ -352,18 +356,18 @@ impl Engine {
                 },
             ),
         };
-        match self.rrl.as_deref() {
-            None => o,
-            Some(table) => {
+        match (self.rrl.as_deref(), hint) {
+            (Some(table), Some(hint)) => {
                 let s = Subject {
                     rrl,
-                    qname: key,
+                    qname_hash: hash,
                     qtype: q.qtype,
                     qclass: q.qclass,
                     edns_do: q.edns.map(|e| e.dnssec_ok),
                 };
-                self.rate_limit(table, req, o, &s, out)
+                self.rate_limit(table, Some(&hint), req, o, &s, out)
             }
+            _ => o,
         }
     }
 
@@ -386,7 +390,7 @@ impl Engine {
             return o;
         };
         let mut lower = [0u8; crate::name::MAX_NAME_LEN];
-        let qname = match question {
+        let qname: &[u8] = match question {
             Some((end, _, _)) => {
                 let name = &query[HEADER_LEN..end];
                 let l = &mut lower[..name.len()];
@@ -411,36 +415,42 @@ impl Engine {
         });
         let s = Subject {
             rrl,
-            qname,
+            qname_hash: store::name_hash(qname),
             qtype: info.qtype,
             qclass: question.map_or(0, |(_, _, c)| c),
             edns_do: meta.edns_do,
         };
-        self.rate_limit(table, req, o, &s, out)
+        self.rate_limit(table, None, req, o, &s, out)
     }
 
     /// Charges a reply to its account; drops it, slips it or lets it through.
+    #[inline(always)]
     fn rate_limit(
         &self,
         table: &Rrl,
+        hint: Option<&Prefetched>,
         req: &Request,
         o: Outcome,
-        s: &Subject<'_>,
+        s: &Subject,
         out: &mut [u8],
     ) -> Outcome {
         let Outcome::Reply { len, mut info } = o else {
             return o;
         };
-        let (name, wildcard) = s.rrl.name.resolve(s.qname);
+        let (name_hash, wildcard) = s.rrl.name.resolve(s.qname_hash);
         let resp = Response {
             class: s.rrl.class,
             qtype: s.qtype,
             qclass: s.qclass,
-            name,
+            name_hash,
             wildcard,
         };
         let tcp = req.transport == Transport::Tcp;
-        let Some(limit) = table.check(req.now, req.src, tcp, &resp) else {
+        let verdict = match hint {
+            Some(h) => table.check_prefetched(h, req.now, tcp, &resp),
+            None => table.check(req.now, req.src, tcp, &resp),
+        };
+        let Some(limit) = verdict else {
             return o;
         };
         if table.log_only() {
@@ -470,6 +480,7 @@ impl Engine {
 
     /// Cuts the reply in `out[..len]` to header, question and (when the query had one) OPT,
     /// with TC=1: BIND's slip, an invitation to retry over TCP. Returns the new length.
+    #[cold]
     fn slip(&self, out: &mut [u8], len: usize, edns_do: Option<bool>) -> usize {
         let len = len.min(out.len());
         if len < HEADER_LEN {
@@ -538,8 +549,14 @@ impl Engine {
     /// Local zones first, then authoritative zones (Unbound's order).
     #[inline]
     pub(crate) fn find(&self, lower: &[u8], qtype: u16) -> Found<'_> {
+        self.find_hashed(lower, store::name_hash(lower), qtype)
+    }
+
+    /// [`Engine::find`] with the name's [`store::name_hash`] computed once for both trees.
+    #[inline]
+    fn find_hashed(&self, lower: &[u8], hash: u64, qtype: u16) -> Found<'_> {
         for tree in [&self.local, &self.auth] {
-            match tree.lookup(lower, qtype) {
+            match tree.lookup_hashed(lower, hash, qtype) {
                 None | Some(AnsRef::NOT_LOCAL) => continue,
                 Some(AnsRef::DROP) => return Found::Drop { inform: false },
                 Some(AnsRef::DROP_INFORM) => return Found::Drop { inform: true },

@@ -14,25 +14,32 @@
 //! flood stays limited for up to `window` seconds after it stops exceeding the rate.
 //!
 //! The table ([`Rrl`]) is allocated once, at [`Rrl::new`], and shared by every worker through
-//! `&self`: each slot is two `AtomicU64` (key fingerprint, packed state) updated with
-//! compare-and-swap, so concurrent debits of one account are never lost. The hot path hashes
-//! once (a keyed foldhash: the caller seeds it, so clients cannot aim collisions), reads one
-//! 64-byte bucket of four slots and does one CAS; it never allocates and takes no lock.
+//! `&self`. A slot is one `AtomicU64` holding the whole account (a 22-bit fingerprint, the
+//! balance, the last second charged, the slip counter), eight slots to a 64-byte bucket,
+//! and every change is one compare-and-swap of that word: concurrent debits of one account
+//! are never lost, and an account is created or replaced by the same single CAS. Per
+//! response: the query name's hash is the one the answer lookup computed anyway
+//! ([`name_hash`](crate::store::name_hash)); one keyed hash of (client netblock, name hash)
+//! picks the bucket (foldhash, seeded by the caller: clients cannot aim collisions), one
+//! multiply mixes the class and type into the fingerprint, one bucket is read and one CAS
+//! done. Nothing allocates, nothing locks. Because the bucket depends only on the client and
+//! the name, [`Rrl::prefetch`] starts loading it before the response is built.
 //!
 //! Races and limits, by design:
-//! - Replacing a slot (new account, table full) is a CAS on the key, then the normal CAS loop
-//!   on the state; the state carries a 7-bit tag of its key, so a worker that meets a slot
-//!   mid-replacement treats it as a fresh account. A worker that debits an account at the
-//!   moment another evicts it loses that debit (one account's history, never a panic).
-//! - Two workers that create the same new account at the same instant may create it twice
-//!   in one bucket; the later copy is orphaned and ages out. The client gets at most twice
-//!   its rate for that second.
-//! - When the table is full, the oldest account of the four in the bucket is evicted (BIND
-//!   evicts the least recently used of the whole table). With [`RrlConfig::max_table_size`]
-//!   well above the number of netblocks × names that are active within `window` seconds
-//!   this never happens to a flooding account.
-//! - Time is 24 bits of seconds in each slot (194 days); an account idle for a multiple of
-//!   that comes back with its old balance instead of a full one.
+//! - Two workers that create the same new account at the same instant pick the same free
+//!   slot (one CAS wins, the other finds the account and debits it), unless they saw the
+//!   bucket differently: then the account may exist twice, the copy found second is orphaned
+//!   and ages out, and the client gets up to twice its rate for that second.
+//! - When a bucket is full, its account charged longest ago is evicted (BIND evicts the least
+//!   recently used of the whole table): its history is lost. The accounts of one client and
+//!   name (every class and type) share a bucket. With [`RrlConfig::max_table_size`] well
+//!   above the number of netblocks × names active within `window` seconds, a flooding
+//!   account is not evicted.
+//! - A fingerprint is 22 bits: a new account matches an unrelated one of its bucket with
+//!   probability 8 / 2^22 (2 in a million), and is then charged to it (BIND accepts the same
+//!   of its 32-bit name hashes: "rare and benign").
+//! - Time is 14 bits of seconds in each slot (4.5 hours); an account idle for a multiple of
+//!   that (± `window`) comes back with its old balance instead of a full one.
 //!
 //! The engine owns no clock: the caller passes `now`, whole seconds of a monotonic clock.
 
@@ -265,28 +272,28 @@ impl ResponseClass {
     }
 }
 
-/// Which name an account of a precompiled answer is keyed by, relative to the query name
-/// (the account name is always the query name or one of its suffixes, so the store keeps
-/// a length, not a name).
+/// Which name an account of a precompiled answer is keyed by. Names are kept as their
+/// [`name_hash`](crate::store::name_hash), the hash the answer lookup computes anyway.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AccountName {
     /// The query name.
     Qname,
-    /// The last `n` wire octets of the query name: the zone apex (NXDOMAIN) or the
+    /// A name fixed when the zone is compiled, by its hash: the zone apex (NXDOMAIN) or the
     /// delegation point (referral).
-    Suffix(u8),
-    /// Synthesised from a wildcard (or a redirect zone) whose parent is the last `n` wire
-    /// octets of the query name: keyed as the wildcard (`*.` + that suffix).
-    Wildcard(u8),
+    Fixed(u64),
+    /// Synthesised from a wildcard (or a redirect zone) whose parent has this hash: keyed as
+    /// the wildcard (`*.` + the parent), apart from the parent's own account.
+    Wildcard(u64),
 }
 
 impl AccountName {
-    /// The account's name in `qname` (lower-cased wire form) and whether it is a wildcard.
-    pub fn resolve(self, qname: &[u8]) -> (&[u8], bool) {
+    /// The account name's hash and whether it is a wildcard, given the query name's hash.
+    #[inline]
+    pub fn resolve(self, qname_hash: u64) -> (u64, bool) {
         match self {
-            Self::Qname => (qname, false),
-            Self::Suffix(n) => (&qname[qname.len().saturating_sub(usize::from(n))..], false),
-            Self::Wildcard(n) => (&qname[qname.len().saturating_sub(usize::from(n))..], true),
+            Self::Qname => (qname_hash, false),
+            Self::Fixed(h) => (h, false),
+            Self::Wildcard(h) => (h, true),
         }
     }
 }
@@ -302,16 +309,17 @@ pub struct AnswerRrl {
 
 /// One response to charge.
 #[derive(Clone, Copy, Debug)]
-pub struct Response<'a> {
+pub struct Response {
     /// Its class.
     pub class: ResponseClass,
     /// Question type (part of the key of [`ResponseClass::Response`] accounts).
     pub qtype: u16,
     /// Question class (part of the key of answers, NODATA and referrals).
     pub qclass: u16,
-    /// The account's name, lower-cased wire form (query name, zone apex, delegation point
-    /// or wildcard parent); empty when the query had no readable question.
-    pub name: &'a [u8],
+    /// The [`name_hash`](crate::store::name_hash) of the account's name, lower-cased wire
+    /// form (query name, zone apex, delegation point or wildcard parent; the empty name
+    /// when the query had no readable question).
+    pub name_hash: u64,
     /// The answer was synthesised from a wildcard whose parent is `name`.
     pub wildcard: bool,
 }
@@ -330,30 +338,28 @@ pub enum Limit {
 const KIND_ALL: u8 = 5;
 const KIND_TCP: u8 = 6;
 
-/// Slots per bucket: 4 × 16 bytes, one cache line.
-const SLOTS: usize = 4;
+/// Slots per bucket: 8 × 8 bytes, one cache line.
+const SLOTS: usize = 8;
 /// Seconds a timestamp may be ahead of `now` and still count as "now": workers read the
 /// clock once per batch, so a slower worker may pass a slightly older second.
 const MAX_TIME_TRAVEL: u32 = 5;
 
-const TIME_BITS: u32 = 24;
-const TIME_MASK: u32 = (1 << TIME_BITS) - 1;
+// Slot word layout: fingerprint (never 0; 0 = free slot), balance (two's complement: the
+// floor, MAX_WINDOW × MAX_RATE = 3.6 M, fits), last second charged, slip counter (≤ 10).
+const FP_BITS: u32 = 22;
 const BAL_BITS: u32 = 24;
+const TIME_BITS: u32 = 14;
+const BAL_SHIFT: u32 = FP_BITS;
+const TIME_SHIFT: u32 = FP_BITS + BAL_BITS;
+const SLIP_SHIFT: u32 = FP_BITS + BAL_BITS + TIME_BITS;
+const FP_MASK: u64 = (1 << FP_BITS) - 1;
 const BAL_MASK: u64 = (1 << BAL_BITS) - 1;
-const VALID: u64 = 1 << 63;
-
-#[derive(Default)]
-struct Slot {
-    /// Fingerprint of the account key; 0 = never used.
-    key: AtomicU64,
-    /// Packed [`Acct`] (see [`pack`]).
-    state: AtomicU64,
-}
+const TIME_MASK: u32 = (1 << TIME_BITS) - 1;
 
 #[derive(Default)]
 #[repr(align(64))]
 struct Bucket {
-    slots: [Slot; SLOTS],
+    slots: [AtomicU64; SLOTS],
 }
 
 /// An account's state.
@@ -361,37 +367,39 @@ struct Bucket {
 struct Acct {
     /// Tokens; negative = debt.
     balance: i32,
-    /// Last second it was charged, low 24 bits.
+    /// Last second it was charged, low 14 bits.
     time: u32,
     /// Limited responses since the last slip.
     slip: u8,
 }
 
-/// Layout: bits 0-23 balance (two's complement), 24-47 time, 48-55 slip counter, 56-62 a
-/// tag of the key, 63 valid.
-fn pack(a: Acct, tag: u8) -> u64 {
-    // Cannot lose bits: |balance| ≤ MAX_WINDOW × MAX_RATE = 3.6 M < 2^23.
-    let bal = (a.balance as u32 as u64) & BAL_MASK;
-    bal | (u64::from(a.time & TIME_MASK) << 24)
-        | (u64::from(a.slip) << 48)
-        | (u64::from(tag & 0x7f) << 56)
-        | VALID
+/// The fingerprint of a key: its top bits (the bucket index uses the low ones), never 0.
+#[inline(always)]
+fn fingerprint(key: u64) -> u64 {
+    (key >> (64 - FP_BITS)).max(1)
 }
 
-fn unpack(s: u64, tag: u8) -> Option<Acct> {
-    if s & VALID == 0 || ((s >> 56) as u8 & 0x7f) != tag & 0x7f {
-        return None;
-    }
+#[inline(always)]
+fn pack(a: Acct, fp: u64) -> u64 {
+    // Cannot lose bits: |balance| ≤ MAX_WINDOW × MAX_RATE < 2^23, time is masked, slip ≤ 10.
+    fp | ((a.balance as u32 as u64) & BAL_MASK) << BAL_SHIFT
+        | u64::from(a.time & TIME_MASK) << TIME_SHIFT
+        | u64::from(a.slip) << SLIP_SHIFT
+}
+
+#[inline(always)]
+fn unpack(w: u64) -> Acct {
     // Sign-extend the 24-bit balance.
-    let bal = (((s & BAL_MASK) as u32) << 8) as i32 >> 8;
-    Some(Acct {
+    let bal = ((((w >> BAL_SHIFT) & BAL_MASK) as u32) << (32 - BAL_BITS)) as i32 >> (32 - BAL_BITS);
+    Acct {
         balance: bal,
-        time: ((s >> 24) as u32) & TIME_MASK,
-        slip: (s >> 48) as u8,
-    })
+        time: (w >> TIME_SHIFT) as u32 & TIME_MASK,
+        slip: (w >> SLIP_SHIFT) as u8,
+    }
 }
 
-/// Seconds from `then` to `now` (both 24-bit); timestamps slightly ahead count as 0.
+/// Seconds from `then` to `now` (both 14-bit); timestamps slightly ahead count as 0.
+#[inline(always)]
 fn age(then: u32, now: u32) -> u32 {
     let d = now.wrapping_sub(then) & TIME_MASK;
     if d > TIME_MASK - MAX_TIME_TRAVEL {
@@ -401,7 +409,19 @@ fn age(then: u32, now: u32) -> u32 {
     }
 }
 
+/// How good a victim a slot word is when its bucket is full: free first, then the account
+/// charged longest ago.
+#[inline]
+fn staleness(w: u64, now: u32) -> u32 {
+    if w == 0 {
+        u32::MAX
+    } else {
+        age(unpack(w).time, now & TIME_MASK)
+    }
+}
+
 /// BIND's `debit_rrl_entry`: credit the elapsed seconds, debit one response, decide.
+#[inline(always)]
 fn debit(acct: Option<Acct>, now: u32, rate: u32, window: u32, slip: u32) -> (Acct, Option<Limit>) {
     let now = now & TIME_MASK;
     // Rates and windows are clamped in `Rrl::new`: these products fit an i32.
@@ -457,9 +477,31 @@ fn debit(acct: Option<Acct>, now: u32, rate: u32, window: u32, slip: u32) -> (Ac
     )
 }
 
-/// A client netblock and whether it is IPv6.
+/// A client, its netblock and whether it is IPv6.
+#[derive(Clone, Copy, Debug)]
+struct Prefix {
+    client: IpAddr,
+    bits: u128,
+    v6: bool,
+}
+
+/// An account's place: its bucket (the low bits of `place`) and its fingerprint.
 #[derive(Clone, Copy)]
-struct Prefix(u128, bool);
+struct Key {
+    place: u64,
+    fp: u64,
+}
+
+/// What [`Rrl::prefetch`] learnt, for [`Rrl::check_prefetched`].
+#[derive(Clone, Copy, Debug)]
+pub struct Prefetched {
+    prefix: Prefix,
+    name_hash: u64,
+    place: u64,
+    /// The bucket's first slot word, as loaded early (it may be stale by the time it is
+    /// used: the CAS then fails and the bucket is read again).
+    first: u64,
+}
 
 /// The rate-limiting table. Share it between workers (`Arc<Rrl>`); every method takes
 /// `&self`.
@@ -473,6 +515,8 @@ pub struct Rrl {
     v6_mask: u128,
     seed: SharedSeed,
     per_seed: u64,
+    /// No exempt clients, no `qps-scale`, no `all-per-second`: [`Rrl::check`]'s fast path.
+    simple: bool,
     buckets: Box<[Bucket]>,
     /// Response count of the current second: second << 32 | count.
     qps_now: AtomicU64,
@@ -531,6 +575,7 @@ impl Rrl {
             v6_mask: prefix_mask128(cfg.ipv6_prefix_length),
             seed: SharedSeed::from_u64(seed),
             per_seed: seed.rotate_left(32) ^ 0x9e37_79b9_7f4a_7c15,
+            simple: cfg.exempt_clients.is_empty() && cfg.qps_scale == 0 && rates[5] == 0,
             buckets: buckets.into_boxed_slice(),
             qps_now: AtomicU64::new(0),
             qps_last: AtomicU32::new(0),
@@ -564,7 +609,7 @@ impl Rrl {
         self.buckets
             .iter()
             .flat_map(|b| &b.slots)
-            .filter(|s| s.key.load(Ordering::Relaxed) != 0)
+            .filter(|s| s.load(Ordering::Relaxed) != 0)
             .count()
     }
 
@@ -580,11 +625,59 @@ impl Rrl {
     /// (`None`: send it). `tcp` responses are never limited (with `qps-scale`, they mark the
     /// client as a TCP user). The answer does not depend on `log-only`: the caller checks
     /// [`Rrl::log_only`].
-    pub fn check(&self, now: u32, client: IpAddr, tcp: bool, resp: &Response<'_>) -> Option<Limit> {
-        if !self.cfg.exempt_clients.is_empty() && self.is_exempt(client) {
+    #[inline(always)]
+    pub fn check(&self, now: u32, client: IpAddr, tcp: bool, resp: &Response) -> Option<Limit> {
+        let hint = self.prefetch(client, resp.name_hash);
+        self.check_prefetched(&hint, now, tcp, resp)
+    }
+
+    /// The first half of [`Rrl::check`], for a caller that knows the client and the query
+    /// name's hash before it knows the response: starts loading the bucket of the client's
+    /// accounts for that name, so the memory access overlaps the caller's own work.
+    #[inline(always)]
+    pub fn prefetch(&self, client: IpAddr, name_hash: u64) -> Prefetched {
+        let prefix = self.prefix(client);
+        let place = self.place(prefix, name_hash);
+        Prefetched {
+            prefix,
+            name_hash,
+            place,
+            first: self.bucket(place).slots[0].load(Ordering::Relaxed),
+        }
+    }
+
+    /// The second half of [`Rrl::check`].
+    #[inline(always)]
+    pub fn check_prefetched(
+        &self,
+        hint: &Prefetched,
+        now: u32,
+        tcp: bool,
+        resp: &Response,
+    ) -> Option<Limit> {
+        if !self.simple {
+            return self.check_full(now, hint.prefix, tcp, resp);
+        }
+        // The common case: one account, one hash, one bucket, one CAS.
+        let rate = self.rates[resp.class as usize];
+        if tcp || rate == 0 {
             return None;
         }
-        let prefix = self.prefix(client);
+        let (place, first) = if resp.name_hash == hint.name_hash {
+            (hint.place, Some(hint.first))
+        } else {
+            (self.place(hint.prefix, resp.name_hash), None)
+        };
+        let key = self.response_key(place, hint.prefix, resp);
+        self.charge(key, now, rate, self.slip, first)
+    }
+
+    /// [`Rrl::check`] with TCP, `qps-scale` and `all-per-second`.
+    #[inline(never)]
+    fn check_full(&self, now: u32, prefix: Prefix, tcp: bool, resp: &Response) -> Option<Limit> {
+        if !self.cfg.exempt_clients.is_empty() && self.is_exempt(prefix.client) {
+            return None;
+        }
         let measured = if self.cfg.qps_scale != 0 {
             self.count_qps(now)
         } else {
@@ -609,8 +702,8 @@ impl Rrl {
         };
         let all = self.rates[KIND_ALL as usize];
         if all != 0 {
-            let key = self.key(prefix, KIND_ALL, 0, &[]);
-            if let Some(l) = self.charge(key, now, scaled(all), 0) {
+            let key = self.key(self.place(prefix, 0), prefix, KIND_ALL, 0);
+            if let Some(l) = self.charge(key, now, scaled(all), 0, None) {
                 return Some(l);
             }
         }
@@ -623,147 +716,167 @@ impl Rrl {
             Some((q, m)) if self.slip > 2 => ((u64::from(self.slip) * q / m) as u32).max(2),
             _ => self.slip,
         };
-        let key = self.response_key(prefix, resp);
-        self.charge(key, now, scaled(rate), slip)
+        let key = self.response_key(self.place(prefix, resp.name_hash), prefix, resp);
+        self.charge(key, now, scaled(rate), slip, None)
     }
 
     /// BIND's `make_key`: the question type counts for answers only, the class for answers,
     /// NODATA and referrals (their empty answer sections carry no type).
-    fn response_key(&self, prefix: Prefix, resp: &Response<'_>) -> u64 {
-        let (qtype, qclass) = match resp.class {
-            ResponseClass::Response => (resp.qtype, resp.qclass),
-            ResponseClass::Nodata | ResponseClass::Referral => (0, resp.qclass),
-            ResponseClass::Nxdomain | ResponseClass::Error => (0, 0),
-        };
-        let word =
-            u64::from(qtype) << 16 | u64::from(qclass) << 32 | u64::from(resp.wildcard) << 48;
-        self.key(prefix, resp.class as u8, word, resp.name)
+    #[inline(always)]
+    fn response_key(&self, place: u64, prefix: Prefix, resp: &Response) -> Key {
+        // Which of qtype (bits 16-31) and qclass (bits 32-47) each class keeps.
+        const KEEP: [u64; 5] = [
+            0xffff_ffff << 16, // answers: qtype and qclass
+            0xffff << 32,      // NODATA: qclass
+            0,                 // NXDOMAIN
+            0xffff << 32,      // referral: qclass
+            0,                 // error
+        ];
+        let word = (u64::from(resp.qtype) << 16 | u64::from(resp.qclass) << 32)
+            & KEEP[resp.class as usize]
+            | u64::from(resp.wildcard) << 48;
+        self.key(place, prefix, resp.class as u8, word)
     }
 
     /// The client's netblock and whether it is IPv6 (IPv4-mapped IPv6 clients count as
     /// IPv4: a dual-stack socket reports IPv4 clients so).
+    #[inline(always)]
     fn prefix(&self, client: IpAddr) -> Prefix {
-        match client {
-            IpAddr::V4(a) => Prefix(u128::from(u32::from(a) & self.v4_mask), false),
+        let (bits, v6) = match client {
+            IpAddr::V4(a) => (u128::from(u32::from(a) & self.v4_mask), false),
             IpAddr::V6(a) => match a.to_ipv4_mapped() {
-                Some(a) => Prefix(u128::from(u32::from(a) & self.v4_mask), false),
-                None => Prefix(u128::from(a) & self.v6_mask, true),
+                Some(a) => (u128::from(u32::from(a) & self.v4_mask), false),
+                None => (u128::from(a) & self.v6_mask, true),
             },
-        }
+        };
+        Prefix { client, bits, v6 }
     }
 
-    /// The account key: a keyed hash of the netblock, kind, `word` (qtype, qclass, wildcard
-    /// flag) and name. Never 0 (0 marks a free slot).
-    fn key(&self, prefix: Prefix, kind: u8, word: u64, name: &[u8]) -> u64 {
+    /// Where the accounts of a netblock for a name live: a keyed hash of both (every class
+    /// and type of one client and name shares a bucket, so the bucket can be loaded before
+    /// the response is known).
+    #[inline(always)]
+    fn place(&self, prefix: Prefix, name_hash: u64) -> u64 {
         let mut h = FoldHasher::with_seed(self.per_seed, &self.seed);
-        h.write_u128(prefix.0);
-        h.write_u64(word | u64::from(prefix.1) << 56 | u64::from(kind));
-        h.write(name);
-        match h.finish() {
-            0 => 1,
-            k => k,
+        if prefix.v6 {
+            h.write_u128(prefix.bits);
+        }
+        // An IPv4 netblock fits beside the name hash: one 128-bit write.
+        h.write_u128(
+            u128::from(name_hash)
+                | (prefix.bits & u128::from(u32::MAX)) << 64
+                | u128::from(prefix.v6) << 96,
+        );
+        h.finish()
+    }
+
+    /// An account: its place and a fingerprint of the kind and `word` (qtype, qclass,
+    /// wildcard flag) mixed with the place.
+    #[inline(always)]
+    fn key(&self, place: u64, prefix: Prefix, kind: u8, word: u64) -> Key {
+        const K: u64 = 0x9e37_79b9_7f4a_7c15;
+        let w = word | u64::from(prefix.v6) << 56 | u64::from(kind);
+        Key {
+            place,
+            fp: fingerprint(place ^ w.wrapping_mul(K)),
         }
     }
 
-    fn bucket(&self, key: u64) -> &Bucket {
+    #[inline(always)]
+    fn bucket(&self, place: u64) -> &Bucket {
         // The bucket count is a power of two.
-        &self.buckets[(key as usize) & (self.buckets.len() - 1)]
+        &self.buckets[(place as usize) & (self.buckets.len() - 1)]
     }
 
-    /// Finds or creates the account `key` (evicting the oldest of its bucket when the
-    /// bucket is full) and runs `step` on its state with CAS.
-    fn with_account<R>(
-        &self,
-        key: u64,
-        now: u32,
-        step: impl Fn(Option<Acct>) -> (Acct, R),
-    ) -> Option<R> {
-        let tag = (key >> 57) as u8;
-        let b = self.bucket(key);
-        for _ in 0..4 {
-            // (slot, its key, its age): empty slots first, then the oldest.
-            let mut victim: Option<(usize, u64, u32)> = None;
-            let mut found = None;
-            for (i, s) in b.slots.iter().enumerate() {
-                let k = s.key.load(Ordering::Acquire);
-                if k == key {
-                    found = Some(i);
-                    break;
-                }
-                let a = if k == 0 {
-                    u32::MAX
-                } else {
-                    let st = s.state.load(Ordering::Relaxed);
-                    if st & VALID == 0 {
-                        u32::MAX - 1
-                    } else {
-                        age(((st >> 24) as u32) & TIME_MASK, now & TIME_MASK)
-                    }
-                };
-                if victim.is_none_or(|v| a > v.2) {
-                    victim = Some((i, k, a));
-                }
-            }
-            let slot = match (found, victim) {
-                (Some(i), _) => &b.slots[i],
-                (None, Some((i, old, _))) => {
-                    let s = &b.slots[i];
-                    if s.key
-                        .compare_exchange(old, key, Ordering::AcqRel, Ordering::Acquire)
-                        .is_err()
-                    {
-                        // Another worker took this slot: look again.
-                        continue;
-                    }
-                    s
-                }
-                (None, None) => return None,
-            };
-            let mut cur = slot.state.load(Ordering::Acquire);
-            loop {
-                let (next, r) = step(unpack(cur, tag));
-                match slot.state.compare_exchange_weak(
-                    cur,
-                    pack(next, tag),
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => return Some(r),
-                    Err(seen) => cur = seen,
-                }
+    /// The slot of account `key` and its word, or (a new account) the slot it is to take:
+    /// a free slot of the bucket, else the one charged longest ago.
+    #[inline(always)]
+    fn slot(&self, key: Key, now: u32, first: Option<u64>) -> (&AtomicU64, u64, bool) {
+        let fp = key.fp;
+        let b = self.bucket(key.place);
+        if let Some(w) = first
+            && w & FP_MASK == fp
+        {
+            return (&b.slots[0], w, true);
+        }
+        for s in &b.slots {
+            let w = s.load(Ordering::Relaxed);
+            if w & FP_MASK == fp {
+                return (s, w, true);
             }
         }
-        // Lost four races for a slot in a row: let the response through.
-        None
+        let (s, w) = Self::victim(b, now);
+        (s, w, false)
     }
 
-    fn charge(&self, key: u64, now: u32, rate: u32, slip: u32) -> Option<Limit> {
-        let window = self.window;
-        self.with_account(key, now, |a| debit(a, now, rate, window, slip))
-            .flatten()
+    /// The slot a new account takes, and its current word.
+    #[cold]
+    fn victim(b: &Bucket, now: u32) -> (&AtomicU64, u64) {
+        let mut best = (&b.slots[0], b.slots[0].load(Ordering::Relaxed));
+        for s in &b.slots[1..] {
+            let w = s.load(Ordering::Relaxed);
+            if staleness(w, now) > staleness(best.1, now) {
+                best = (s, w);
+            }
+        }
+        best
     }
 
+    /// Debits account `key` (BIND's `debit_rrl_entry`) with one CAS of its slot word: the
+    /// account's own slot, or for a new account a free or the stalest slot of the bucket.
+    /// Retried while another worker changes the word first (lock-free: each retry means
+    /// another worker's update went through), so no debit is lost.
+    #[inline(always)]
+    fn charge(
+        &self,
+        key: Key,
+        now: u32,
+        rate: u32,
+        slip: u32,
+        mut first: Option<u64>,
+    ) -> Option<Limit> {
+        let fp = key.fp;
+        loop {
+            let (slot, cur, found) = self.slot(key, now, first.take());
+            let (next, verdict) = debit(found.then(|| unpack(cur)), now, rate, self.window, slip);
+            if slot
+                .compare_exchange(cur, pack(next, fp), Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                return verdict;
+            }
+        }
+    }
+
+    #[cold]
     fn mark_tcp(&self, prefix: Prefix, now: u32) {
-        let key = self.key(prefix, KIND_TCP, 0, &[]);
-        self.with_account(key, now, |_| {
-            (
-                Acct {
-                    balance: 0,
-                    time: now & TIME_MASK,
-                    slip: 0,
-                },
-                (),
-            )
-        });
+        let key = self.key(self.place(prefix, 0), prefix, KIND_TCP, 0);
+        let fresh = Acct {
+            balance: 0,
+            time: now & TIME_MASK,
+            slip: 0,
+        };
+        loop {
+            let (slot, cur, _) = self.slot(key, now, None);
+            if slot
+                .compare_exchange(
+                    cur,
+                    pack(fresh, key.fp),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                return;
+            }
+        }
     }
 
     fn used_tcp(&self, prefix: Prefix, now: u32) -> bool {
-        let key = self.key(prefix, KIND_TCP, 0, &[]);
-        let tag = (key >> 57) as u8;
-        self.bucket(key).slots.iter().any(|s| {
-            s.key.load(Ordering::Acquire) == key
-                && unpack(s.state.load(Ordering::Acquire), tag)
-                    .is_some_and(|a| age(a.time, now & TIME_MASK) < self.window)
+        let key = self.key(self.place(prefix, 0), prefix, KIND_TCP, 0);
+        self.bucket(key.place).slots.iter().any(|s| {
+            let w = s.load(Ordering::Relaxed);
+            w & FP_MASK == key.fp && age(unpack(w).time, now & TIME_MASK) < self.window
         })
     }
 
@@ -803,10 +916,10 @@ mod tests {
     use crate::store::AuthZoneSpec;
     use crate::text::parse_rr;
     use crate::{Engine, EngineBuilder};
+    use alloc::string::String;
     use alloc::sync::Arc;
     use alloc::vec;
     use proptest::prelude::*;
-    use alloc::string::String;
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
@@ -827,39 +940,41 @@ mod tests {
         }
     }
 
-    fn answer(name: &[u8]) -> Response<'_> {
+    fn answer(name: &[u8]) -> Response {
         Response {
             class: ResponseClass::Response,
             qtype: 1,
             qclass: 1,
-            name,
+            name_hash: crate::store::name_hash(name),
             wildcard: false,
         }
     }
 
     impl Rrl {
         /// The state of `resp`'s account for `client`, if it has one.
-        fn peek(&self, client: IpAddr, resp: &Response<'_>) -> Option<Acct> {
-            let key = self.response_key(self.prefix(client), resp);
+        fn peek(&self, client: IpAddr, resp: &Response) -> Option<Acct> {
+            let prefix = self.prefix(client);
+            let key = self.response_key(self.place(prefix, resp.name_hash), prefix, resp);
             self.peek_key(key)
         }
 
         fn peek_all(&self, client: IpAddr) -> Option<Acct> {
-            self.peek_key(self.key(self.prefix(client), KIND_ALL, 0, &[]))
+            let prefix = self.prefix(client);
+            self.peek_key(self.key(self.place(prefix, 0), prefix, KIND_ALL, 0))
         }
 
-        fn peek_key(&self, key: u64) -> Option<Acct> {
-            let tag = (key >> 57) as u8;
-            self.bucket(key)
+        fn peek_key(&self, key: Key) -> Option<Acct> {
+            self.bucket(key.place)
                 .slots
                 .iter()
-                .find(|s| s.key.load(Ordering::Relaxed) == key)
-                .and_then(|s| unpack(s.state.load(Ordering::Relaxed), tag))
+                .map(|s| s.load(Ordering::Relaxed))
+                .find(|w| w & FP_MASK == key.fp)
+                .map(unpack)
         }
     }
 
     /// `n` UDP responses at `now`: the verdicts.
-    fn run(r: &Rrl, now: u32, client: &str, resp: &Response<'_>, n: usize) -> Vec<Option<Limit>> {
+    fn run(r: &Rrl, now: u32, client: &str, resp: &Response, n: usize) -> Vec<Option<Limit>> {
         (0..n)
             .map(|_| r.check(now, ip(client), false, resp))
             .collect()
@@ -871,16 +986,20 @@ mod tests {
 
     #[test]
     fn pack_round_trip() {
-        for (balance, time, slip) in [(0, 0, 0), (-3_600_000, 0xff_ffff, 9), (1000, 12345, 1)] {
+        for (balance, time, slip) in [(0, 0, 0), (-3_600_000, 0x3fff, 9), (1000, 12345, 10)] {
             let a = Acct {
                 balance,
                 time,
                 slip,
             };
-            assert_eq!(unpack(pack(a, 0x5a), 0x5a), Some(a));
-            assert_eq!(unpack(pack(a, 0x5a), 0x5b), None, "another key's state");
+            for fp in [1, 0x2a_5a5a, FP_MASK] {
+                let w = pack(a, fp);
+                assert_eq!((unpack(w), w & FP_MASK), (a, fp));
+            }
         }
-        assert_eq!(unpack(0, 0), None);
+        // Fingerprints are never 0 (a free slot).
+        assert_eq!(fingerprint(0), 1);
+        assert_eq!(fingerprint(u64::MAX), FP_MASK);
     }
 
     #[test]
@@ -1288,7 +1407,7 @@ mod tests {
 
     #[test]
     fn table_full_evicts_the_oldest_of_the_bucket() {
-        // One bucket of four slots.
+        // One bucket of eight slots.
         let r = Rrl::new(
             RrlConfig {
                 max_table_size: 1,
@@ -1297,28 +1416,41 @@ mod tests {
             },
             1,
         );
-        assert_eq!(r.capacity(), 4);
+        assert_eq!(r.capacity(), 8);
         let name = wire("www.example.");
         let a = answer(&name);
         assert_eq!(passes(&run(&r, 0, "198.18.0.1", &a, 20)), 1);
-        for (t, c) in [(1, "198.18.1.1"), (1, "198.18.2.1"), (2, "198.18.3.1")] {
-            assert_eq!(r.check(t, ip(c), false, &a), None);
+        for (i, t) in [1, 1, 2, 2, 2, 2, 2].into_iter().enumerate() {
+            let c = ip(&std::format!("198.18.{}.1", i + 1));
+            assert_eq!(r.check(t, c, false, &a), None);
         }
-        assert_eq!(r.accounts(), 4);
-        // A fifth account evicts the oldest (the flooder, last seen at 0).
-        assert_eq!(r.check(3, ip("198.18.4.1"), false, &a), None);
+        assert_eq!(r.accounts(), 8);
+        // A ninth account evicts the oldest (the flooder, last charged at 0).
+        assert_eq!(r.check(3, ip("198.18.100.1"), false, &a), None);
         assert!(r.peek(ip("198.18.0.1"), &a).is_none());
-        // Remembered, it would still be limited (-15 + 4 < 0); evicted, it starts afresh.
+        assert!(r.peek(ip("198.18.1.1"), &a).is_some());
+        // Remembered, it would still be limited (-15 + 4 < 0); evicted, it starts afresh,
+        // evicting in turn one of the two charged at 1, then another new one the other.
+        let at_one = || {
+            [1, 2]
+                .iter()
+                .filter(|i| r.peek(ip(&std::format!("198.18.{i}.1")), &a).is_some())
+                .count()
+        };
         assert_eq!(r.check(4, ip("198.18.0.1"), false, &a), None);
+        assert_eq!(at_one(), 1);
+        assert_eq!(r.check(4, ip("198.18.101.1"), false, &a), None);
+        assert_eq!(at_one(), 0);
+        assert_eq!(r.accounts(), 8);
         // Many more accounts than slots: no panic, the table stays at its size.
         for i in 0..10_000u32 {
             let c = IpAddr::from(core::net::Ipv4Addr::from(i << 8));
             r.check(5 + i / 100, c, false, &a);
         }
-        assert_eq!(r.accounts(), 4);
-        // The default size: 20,000 rounded up to 32,768 slots of 16 bytes.
+        assert_eq!(r.accounts(), 8);
+        // The default size: 20,000 rounded up to 32,768 slots of 8 bytes.
         let d = Rrl::new(cfg(1), 1);
-        assert_eq!((d.capacity(), d.heap_bytes()), (32_768, 512 * 1024));
+        assert_eq!((d.capacity(), d.heap_bytes()), (32_768, 256 * 1024));
     }
 
     #[test]
@@ -1727,7 +1859,7 @@ mod tests {
                 class: ResponseClass::from_bits(class),
                 qtype,
                 qclass,
-                name: &name,
+                name_hash: crate::store::name_hash(&name),
                 wildcard,
             };
             for i in 0..20u32 {

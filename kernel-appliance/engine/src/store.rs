@@ -183,27 +183,43 @@ fn tld(name: &[u8]) -> Option<&[u8]> {
 
 /// Bytes before the patches in an arena record: flags (2), counts (6), tail length (2, LE),
 /// patch count, bound count, meta (bit 0 inform, bits 1-3 RRL class, bits 4-5 RRL account
-/// name kind), RRL suffix length.
-const RECORD_HEADER: usize = 14;
+/// name kind); then, for a fixed account name, its 8-byte hash (LE).
+const RECORD_HEADER: usize = 13;
 
-fn encode_rrl(inform: bool, rrl: AnswerRrl) -> [u8; 2] {
-    let (kind, n) = match rrl.name {
-        AccountName::Qname => (0u8, 0u8),
-        AccountName::Suffix(n) => (1, n),
-        AccountName::Wildcard(n) => (2, n),
+fn encode_rrl(inform: bool, rrl: AnswerRrl, out: &mut Vec<u8>) {
+    let (kind, hash) = match rrl.name {
+        AccountName::Qname => (0u8, None),
+        AccountName::Fixed(h) => (1, Some(h)),
+        AccountName::Wildcard(h) => (2, Some(h)),
     };
-    [u8::from(inform) | (rrl.class as u8) << 1 | kind << 4, n]
+    out.push(u8::from(inform) | (rrl.class as u8) << 1 | kind << 4);
+    if let Some(h) = hash {
+        out.extend_from_slice(&h.to_le_bytes());
+    }
 }
 
-fn decode_rrl(meta: u8, n: u8) -> AnswerRrl {
-    AnswerRrl {
-        class: ResponseClass::from_bits((meta >> 1) & 7),
-        name: match (meta >> 4) & 3 {
-            1 => AccountName::Suffix(n),
-            2 => AccountName::Wildcard(n),
-            _ => AccountName::Qname,
-        },
-    }
+/// The RRL facts of a record and the length of its header.
+fn decode_rrl(a: &[u8]) -> (AnswerRrl, usize) {
+    let meta = a[12];
+    let hash = || {
+        let mut h = [0u8; 8];
+        h.copy_from_slice(&a[RECORD_HEADER..RECORD_HEADER + 8]);
+        u64::from_le_bytes(h)
+    };
+    let (name, len) = match (meta >> 4) & 3 {
+        1 => (AccountName::Fixed(hash()), RECORD_HEADER + 8),
+        2 => (AccountName::Wildcard(hash()), RECORD_HEADER + 8),
+        _ => (AccountName::Qname, RECORD_HEADER),
+    };
+    let class = ResponseClass::from_bits((meta >> 1) & 7);
+    (AnswerRrl { class, name }, len)
+}
+
+/// The hash of a lower-cased wire name: the key of the answer tables, and of the names of
+/// response-rate-limiting accounts (so the name hashed for the lookup is not hashed again).
+#[inline]
+pub fn name_hash(lower: &[u8]) -> u64 {
+    FixedState::with_seed(HASH_SEED).hash_one(lower)
 }
 
 /// Fixed seed: the keys come from configuration, not from the network, so a flooding
@@ -245,8 +261,7 @@ impl Tree {
     }
 
     #[inline]
-    fn find(&self, lower: &[u8]) -> Option<&Node> {
-        let h = self.hasher.hash_one(lower);
+    fn find(&self, lower: &[u8], h: u64) -> Option<&Node> {
         self.table
             .find(h, |&i| {
                 let n = &self.nodes[i as usize];
@@ -270,12 +285,18 @@ impl Tree {
     /// `None` when no node of the tree encloses the name.
     #[inline]
     pub fn lookup(&self, qname_lower: &[u8], qtype: u16) -> Option<AnsRef> {
+        self.lookup_hashed(qname_lower, name_hash(qname_lower), qtype)
+    }
+
+    /// [`Tree::lookup`] with the name's [`name_hash`] already computed.
+    #[inline]
+    pub fn lookup_hashed(&self, qname_lower: &[u8], hash: u64, qtype: u16) -> Option<AnsRef> {
         if let (Some(tlds), Some(t)) = (&self.tlds, tld(qname_lower))
             && !tlds.iter().any(|x| x.as_slice() == t)
         {
             return None;
         }
-        if let Some(n) = self.find(qname_lower) {
+        if let Some(n) = self.find(qname_lower, hash) {
             return Some(self.map_lookup(n.exact, qtype));
         }
         let mut pos = 0usize;
@@ -284,7 +305,8 @@ impl Tree {
                 break;
             }
             pos += 1 + usize::from(len);
-            if let Some(n) = self.find(qname_lower.get(pos..)?) {
+            let suffix = qname_lower.get(pos..)?;
+            if let Some(n) = self.find(suffix, name_hash(suffix)) {
                 return Some(self.map_lookup(n.below, qtype));
             }
         }
@@ -325,7 +347,7 @@ impl Tree {
         let tail_len = usize::from(u16::from_le_bytes([a[8], a[9]]));
         let np = usize::from(a[10]) * 3;
         let nb = usize::from(a[11]) * 8;
-        let p = RECORD_HEADER;
+        let (rrl, p) = decode_rrl(a);
         Some(Answer {
             flags: u16::from_be_bytes([a[0], a[1]]),
             counts: &a[2..8],
@@ -333,7 +355,7 @@ impl Tree {
             bounds: &a[p + np..p + np + nb],
             tail: &a[p + np + nb..p + np + nb + tail_len],
             inform: a[12] & 1 != 0,
-            rrl: decode_rrl(a[12], a[13]),
+            rrl,
         })
     }
 }
@@ -560,7 +582,7 @@ impl Render {
         let need_bounds = HEADER_LEN + 259 + self.tail.len() + crate::wire::OPT_RR_LEN > 512;
         let bounds: &[(u16, [u16; 3])] = if need_bounds { &self.bounds } else { &[] };
         let mut out = Vec::with_capacity(
-            RECORD_HEADER + self.patches.len() * 3 + bounds.len() * 8 + self.tail.len(),
+            RECORD_HEADER + 8 + self.patches.len() * 3 + bounds.len() * 8 + self.tail.len(),
         );
         out.extend_from_slice(&self.flags.to_be_bytes());
         for c in self.counts {
@@ -576,13 +598,14 @@ impl Render {
             self.flags & flags::AA != 0,
             self.ns_in_authority,
         );
-        out.extend_from_slice(&encode_rrl(
+        encode_rrl(
             self.inform,
             AnswerRrl {
                 class,
                 name: self.rrl_name,
             },
-        ));
+            &mut out,
+        );
         for (off, len) in &self.patches {
             out.extend_from_slice(&off.to_le_bytes());
             out.push(*len);
@@ -1002,15 +1025,14 @@ fn local_map(
 ) -> Result<u32, BuildError> {
     use LocalZoneType as T;
     let inform = z.ztype.informs();
-    // Cannot truncate: names are at most 255 octets.
-    let apex_len = z.lower.len() as u8;
     // RRL accounts: NXDOMAIN per zone (BIND: the zone origin); every name of a redirect zone
     // is answered from the apex, like a wildcard, so they share the apex's account.
+    let apex_hash = name_hash(&z.lower);
     let rrl_name = |rc: u8| {
         if rc == rcode::NXDOMAIN {
-            AccountName::Suffix(apex_len)
+            AccountName::Fixed(apex_hash)
         } else if z.ztype.redirects() && rc == rcode::NOERROR {
-            AccountName::Wildcard(apex_len)
+            AccountName::Wildcard(apex_hash)
         } else {
             AccountName::Qname
         }
@@ -1199,8 +1221,7 @@ fn build_one_auth(b: &mut TreeBuilder, z: AuthZoneSpec, ra: bool) -> Result<(), 
 
     let nx = {
         let mut r = Render::relocatable(header_flags(true, ra, rcode::NXDOMAIN));
-        // Cannot truncate: names are at most 255 octets.
-        r.rrl_name = AccountName::Suffix(apex_len as u8);
+        r.rrl_name = AccountName::Fixed(name_hash(&apex_lower));
         // Cannot truncate: names are at most 255 octets.
         r.rrset(
             Section::Authority,
@@ -1225,8 +1246,7 @@ fn build_one_auth(b: &mut TreeBuilder, z: AuthZoneSpec, ra: bool) -> Result<(), 
     for c in &cuts {
         let n = &nodes[c];
         let mut r = Render::relocatable(header_flags(false, ra, rcode::NOERROR));
-        // Cannot truncate: names are at most 255 octets.
-        r.rrl_name = AccountName::Suffix(c.len() as u8);
+        r.rrl_name = AccountName::Fixed(name_hash(c));
         if let Some(ns) = n.rrset(rtype::NS) {
             // Cannot truncate: names are at most 255 octets.
             r.rrset(Section::Authority, NameOut::QnameSuffix(c.len() as u8), ns);
@@ -1279,8 +1299,7 @@ fn build_one_auth(b: &mut TreeBuilder, z: AuthZoneSpec, ra: bool) -> Result<(), 
         };
         let below = match nodes.get(&wild_key) {
             Some(w) if cut_above(&wild_key).is_none() => {
-                // Cannot truncate: names are at most 255 octets.
-                let parent = Some(k.len() as u8);
+                let parent = Some(name_hash(k));
                 auth_exact_map(b, &nodes, &wild_key, w, parent, ra, &soa, apex_len, nodata)?
             }
             _ => nx_map,
@@ -1312,22 +1331,23 @@ fn wildcard_for<'a>(nodes: &'a Nodes, lower: &[u8], apex_len: usize) -> Option<&
     None
 }
 
-/// Answers at an authoritative name. `wildcard`: the node is a wildcard whose parent is
-/// this many wire octets long; its answers are rendered for any query name (owner = query
-/// name, no compression against it) and rate limited as the wildcard.
+/// Answers at an authoritative name. `wildcard`: the node is a wildcard whose parent has
+/// this [`name_hash`]; its answers are rendered for any query name (owner = query name, no
+/// compression against it) and rate limited as the wildcard.
 #[allow(clippy::too_many_arguments)]
 fn auth_exact_map(
     b: &mut TreeBuilder,
     nodes: &Nodes,
     key: &[u8],
     n: &NodeSrc,
-    wildcard: Option<u8>,
+    wildcard: Option<u64>,
     ra: bool,
     soa: &Rrset,
     apex_len: usize,
     nodata: AnsRef,
 ) -> Result<u32, BuildError> {
     let relocatable = wildcard.is_some();
+    let apex_hash = name_hash(&key[key.len() - apex_len..]);
     let new_render = |rc: u8| {
         let mut r = if relocatable {
             Render::relocatable(header_flags(true, ra, rc))
@@ -1335,8 +1355,7 @@ fn auth_exact_map(
             Render::exact(key, header_flags(true, ra, rc))
         };
         r.rrl_name = match (rc, wildcard) {
-            // Cannot truncate: names are at most 255 octets.
-            (rcode::NXDOMAIN, _) => AccountName::Suffix(apex_len as u8),
+            (rcode::NXDOMAIN, _) => AccountName::Fixed(apex_hash),
             (_, Some(parent)) => AccountName::Wildcard(parent),
             (_, None) => AccountName::Qname,
         };
