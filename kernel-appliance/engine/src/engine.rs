@@ -339,9 +339,15 @@ impl Engine {
         let hash = store::name_hash(key);
         // Start loading the client's rate-limiting bucket for this name now: the load
         // overlaps the lookup and the copy below.
-        let hint = self.rrl.as_deref().map(|t| t.prefetch(req.src, hash));
+        let hint = self.rrl.as_deref().map(|t| (t, t.prefetch(req.src, hash)));
         let (o, rrl) = match self.find_hashed(key, hash, q.qtype) {
-            Found::Answer(a) => (self.emit(&q, acl, &a, req.transport, out, true), a.rrl),
+            Found::Answer(a) => {
+                let o = self.emit(&q, acl, &a, req.transport, out, true);
+                if hint.is_none() {
+                    return o;
+                }
+                (o, a.rrl())
+            }
             Found::Drop { inform } => {
                 return Outcome::Drop {
                     reason: DropReason::Zone,
@@ -356,19 +362,17 @@ impl Engine {
                 },
             ),
         };
-        match (self.rrl.as_deref(), hint) {
-            (Some(table), Some(hint)) => {
-                let s = Subject {
-                    rrl,
-                    qname_hash: hash,
-                    qtype: q.qtype,
-                    qclass: q.qclass,
-                    edns_do: q.edns.map(|e| e.dnssec_ok),
-                };
-                self.rate_limit(table, Some(&hint), req, o, &s, out)
-            }
-            _ => o,
-        }
+        let Some((table, hint)) = hint else {
+            return o;
+        };
+        let s = Subject {
+            rrl,
+            qname_hash: hash,
+            qtype: q.qtype,
+            qclass: q.qclass,
+            edns_do: q.edns.map(|e| e.dnssec_ok),
+        };
+        self.rate_limit(table, Some(&hint), req, o, &s, out)
     }
 
     /// Completes a general-path reply: its question type, then rate limiting.
@@ -553,7 +557,7 @@ impl Engine {
     }
 
     /// [`Engine::find`] with the name's [`store::name_hash`] computed once for both trees.
-    #[inline]
+    #[inline(always)]
     fn find_hashed(&self, lower: &[u8], hash: u64, qtype: u16) -> Found<'_> {
         for tree in [&self.local, &self.auth] {
             match tree.lookup_hashed(lower, hash, qtype) {

@@ -186,7 +186,7 @@ pub(crate) fn handle(
             finish(resp, ResponseCode::Refused, ra, limit, out)
         }
         Found::Answer(a) => {
-            meta.rrl = Some(a.rrl);
+            meta.rrl = Some(a.rrl());
             // Decode the compiled answer as written for a canonical question, with hickory.
             let mut canon = Vec::with_capacity(HEADER_LEN + lower.len() + 4);
             canon.extend_from_slice(&[0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0]);

@@ -261,6 +261,7 @@ impl ResponseClass {
         }
     }
 
+    #[inline(always)]
     pub(crate) fn from_bits(b: u8) -> Self {
         match b {
             0 => Self::Response,

@@ -24,7 +24,7 @@
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use core::fmt;
-use core::hash::BuildHasher;
+use core::hash::{BuildHasher, Hasher};
 
 use foldhash::fast::FixedState;
 use hashbrown::HashTable;
@@ -68,8 +68,10 @@ pub struct Answer<'a> {
     pub tail: &'a [u8],
     /// Log the client (inform zones).
     pub inform: bool,
-    /// How response rate limiting counts it (class, account name), decided at compile time.
-    pub rrl: AnswerRrl,
+    /// The record's meta byte (bits 1-3 RRL class, 4-5 account name kind).
+    meta: u8,
+    /// The account name's hash (8 bytes, little-endian) for a fixed name, else empty.
+    rrl_name: &'a [u8],
 }
 
 impl Answer<'static> {
@@ -82,20 +84,25 @@ impl Answer<'static> {
             bounds: &[],
             tail: &[],
             inform: false,
-            rrl: AnswerRrl {
-                class: ResponseClass::classify(
-                    flags & flags::RCODE_MASK,
-                    0,
-                    flags & flags::AA != 0,
-                    false,
-                ),
-                name: AccountName::Qname,
-            },
+            meta: (ResponseClass::classify(
+                flags & flags::RCODE_MASK,
+                0,
+                flags & flags::AA != 0,
+                false,
+            ) as u8)
+                << 1,
+            rrl_name: &[],
         }
     }
 }
 
 impl<'a> Answer<'a> {
+    /// How response rate limiting counts it (class, account name), decided at compile time.
+    #[inline]
+    pub fn rrl(&self) -> AnswerRrl {
+        decode_rrl(self.meta, self.rrl_name)
+    }
+
     /// Compression pointers to write for a query name of `qname_len` octets:
     /// yields (offset in tail, pointer value).
     pub fn patches(&self, qname_len: usize) -> impl Iterator<Item = (usize, u16)> + 'a {
@@ -158,7 +165,6 @@ pub struct Tree {
     maps: Vec<Map>,
     entries: Vec<(u16, AnsRef)>,
     answers: Vec<u8>,
-    hasher: FixedState,
     /// The top-level labels (wire form, lower case, root label included) of every name in
     /// the tree, or `None` when the root itself is a node: a query under another TLD cannot
     /// be enclosed by any node, so its lookup ends after one comparison instead of walking
@@ -198,28 +204,34 @@ fn encode_rrl(inform: bool, rrl: AnswerRrl, out: &mut Vec<u8>) {
     }
 }
 
-/// The RRL facts of a record and the length of its header.
-fn decode_rrl(a: &[u8]) -> (AnswerRrl, usize) {
-    let meta = a[12];
-    let hash = || {
-        let mut h = [0u8; 8];
-        h.copy_from_slice(&a[RECORD_HEADER..RECORD_HEADER + 8]);
-        u64::from_le_bytes(h)
-    };
-    let (name, len) = match (meta >> 4) & 3 {
-        1 => (AccountName::Fixed(hash()), RECORD_HEADER + 8),
-        2 => (AccountName::Wildcard(hash()), RECORD_HEADER + 8),
-        _ => (AccountName::Qname, RECORD_HEADER),
-    };
+/// The RRL facts of a record: its meta byte and the 8-byte name hash that follows it (for
+/// a fixed account name).
+#[inline(always)]
+fn decode_rrl(meta: u8, hash: &[u8]) -> AnswerRrl {
     let class = ResponseClass::from_bits((meta >> 1) & 7);
-    (AnswerRrl { class, name }, len)
+    let h = || {
+        let mut b = [0u8; 8];
+        if let Some(x) = hash.get(..8) {
+            b.copy_from_slice(x);
+        }
+        u64::from_le_bytes(b)
+    };
+    let name = match (meta >> 4) & 3 {
+        1 => AccountName::Fixed(h()),
+        2 => AccountName::Wildcard(h()),
+        _ => AccountName::Qname,
+    };
+    AnswerRrl { class, name }
 }
 
 /// The hash of a lower-cased wire name: the key of the answer tables, and of the names of
 /// response-rate-limiting accounts (so the name hashed for the lookup is not hashed again).
-#[inline]
+#[inline(always)]
 pub fn name_hash(lower: &[u8]) -> u64 {
-    FixedState::with_seed(HASH_SEED).hash_one(lower)
+    // Wire names are self-delimiting; foldhash mixes the length in anyway.
+    let mut h = FixedState::with_seed(HASH_SEED).build_hasher();
+    h.write(lower);
+    h.finish()
 }
 
 /// Fixed seed: the keys come from configuration, not from the network, so a flooding
@@ -235,7 +247,6 @@ impl Tree {
             maps: Vec::new(),
             entries: Vec::new(),
             answers: Vec::new(),
-            hasher: FixedState::with_seed(HASH_SEED),
             tlds: Some(Vec::new()),
         }
     }
@@ -347,15 +358,21 @@ impl Tree {
         let tail_len = usize::from(u16::from_le_bytes([a[8], a[9]]));
         let np = usize::from(a[10]) * 3;
         let nb = usize::from(a[11]) * 8;
-        let (rrl, p) = decode_rrl(a);
+        let meta = a[12];
+        let p = if meta & 0x30 == 0 {
+            RECORD_HEADER
+        } else {
+            RECORD_HEADER + 8
+        };
         Some(Answer {
             flags: u16::from_be_bytes([a[0], a[1]]),
             counts: &a[2..8],
             patches: &a[p..p + np],
             bounds: &a[p + np..p + np + nb],
             tail: &a[p + np + nb..p + np + nb + tail_len],
-            inform: a[12] & 1 != 0,
-            rrl,
+            inform: meta & 1 != 0,
+            meta,
+            rrl_name: &a[RECORD_HEADER..p],
         })
     }
 }
@@ -808,12 +825,12 @@ impl TreeBuilder {
                 }
             }
         }
-        let h = self.tree.hasher.hash_one(lower);
-        let (nodes, names, hasher) = (&self.tree.nodes, &self.tree.names, &self.tree.hasher);
+        let h = name_hash(lower);
+        let (nodes, names) = (&self.tree.nodes, &self.tree.names);
         self.tree.table.insert_unique(h, idx, |&i| {
             let n = &nodes[i as usize];
             let s = n.name_off as usize;
-            hasher.hash_one(&names[s..s + usize::from(n.name_len)])
+            name_hash(&names[s..s + usize::from(n.name_len)])
         });
     }
 
@@ -826,9 +843,7 @@ impl TreeBuilder {
         self.tree.table.shrink_to(0, |&i| {
             let n = &self.tree.nodes[i as usize];
             let s = n.name_off as usize;
-            self.tree
-                .hasher
-                .hash_one(&self.tree.names[s..s + usize::from(n.name_len)])
+            name_hash(&self.tree.names[s..s + usize::from(n.name_len)])
         });
         self.tree
     }
