@@ -340,39 +340,102 @@ impl Engine {
         // Start loading the client's rate-limiting bucket for this name now: the load
         // overlaps the lookup and the copy below.
         let hint = self.rrl.as_deref().map(|t| (t, t.prefetch(req.src, hash)));
-        let (o, rrl) = match self.find_hashed(key, hash, q.qtype) {
-            Found::Answer(a) => {
-                let o = self.emit(&q, acl, &a, req.transport, out, true);
-                if hint.is_none() {
-                    return o;
+        match self.find_hashed(key, hash, q.qtype) {
+            Found::Answer(a) => match hint {
+                None => self.emit(&q, acl, &a, req.transport, out, true),
+                // Decided before the reply is built: a dropped or slipped answer costs less
+                // than a sent one, which is what a flood needs.
+                Some((table, hint)) => {
+                    let rrl = a.rrl();
+                    let (name_hash, wildcard) = rrl.name.resolve(hash);
+                    let resp = Response {
+                        class: rrl.class,
+                        qtype: q.qtype,
+                        qclass: q.qclass,
+                        name_hash,
+                        wildcard,
+                    };
+                    let tcp = req.transport == Transport::Tcp;
+                    let verdict = table.check_prefetched(&hint, req.now, tcp, &resp);
+                    self.emit_limited(table, verdict, rrl.class, &q, acl, &a, req.transport, out)
                 }
-                (o, a.rrl())
+            },
+            Found::Drop { inform } => Outcome::Drop {
+                reason: DropReason::Zone,
+                inform,
+            },
+            Found::NotLocal => {
+                let o = self.not_local(&q, acl, out, true);
+                let Some((table, hint)) = hint else {
+                    return o;
+                };
+                let s = Subject {
+                    rrl: AnswerRrl {
+                        class: ResponseClass::Error,
+                        name: AccountName::Qname,
+                    },
+                    qname_hash: hash,
+                    qtype: q.qtype,
+                    qclass: q.qclass,
+                    edns_do: q.edns.map(|e| e.dnssec_ok),
+                };
+                self.rate_limit(table, Some(&hint), req, o, &s, out)
             }
-            Found::Drop { inform } => {
+        }
+    }
+
+    /// Builds a compiled answer as rate limiting decided: sent, dropped, or slipped (a
+    /// truncated empty reply, or for errors the answer itself); with `log-only`, sent with
+    /// the decision in [`ReplyInfo::rrl_would`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn emit_limited(
+        &self,
+        table: &Rrl,
+        verdict: Option<Limit>,
+        class: ResponseClass,
+        q: &Query<'_>,
+        acl: AclAction,
+        a: &Answer<'_>,
+        transport: Transport,
+        out: &mut [u8],
+    ) -> Outcome {
+        let Some(limit) = verdict else {
+            return self.emit(q, acl, a, transport, out, true);
+        };
+        let (o, slipped, would) = match limit {
+            _ if table.log_only() => (self.emit(q, acl, a, transport, out, true), false, true),
+            Limit::Drop => {
                 return Outcome::Drop {
-                    reason: DropReason::Zone,
-                    inform,
+                    reason: DropReason::RateLimited,
+                    inform: a.inform,
                 };
             }
-            Found::NotLocal => (
-                self.not_local(&q, acl, out, true),
-                AnswerRrl {
-                    class: ResponseClass::Error,
-                    name: AccountName::Qname,
-                },
-            ),
+            Limit::Slip if class == ResponseClass::Error => {
+                (self.emit(q, acl, a, transport, out, true), true, false)
+            }
+            Limit::Slip => {
+                let empty = Answer::empty(a.flags | flags::TC);
+                match self.emit(q, acl, &empty, transport, out, true) {
+                    Outcome::Reply { len, mut info } => {
+                        info.truncated = true;
+                        info.inform = a.inform;
+                        (Outcome::Reply { len, info }, true, false)
+                    }
+                    d => (d, false, false),
+                }
+            }
         };
-        let Some((table, hint)) = hint else {
-            return o;
-        };
-        let s = Subject {
-            rrl,
-            qname_hash: hash,
-            qtype: q.qtype,
-            qclass: q.qclass,
-            edns_do: q.edns.map(|e| e.dnssec_ok),
-        };
-        self.rate_limit(table, Some(&hint), req, o, &s, out)
+        match o {
+            Outcome::Reply { len, mut info } => {
+                info.slipped = slipped;
+                if would {
+                    info.rrl_would = Some(limit);
+                }
+                Outcome::Reply { len, info }
+            }
+            d => d,
+        }
     }
 
     /// Completes a general-path reply: its question type, then rate limiting.

@@ -301,10 +301,9 @@ fn endpoints(frame: &[u8], u: &Udp) -> (SocketAddr, SocketAddr) {
 /// writing the reply into the frame) and must be at least as long as the largest query
 /// accepted (the frame size).
 ///
-/// A reply too large for the frame is handed back as [`Verdict::Kernel`] before rate
-/// limiting charged it (the engine charges only replies it built), so the kernel path's own
-/// call charges it once; a reply truncated only by the frame size was charged here and is
-/// charged again there (replies over the frame size are rare: 4 KiB UMEM frames).
+/// With rate limiting, a reply that goes to the kernel path because it is larger than the
+/// frame is charged twice, here and by the kernel path's own call (such replies are rare
+/// with 4 KiB UMEM frames).
 pub fn handle_frame(
     engine: &Engine,
     now: u32,
