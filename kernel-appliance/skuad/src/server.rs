@@ -175,6 +175,8 @@ pub(crate) fn udp_worker(
             continue;
         }
         let t0 = Instant::now();
+        // One clock read per batch (rate limiting counts whole seconds).
+        let now = crate::clock::now_secs();
         let engine = shared.engine.load();
         for i in 0..n {
             let Some((q, peer)) = rx.get(i) else { continue };
@@ -182,7 +184,7 @@ pub(crate) fn udp_worker(
             let req = Request {
                 src: peer.ip(),
                 transport: Transport::Udp,
-                now: crate::clock::now_secs(),
+                now,
             };
             let o = engine.handle_query(&req, q, out);
             count(stats, &o, q);
