@@ -122,10 +122,13 @@ impl Token {
     }
 }
 
+/// Shortest token accepted, configured or presented.
+pub const MIN_TOKEN_LEN: usize = 16;
+
 fn plain(name: &str, t: &str) -> Result<[u8; 32], String> {
     // Short tokens can be guessed offline from a leaked hash; 16 characters of a random
     // token (e.g. `openssl rand -hex 16`) are the minimum.
-    if t.len() < 16 {
+    if t.len() < MIN_TOKEN_LEN {
         return Err(format!(
             "token '{name}' is shorter than 16 characters (use e.g. openssl rand -hex 32)"
         ));
@@ -144,6 +147,11 @@ pub struct Tokens(pub Vec<Token>);
 impl Tokens {
     /// The token matching `presented`, compared with every configured hash in constant time.
     pub fn check(&self, presented: &str) -> Option<&Token> {
+        // Tokens from env:/file: must have 16 characters; a sha256: hash could be that of a
+        // short or empty string (the SHA-256 of "" is a well-known value): never accept one.
+        if presented.len() < MIN_TOKEN_LEN {
+            return None;
+        }
         let h = hash_token(presented);
         let mut found: Option<&Token> = None;
         for t in &self.0 {
@@ -273,6 +281,15 @@ mod tests {
         assert_eq!(t.check("read-token-0000000").unwrap().role, Role::Read);
         assert!(t.check("admin-token-0000").is_none());
         assert!(t.check("").is_none());
+        // A hash of the empty string (or of any short string) never authenticates.
+        let empty = Tokens(vec![
+            Token::parse(
+                &format!("e read sha256:{}", hex::encode(hash_token(""))),
+                &env,
+            )
+            .unwrap(),
+        ]);
+        assert!(empty.check("").is_none());
         assert!(Role::Admin > Role::Operator && Role::Dns > Role::Read);
     }
 
