@@ -324,30 +324,28 @@ pub fn prometheus(ctl: &Control) -> String {
             n,
         );
     }
-    p.head("skua_query_duration_seconds", "histogram", "Time from a batch's arrival to its replies' sending, per query (kernel-socket UDP workers).");
-    let mut cum = 0u64;
-    for (i, n) in sock.latency.iter().enumerate() {
-        cum += n;
-        let le = LATENCY_BOUNDS_NS
-            .get(i)
-            .map(|b| format!("{}", *b as f64 / 1e9))
-            .unwrap_or_else(|| "+Inf".into());
+    p.head("skua_query_duration_seconds", "histogram", "Per query, the time from its batch's pickup to the batch's replies being handed to the kernel (sendmmsg on the socket path, the TX ring kick on the AF_XDP path).");
+    for (path, t) in [("socket", &sock), ("xdp", &xdp_t)] {
+        let mut cum = 0u64;
+        for (i, n) in t.latency.iter().enumerate() {
+            cum += n;
+            let le = LATENCY_BOUNDS_NS
+                .get(i)
+                .map(|b| format!("{}", *b as f64 / 1e9))
+                .unwrap_or_else(|| "+Inf".into());
+            p.line(
+                "skua_query_duration_seconds_bucket",
+                &[("path", path), ("le", &le)],
+                cum,
+            );
+        }
         p.line(
-            "skua_query_duration_seconds_bucket",
-            &[("path", "socket"), ("le", &le)],
-            cum,
+            "skua_query_duration_seconds_sum",
+            &[("path", path)],
+            t.latency_sum_ns as f64 / 1e9,
         );
+        p.line("skua_query_duration_seconds_count", &[("path", path)], cum);
     }
-    p.line(
-        "skua_query_duration_seconds_sum",
-        &[("path", "socket")],
-        sock.latency_sum_ns as f64 / 1e9,
-    );
-    p.line(
-        "skua_query_duration_seconds_count",
-        &[("path", "socket")],
-        cum,
-    );
 
     p.head(
         "skua_xdp_queue_packets_total",

@@ -191,6 +191,7 @@ pub fn run(
         q.refill();
         let tx_before = q.counters.tx;
         let full_before = q.counters.tx_ring_full;
+        let t0 = std::time::Instant::now();
         let n = q.process_rx(
             |buf, len| match handle_frame(&engine, now, buf, len, &mut scratch) {
                 Verdict::Reply { len, info } => {
@@ -234,6 +235,12 @@ pub fn run(
         // (measured: 15 % of replies lost to a full TX ring with one kick per batch).
         if produced {
             kick_tx(sock);
+        }
+        if n > 0 {
+            // Per query: from the batch's pickup to its replies handed to the kernel.
+            stats
+                .replies
+                .record_latency(t0.elapsed().as_nanos() as u64, n as u64);
         }
         for (query, client, server) in slow_queue.drain(..) {
             let req = Request {
