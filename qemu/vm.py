@@ -16,6 +16,7 @@ appliance autologins root on it and skuad logs there (StandardError=journal+cons
 import argparse
 import base64
 import glob
+import hashlib
 import os
 import re
 import shutil
@@ -356,11 +357,19 @@ def wait_blessed(vm, version, timeout):
         time.sleep(5)
 
 
+# An API token for the upgrade test (its SHA-256 goes in the guest's configuration).
+VM_TOKEN = "vm-upgrade-test-token-0123456789"
+
+
 def check_persisted(vm):
     got = vm.kdig("persist.skua.test.", "A")
     if got != "198.18.1.77":
         raise RuntimeError(f"persist.skua.test. (data partition): got {got!r}, want '198.18.1.77'")
     log("persist.skua.test. A -> 198.18.1.77 (from the data partition)")
+    got = vm.kdig("api.skua.test.", "A")
+    if got != "198.18.1.78":
+        raise RuntimeError(f"api.skua.test. (added through the REST API): got {got!r}, want '198.18.1.78'")
+    log("api.skua.test. A -> 198.18.1.78 (added through the REST API, kept in its state file)")
 
 
 def upgrade(args):
@@ -381,14 +390,22 @@ def upgrade(args):
         # Operator data on the data partition (created at this first boot) must outlive
         # upgrades and rollbacks.
         mark = len(vm.console())
+        token_hash = hashlib.sha256(VM_TOKEN.encode()).hexdigest()
         out, rc = vm.run("findmnt -n -o SOURCE,FSTYPE /var/lib/skua && mkdir -p /var/lib/skua/conf.d && "
                          "printf 'server:\\n    local-data: \"persist.skua.test. 300 IN A 198.18.1.77\"\\n' "
-                         "> /var/lib/skua/conf.d/persist.conf && systemctl reload skuad", 60)
+                         "> /var/lib/skua/conf.d/persist.conf && "
+                         f"printf 'api:\\n    token: \"vm dns sha256:{token_hash}\"\\n' "
+                         "> /var/lib/skua/conf.d/api.conf && systemctl reload skuad", 60)
         if rc != 0:
             raise RuntimeError(f"no data partition at /var/lib/skua, or the reload failed: {out!r}")
         # `systemctl reload` returns once the signal is sent; the reload itself logs.
         vm.wait_for(r"skuad info: reloaded: ", 120, mark, what="skuad's reload")
         log(f"data partition: {out.strip().splitlines()[0]}")
+        # A record through the REST API (skuactl in the guest): written to the state file on
+        # the data partition, so upgrades and rollbacks keep it too.
+        out, rc = vm.run(f"SKUA_TOKEN={VM_TOKEN} skuactl record add 'api.skua.test. 300 IN A 198.18.1.78'", 60)
+        if rc != 0:
+            raise RuntimeError(f"skuactl record add through the API failed (exit {rc}): {out!r}")
         check_persisted(vm)
         out, rc = vm.run("skuactl upgrade /dev/vdb", 600)
         log(f"skuactl upgrade /dev/vdb (exit {rc}):\n{out.strip()}")
