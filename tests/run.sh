@@ -12,7 +12,8 @@ FUZZ_SECS="${FUZZ_SECS:-60}"
 # --- system packages -------------------------------------------------------------------
 missing=()
 for pair in unbound:unbound nsd:nsd dig:bind9-dnsutils kdig:knot-dnsutils ip:iproute2 \
-    clang:clang llvm-strip:llvm dnsperf:dnsperf sha256sum:coreutils ethtool:ethtool ping:iputils-ping python3:python3; do
+    clang:clang llvm-strip:llvm dnsperf:dnsperf sha256sum:coreutils curl:curl openssl:openssl \
+    ethtool:ethtool ping:iputils-ping python3:python3; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
 done
 # python3-venv: schemathesis (PyPI) runs in a venv.
