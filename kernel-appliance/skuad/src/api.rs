@@ -699,29 +699,14 @@ pub async fn bind(cfg: &skua_config::Config) -> Result<Vec<tokio::net::TcpListen
     }
     let mut out = Vec::new();
     for i in &a.interfaces {
-        let addr = parse_addr(&i.value, a.port).map_err(|e| format!("{}: {e}", i.loc))?;
+        let addr =
+            crate::load::parse_addr(&i.value, a.port).map_err(|e| format!("{}: {e}", i.loc))?;
         let l = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| format!("{}: cannot listen on {addr}: {e}", i.loc))?;
         out.push(l);
     }
     Ok(out)
-}
-
-/// `ADDR` or `ADDR@PORT`.
-pub fn parse_addr(s: &str, port: u16) -> Result<SocketAddr, String> {
-    let (host, port) = match s.split_once('@') {
-        Some((h, p)) => (
-            h,
-            p.parse::<u16>()
-                .map_err(|_| format!("bad port in api interface '{s}'"))?,
-        ),
-        None => (s, port),
-    };
-    let ip: std::net::IpAddr = host
-        .parse()
-        .map_err(|_| format!("api interface '{s}' is not an IP address"))?;
-    Ok(SocketAddr::new(ip, port))
 }
 
 /// A TLS server configuration from PEM files (certificate chain, private key). Only
@@ -860,18 +845,5 @@ mod tests {
         let v4: u128 = u128::from(std::net::Ipv4Addr::new(198, 18, 0, 0).to_ipv6_mapped());
         assert_eq!(netblock_text(v4, 96 + 15), "198.18.0.0/15");
         assert_eq!(netblock_text(0xfd00 << 112, 8), "fd00::/8");
-    }
-
-    #[test]
-    fn addresses() {
-        assert_eq!(
-            parse_addr("127.0.0.1", 8053).unwrap().to_string(),
-            "127.0.0.1:8053"
-        );
-        assert_eq!(
-            parse_addr("::1@9000", 8053).unwrap().to_string(),
-            "[::1]:9000"
-        );
-        assert!(parse_addr("localhost", 8053).is_err());
     }
 }

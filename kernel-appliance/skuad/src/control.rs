@@ -659,9 +659,8 @@ impl Control {
                 serde_json::json!({"changes": described, "result": "refused", "error": e.message()})
             }
         };
-        let this = self;
         tokio::task::block_in_place(|| {
-            this.record(skua_audit::kind::API_WRITE, actor, source, detail)
+            self.record(skua_audit::kind::API_WRITE, actor, source, detail)
         });
         r
     }

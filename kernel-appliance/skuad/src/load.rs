@@ -105,22 +105,24 @@ fn hostname() -> String {
         .unwrap_or_else(|_| "skuad".into())
 }
 
-fn parse_interface(s: &str, port: u16, loc: &Loc) -> Result<SocketAddr, LoadError> {
+/// `ADDR` or `ADDR@PORT` (unbound.conf's `interface:` syntax), `port` when none is given.
+pub fn parse_addr(s: &str, port: u16) -> Result<SocketAddr, String> {
     let (host, port) = match s.split_once('@') {
         Some((h, p)) => (
             h,
             p.parse::<u16>()
-                .map_err(|_| at(loc, format!("bad port in interface '{s}'")))?,
+                .map_err(|_| format!("bad port in interface '{s}'"))?,
         ),
         None => (s, port),
     };
     let ip: IpAddr = host.parse().map_err(|_| {
-        at(
-            loc,
-            format!("interface '{s}' is not an IP address (interface names are not supported yet)"),
-        )
+        format!("interface '{s}' is not an IP address (interface names are not supported yet)")
     })?;
     Ok(SocketAddr::new(ip, port))
+}
+
+fn parse_interface(s: &str, port: u16, loc: &Loc) -> Result<SocketAddr, LoadError> {
+    parse_addr(s, port).map_err(|e| at(loc, e))
 }
 
 fn parse_cpus(s: &str) -> Option<Vec<usize>> {
@@ -445,6 +447,19 @@ mod tests {
         .err()
         .unwrap();
         assert!(e.0.starts_with("t.conf:3: "), "{e}");
+    }
+
+    #[test]
+    fn addresses() {
+        assert_eq!(
+            parse_addr("127.0.0.1", 8053).unwrap().to_string(),
+            "127.0.0.1:8053"
+        );
+        assert_eq!(
+            parse_addr("::1@9000", 8053).unwrap().to_string(),
+            "[::1]:9000"
+        );
+        assert!(parse_addr("localhost", 8053).is_err());
     }
 
     #[test]

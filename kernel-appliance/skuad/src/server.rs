@@ -116,16 +116,9 @@ impl Source {
     }
 }
 
-/// QTYPE of a query's question (a few bytes past the name; `None` if malformed).
-fn query_type(q: &[u8]) -> Option<u16> {
-    let name = q.get(12..)?;
-    let len = skua_engine::name::wire_name_len(name)?;
-    let t = name.get(len..len + 2)?;
-    Some(u16::from_be_bytes([t[0], t[1]]))
-}
-
-fn count(s: &WorkerStats, o: &Outcome, q: &[u8]) {
-    s.record(o, query_type(q));
+fn count(s: &WorkerStats, o: &Outcome) {
+    // Replies carry their QTYPE (ReplyInfo::qtype); drops are counted by reason only.
+    s.record(o, None);
 }
 
 fn inform(o: &Outcome, peer: SocketAddr, q: &[u8]) {
@@ -187,7 +180,7 @@ pub(crate) fn udp_worker(
                 now,
             };
             let o = engine.handle_query(&req, q, out);
-            count(stats, &o, q);
+            count(stats, &o);
             inform(&o, peer, q);
             if let Outcome::Reply { len, .. } = o {
                 tx.push(len, peer);
@@ -250,7 +243,7 @@ async fn tcp_conn(
             now: crate::clock::now_secs(),
         };
         let o = engine.handle_query(&req, &q[..n], &mut out[2..]);
-        count(stats, &o, &q[..n]);
+        count(stats, &o);
         inform(&o, peer, &q[..n]);
         match o {
             Outcome::Reply { len, .. } => {

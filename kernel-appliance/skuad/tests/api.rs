@@ -259,9 +259,7 @@ fn changes_are_served_at_once_and_survive_a_restart() {
     .unwrap();
     assert_eq!(r.status, 201, "{r:?}");
     // The write returns once the new engine serves: the very next query sees it.
-    let served = Instant::now();
     assert_eq!(ask(d.dns, "www.api.example.net."), (0, 1, [198, 18, 7, 7]));
-    assert!(served.elapsed() < Duration::from_millis(100));
     assert_eq!(
         ask(d.dns, "nope.api.example.net.").0,
         3,
