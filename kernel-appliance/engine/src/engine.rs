@@ -14,7 +14,7 @@ use crate::general;
 use crate::localzone::{LocalZoneType, default_zones};
 use crate::name::WireName;
 use crate::rr::{Rr, class, rtype};
-use crate::rrl::{AccountName, AnswerRrl, Limit, Prefetched, Response, ResponseClass, Rrl};
+use crate::rrl::{AccountName, AnswerRrl, Limit, Response, ResponseClass, Rrl};
 use crate::store::{self, AnsRef, Answer, AuthZoneSpec, BuildError, LocalZoneSpec, Tree};
 use crate::wire::{self, HEADER_LEN, OPT_RR_LEN, Query, flags, rcode};
 
@@ -337,15 +337,12 @@ impl Engine {
             *k = b.to_ascii_lowercase();
         }
         let hash = store::name_hash(key);
-        // Start loading the client's rate-limiting bucket for this name now: the load
-        // overlaps the lookup and the copy below.
-        let hint = self.rrl.as_deref().map(|t| (t, t.prefetch(req.src, hash)));
         match self.find_hashed(key, hash, q.qtype) {
-            Found::Answer(a) => match hint {
+            Found::Answer(a) => match self.rrl.as_deref() {
                 None => self.emit(&q, acl, &a, req.transport, out, true),
                 // Decided before the reply is built: a dropped or slipped answer costs less
                 // than a sent one, which is what a flood needs.
-                Some((table, hint)) => {
+                Some(table) => {
                     let rrl = a.rrl();
                     let (name_hash, wildcard) = rrl.name.resolve(hash);
                     let resp = Response {
@@ -356,7 +353,7 @@ impl Engine {
                         wildcard,
                     };
                     let tcp = req.transport == Transport::Tcp;
-                    let verdict = table.check_prefetched(&hint, req.now, tcp, &resp);
+                    let verdict = table.check(req.now, req.src, tcp, &resp);
                     self.emit_limited(table, verdict, rrl.class, &q, acl, &a, req.transport, out)
                 }
             },
@@ -366,7 +363,7 @@ impl Engine {
             },
             Found::NotLocal => {
                 let o = self.not_local(&q, acl, out, true);
-                let Some((table, hint)) = hint else {
+                let Some(table) = self.rrl.as_deref() else {
                     return o;
                 };
                 let s = Subject {
@@ -379,7 +376,7 @@ impl Engine {
                     qclass: q.qclass,
                     edns_do: q.edns.map(|e| e.dnssec_ok),
                 };
-                self.rate_limit(table, Some(&hint), req, o, &s, out)
+                self.rate_limit(table, req, o, &s, out)
             }
         }
     }
@@ -487,7 +484,7 @@ impl Engine {
             qclass: question.map_or(0, |(_, _, c)| c),
             edns_do: meta.edns_do,
         };
-        self.rate_limit(table, None, req, o, &s, out)
+        self.rate_limit(table, req, o, &s, out)
     }
 
     /// Charges a reply to its account; drops it, slips it or lets it through.
@@ -495,7 +492,6 @@ impl Engine {
     fn rate_limit(
         &self,
         table: &Rrl,
-        hint: Option<&Prefetched>,
         req: &Request,
         o: Outcome,
         s: &Subject,
@@ -513,10 +509,7 @@ impl Engine {
             wildcard,
         };
         let tcp = req.transport == Transport::Tcp;
-        let verdict = match hint {
-            Some(h) => table.check_prefetched(h, req.now, tcp, &resp),
-            None => table.check(req.now, req.src, tcp, &resp),
-        };
+        let verdict = table.check(req.now, req.src, tcp, &resp);
         let Some(limit) = verdict else {
             return o;
         };
