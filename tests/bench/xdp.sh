@@ -18,6 +18,10 @@
 #                program answers the zone's names itself, the AF_XDP queue the rest
 #   skuad-xsk    the same with --xdp-answers 0: every query through the AF_XDP queue
 #   skuad-sock   skuad --no-xdp --config F              (F has so-rcvbuf: 8m)
+#   skuad-xsk-rrl, skuad-sock-rrl   skuad-xsk and skuad-sock with response rate limiting on in
+#                log-only mode (rrl-responses-per-second: 5, rrl-log-only: yes): every response
+#                is charged to its account and sent anyway; with --sources, the cost of rate
+#                limiting through a dataplane (not in the default list)
 #   knotd-xdp    knotd 3.x, 'xdp: listen: xbs0@53, udp: on', 1 UDP worker
 #   ceiling      bpf/bench/xdp_tx_ceiling.bpf.c (clang -target bpf), attached with
 #                'ip link set dev xbs0 xdpdrv obj ... sec xdp': answers every query with a
@@ -63,7 +67,11 @@ usage: tests/bench/xdp.sh [options]                 (as root)
                        (highest rate before the first with >= 1 % loss) and, at --cpu-rate,
                        for the CPU phase; no confirmation run: < 2 min
   --reps N             repetitions (default 3)
-  --servers LIST       comma-separated (default skuad-xdp,skuad-xsk,skuad-sock,knotd-xdp,ceiling)
+  --servers LIST       comma-separated (default skuad-xdp,skuad-xsk,skuad-sock,knotd-xdp,ceiling;
+                       also skuad-xsk-rrl, skuad-sock-rrl)
+  --sources NET        kxdpgun sends from every address of NET (e.g. 198.18.128.0/17, outside
+                       198.18.0.0/24; the server routes NET via the client) instead of from
+                       198.18.0.2 alone: many clients, for rate limiting
   --rates LIST         fixed offered rates, qps (default 25000,50000,100000,200000,400000,
                        800000,1600000)
   --step-secs S        seconds per fixed-rate step (default 5)
@@ -83,8 +91,10 @@ usage: tests/bench/xdp.sh [options]                 (as root)
 EOF
 }
 
-ALL_SERVERS="skuad-xdp,skuad-xsk,skuad-sock,knotd-xdp,ceiling"
-REPS=3 SERVERS=$ALL_SERVERS QUICK=0 DEPS=0 DEPS_ONLY=0 PLOT=1 OUT=""
+DEFAULT_SERVERS="skuad-xdp,skuad-xsk,skuad-sock,knotd-xdp,ceiling"
+ALL_SERVERS="$DEFAULT_SERVERS,skuad-xsk-rrl,skuad-sock-rrl"
+SOURCES=""
+REPS=3 SERVERS=$DEFAULT_SERVERS QUICK=0 DEPS=0 DEPS_ONLY=0 PLOT=1 OUT=""
 RATES="25000,50000,100000,200000,400000,800000,1600000"
 LADDER_SECS=3 STEP_SECS=5 CPU_RATE=50000 CPU_SECS=10 CONFIRM_SECS=10
 WAIT_QUIET=30 QUIET_PCT=10 WAIT_OTHER=2400 RETRY=1 BISECT=2 CLIENT_FIFO=0
@@ -96,6 +106,7 @@ while [[ $# -gt 0 ]]; do
         --quick) QUICK=1 ;;
         --reps) REPS=$2; shift ;;
         --servers) SERVERS=$2; shift ;;
+        --sources) SOURCES=$2; shift ;;
         --rates) RATES=$2; shift ;;
         --step-secs) STEP_SECS=$2; STEP_GIVEN=1; shift ;;
         --cpu-rate) CPU_RATE=$2; shift ;;
@@ -128,6 +139,10 @@ for s in "${SERVER_LIST[@]}"; do
     [[ ",$ALL_SERVERS," == *",$s,"* ]] || die "unknown server '$s' (known: $ALL_SERVERS)"
 done
 for r in "${RATE_LIST[@]}"; do [[ $r =~ ^[0-9]+$ && $r -gt 0 ]] || die "bad rate '$r' in --rates"; done
+if [[ -n $SOURCES ]]; then
+    [[ $SOURCES =~ ^198\.1[89]\.[0-9]+\.[0-9]+/(1[5-9]|2[0-9]|3[0-2])$ && $SOURCES != 198.18.0.* ]] ||
+        die "--sources must be a prefix inside 198.18.0.0/15 and outside 198.18.0.0/24 (got '$SOURCES')"
+fi
 
 [[ $(id -u) == 0 ]] || die "run as root (network namespaces, XDP)"
 
@@ -305,6 +320,9 @@ auth-zone:
     name: "internal."
     zonefile: "$WORK/internal.zone"
 EOF
+# The same with response rate limiting on, log-only: every response charged, none withheld.
+sed 's/^    so-rcvbuf: 8m$/&\n    rrl-responses-per-second: 5\n    rrl-log-only: yes/' "$WORK/skuad.conf" > "$WORK/skuad-rrl.conf"
+grep -q rrl-log-only "$WORK/skuad-rrl.conf" || die "cannot write $WORK/skuad-rrl.conf"
 mkdir -p "$WORK/knot"
 cat > "$WORK/knot-xdp.conf" <<EOF
 server:
@@ -353,6 +371,8 @@ MAC_S=$(ip -n "$NS_S" -br link show "$IF_S" | awk '{print $3}')
 MAC_C=$(ip -n "$NS_C" -br link show "$IF_C" | awk '{print $3}')
 ip -n "$NS_S" neigh replace "$IP_C" lladdr "$MAC_C" dev "$IF_S" nud permanent
 ip -n "$NS_C" neigh replace "$IP_S" lladdr "$MAC_S" dev "$IF_C" nud permanent
+# --sources: the kernel-socket servers answer those clients through the client end.
+if [[ -n $SOURCES ]]; then ip -n "$NS_S" route replace "$SOURCES" via "$IP_C" dev "$IF_S"; fi
 in_s sh -c "echo 1 > /sys/class/net/$IF_S/threaded" || die "threaded NAPI unavailable on $IF_S"
 in_c sh -c "echo 1 > /sys/class/net/$IF_C/threaded" || die "threaded NAPI unavailable on $IF_C"
 
@@ -489,6 +509,8 @@ start_server() { # start_server NAME TAG
         skuad-xdp) ip netns exec "$NS_S" taskset -c "$SRV_CPU" "$WORK/skuad" --config "$WORK/skuad.conf" --xdp-mode native > "$log" 2>&1 & SERVER_PID=$! ;;
         skuad-xsk) ip netns exec "$NS_S" taskset -c "$SRV_CPU" "$WORK/skuad" --config "$WORK/skuad.conf" --xdp-mode native --xdp-answers 0 > "$log" 2>&1 & SERVER_PID=$! ;;
         skuad-sock) ip netns exec "$NS_S" taskset -c "$SRV_CPU" "$WORK/skuad" --no-xdp --config "$WORK/skuad.conf" > "$log" 2>&1 & SERVER_PID=$! ;;
+        skuad-xsk-rrl) ip netns exec "$NS_S" taskset -c "$SRV_CPU" "$WORK/skuad" --config "$WORK/skuad-rrl.conf" --xdp-mode native --xdp-answers 0 > "$log" 2>&1 & SERVER_PID=$! ;;
+        skuad-sock-rrl) ip netns exec "$NS_S" taskset -c "$SRV_CPU" "$WORK/skuad" --no-xdp --config "$WORK/skuad-rrl.conf" > "$log" 2>&1 & SERVER_PID=$! ;;
         knotd-xdp) ip netns exec "$NS_S" taskset -c "$SRV_CPU" knotd -c "$WORK/knot-xdp.conf" > "$log" 2>&1 & SERVER_PID=$! ;;
         ceiling)
             in_s ip link set dev "$IF_S" xdpdrv obj "$WORK/xdp_tx_ceiling.bpf.o" sec xdp > "$log" 2>&1 ||
@@ -527,7 +549,7 @@ start_server() { # start_server NAME TAG
         die "$name not ready after 15 s (skuad-xdp: log must say 'xdp: self-test passed on $IF_S'; every server: h7.internal. A -> $want)"
     fi
     case $name in
-        skuad-xdp|skuad-xsk|knotd-xdp)
+        skuad-xdp|skuad-xsk|skuad-xsk-rrl|knotd-xdp)
             [[ $(in_s ip -d link show dev "$IF_S") == *prog/xdp* ]] || die "$name: no XDP program on $IF_S" ;;
     esac
     pin_napi
@@ -549,7 +571,7 @@ measure() {
     f="$OUT/logs/$SERVER_TAG.$phase-$rate-${secs}s.$((++MEASURE_N)).kx.log"
     a=$(snapshot)
     timeout $((secs + 30)) ip netns exec "$NS_C" taskset -c "$GEN_CPU" kxdpgun -t "$secs" -Q "$rate" \
-        -i "$WORK/queries.txt" -I "$IF_C" -l "$IP_C" -L "$MAC_C" -R "$MAC_S" -F "$GEN_CPU" "$IP_S" > "$f" 2>&1 ||
+        -i "$WORK/queries.txt" -I "$IF_C" -l "${SOURCES:-$IP_C}" -L "$MAC_C" -R "$MAC_S" -F "$GEN_CPU" "$IP_S" > "$f" 2>&1 ||
         log "warning: kxdpgun exited with an error (log $f)"
     sleep 0.2   # late replies
     b=$(snapshot)
@@ -793,11 +815,11 @@ for s in servers:
         v = S[s]["fixed"][r]
         sa = None if v["srv_answers"] is None or not v["dur"] else v["srv_answers"] / v["dur"]
         extra = ""
-        if s in ("skuad-xdp", "skuad-xsk"):
+        if s in ("skuad-xdp", "skuad-xsk", "skuad-xsk-rrl"):
             extra = f" | xdp tx full {num(v['xdp_tx_full'], '{:.0f}')}, xsk rx_dropped {num(v['xsk_rx_dropped'], '{:.0f}')}, fill empty {num(v['xsk_fill_empty'], '{:.0f}')}, socket queries {num(v['sock_queries'], '{:.0f}')}"
-        if s == "skuad-sock":
+        if s in ("skuad-sock", "skuad-sock-rrl"):
             extra = f" | rcvbuf errors {num(v['rcvbuf'], '{:.0f}')}"
-        if s in ("skuad-xdp", "skuad-xsk", "knotd-xdp", "ceiling"):
+        if s in ("skuad-xdp", "skuad-xsk", "skuad-xsk-rrl", "knotd-xdp", "ceiling"):
             extra += f" | UdpInDatagrams {num(v['udp_in'], '{:.0f}')}"
         p(f"  {s:<10} {k(r, 0):>6}: loss {num(v['loss_pct']):>6} | {num(v['q_drops'], '{:.0f}'):>8}/{num(v['r_drops'], '{:.0f}'):<8} | kx {k(v['kx_replies_pps']):>7} | srv {k(sa):>7} | {num(v['cpu_us_per_ans'], '{:.3f}')}{extra}")
 p("")
@@ -806,11 +828,11 @@ def ratio(a, b):
     return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}"
 
 p("ratios (medians):")
-base = "skuad-xdp"
-if base in S:
-    for other in ("knotd-xdp", "ceiling", "skuad-sock", "skuad-xsk"):
-        if other not in S:
-            continue
+pairs = [("skuad-xdp", o) for o in ("knotd-xdp", "ceiling", "skuad-sock", "skuad-xsk")]
+# The cost of rate limiting through each dataplane: with it (log-only) over without.
+pairs += [("skuad-xsk-rrl", "skuad-xsk"), ("skuad-sock-rrl", "skuad-sock")]
+for base, other in pairs:
+    if base in S and other in S:
         a, b = S[base], S[other]
         p(f"  {base} / {other:<10}: ladder {ratio(a['ladder'], b['ladder'])}, confirm {ratio(a['confirm_ans_rate'], b['confirm_ans_rate'])}, "
           f"peak answered {ratio(a['peak'], b['peak'])}, CPU per answer {ratio(a['cpu_cpu_us_per_ans'], b['cpu_cpu_us_per_ans'])} "
@@ -847,7 +869,8 @@ if plot:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(10, 6.5), dpi=110)
-    marks = {"skuad-xdp": "o", "skuad-xsk": "v", "skuad-sock": "s", "knotd-xdp": "^", "ceiling": "D"}
+    marks = {"skuad-xdp": "o", "skuad-xsk": "v", "skuad-sock": "s", "knotd-xdp": "^", "ceiling": "D",
+             "skuad-xsk-rrl": "<", "skuad-sock-rrl": "p"}
     for s in servers:
         xs = [r for r in rates if S[s]["fixed"][r]["ans_rate"] is not None]
         ax.plot(xs, [S[s]["fixed"][r]["ans_rate"] for r in xs], marker=marks.get(s, "x"), label=s)
