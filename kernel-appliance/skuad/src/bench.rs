@@ -251,7 +251,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
         .rrl
         .clone()
         .or(config_rrl)
-        .map(|c| Arc::new(Rrl::new(c, rrl_seed())));
+        .map(|c| Arc::new(Rrl::new(c, crate::load::rrl_seed())));
     if let Some(t) = &table {
         engine.set_rrl(Some(t.clone()));
     }
@@ -276,13 +276,6 @@ pub fn main(args: &[String]) -> Result<(), String> {
         );
     }
     Ok(())
-}
-
-/// A fresh key for the rate-limiting hash, as a daemon would pick (no RNG dependency: the
-/// process's randomly keyed std hasher).
-pub fn rrl_seed() -> u64 {
-    use std::hash::{BuildHasher, RandomState};
-    RandomState::new().hash_one(std::process::id())
 }
 
 /// One measured pass set: the encoded queries, their client addresses, and how often.

@@ -53,7 +53,7 @@ pub fn rrl_table(prev: Option<RrlTable>, cfg: Option<RrlConfig>) -> Option<RrlTa
                 if cfg.log_only { ", log only" } else { "" }
             ));
             Some(RrlTable {
-                table: Arc::new(Rrl::new(cfg.clone(), crate::bench::rrl_seed())),
+                table: Arc::new(Rrl::new(cfg.clone(), crate::load::rrl_seed())),
                 config: cfg,
             })
         }

@@ -363,6 +363,13 @@ pub fn load_config(cfg: Config, base: Option<PathBuf>) -> Result<Loaded, LoadErr
     })
 }
 
+/// A fresh key for the rate-limiting hash, as a daemon would pick (no RNG dependency: the
+/// process's randomly keyed std hasher).
+pub fn rrl_seed() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(std::process::id())
+}
+
 /// The `rrl-*:` directives as the engine's options (`None`: rate limiting off).
 fn rrl_config(r: &skua_config::Rrl) -> Result<Option<skua_engine::rrl::RrlConfig>, LoadError> {
     if !r.enabled() {

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpStream, UdpSocket};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-const SKUAD: &str = env!("CARGO_BIN_EXE_skuad");
-const LO: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+mod common;
+use common::{LO, SKUAD, free_port, query};
 
 const A: u16 = 1;
 const CNAME: u16 = 5;
@@ -24,21 +24,6 @@ const REFUSED: u8 = 5;
 
 // ---------------------------------------------------------------------------------------
 // DNS messages, by hand.
-
-/// A query with RD set, one question, class IN.
-fn query(id: u16, name: &str, qtype: u16) -> Vec<u8> {
-    let mut q = Vec::with_capacity(64);
-    q.extend_from_slice(&id.to_be_bytes());
-    q.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
-    for label in name.split('.').filter(|l| !l.is_empty()) {
-        q.push(u8::try_from(label.len()).expect("label too long"));
-        q.extend_from_slice(label.as_bytes());
-    }
-    q.push(0);
-    q.extend_from_slice(&qtype.to_be_bytes());
-    q.extend_from_slice(&1u16.to_be_bytes());
-    q
-}
 
 /// The header fields of a reply, and its bytes.
 #[derive(Debug)]
@@ -230,24 +215,6 @@ impl Drop for TestDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-/// A port free for both UDP and TCP on 127.0.0.1, never handed out twice in this process.
-fn free_port() -> u16 {
-    static USED: Mutex<Vec<u16>> = Mutex::new(Vec::new());
-    for _ in 0..100 {
-        let l = TcpListener::bind((LO, 0)).expect("bind port 0");
-        let port = l.local_addr().unwrap().port();
-        if UdpSocket::bind((LO, port)).is_err() {
-            continue;
-        }
-        let mut used = USED.lock().unwrap();
-        if !used.contains(&port) {
-            used.push(port);
-            return port;
-        }
-    }
-    panic!("no free port found on 127.0.0.1");
 }
 
 /// A configuration on 127.0.0.1:`port` with a static zone `example.` holding

@@ -1,4 +1,4 @@
-//! Helpers shared by the API integration tests: a running skuad with API tokens of each
+//! Helpers shared by the integration tests (API, reload under load, RRL, daemon): a running skuad with API tokens of each
 //! role, a hand-written HTTP/1.1 client (the tests do not share the server's HTTP stack),
 //! and DNS queries over UDP.
 
@@ -35,10 +35,11 @@ pub fn sha256_hex(s: &str) -> String {
     String::from_utf8(out.stdout).unwrap()[..64].to_string()
 }
 
+/// A port free for both UDP and TCP on 127.0.0.1, never handed out twice in this process.
 pub fn free_port() -> u16 {
     static USED: Mutex<Vec<u16>> = Mutex::new(Vec::new());
-    loop {
-        let l = TcpListener::bind((LO, 0)).unwrap();
+    for _ in 0..100 {
+        let l = TcpListener::bind((LO, 0)).expect("bind port 0");
         let port = l.local_addr().unwrap().port();
         if UdpSocket::bind((LO, port)).is_err() {
             continue;
@@ -49,6 +50,7 @@ pub fn free_port() -> u16 {
             return port;
         }
     }
+    panic!("no free port found on 127.0.0.1");
 }
 
 pub struct Dir(pub PathBuf);
@@ -213,14 +215,18 @@ pub fn tok(role: &str) -> &'static str {
     TOKENS.iter().find(|(r, _)| *r == role).unwrap().1
 }
 
+/// A query with RD set, one question, class IN.
 pub fn query(id: u16, name: &str, qtype: u16) -> Vec<u8> {
-    let mut q = id.to_be_bytes().to_vec();
-    q.extend_from_slice(&[0x01, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
-    for l in name.split('.').filter(|l| !l.is_empty()) {
-        q.push(l.len() as u8);
-        q.extend_from_slice(l.as_bytes());
+    let mut q = Vec::with_capacity(64);
+    q.extend_from_slice(&id.to_be_bytes());
+    q.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
+    for label in name.split('.').filter(|l| !l.is_empty()) {
+        q.push(u8::try_from(label.len()).expect("label too long"));
+        q.extend_from_slice(label.as_bytes());
     }
-    q.extend_from_slice(&[0, (qtype >> 8) as u8, qtype as u8, 0, 1]);
+    q.push(0);
+    q.extend_from_slice(&qtype.to_be_bytes());
+    q.extend_from_slice(&1u16.to_be_bytes());
     q
 }
 
