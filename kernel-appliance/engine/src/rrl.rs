@@ -1762,6 +1762,73 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
 
+        /// One account through any sequence of seconds (forward, repeated, a little
+        /// backward as a slower worker's clock would be) gives, response by response, the
+        /// verdicts of a plain model of BIND's `debit_rrl_entry`, written here without the
+        /// packed word, the in-place debit or the table.
+        #[test]
+        fn one_account_follows_a_model_of_bind(
+            steps in proptest::collection::vec((0u32..5, any::<bool>(), 1usize..25), 1..30),
+            rate in 1u32..30,
+            window in 1u32..20,
+            slip in 0u8..5,
+            start in 0u32..100_000,
+        ) {
+            let r = Rrl::new(
+                RrlConfig {
+                    responses_per_second: rate,
+                    window,
+                    slip,
+                    ..RrlConfig::default()
+                },
+                11,
+            );
+            let name = wire("www.example.");
+            let a = answer(&name);
+            // The model: balance, last second charged, slip counter.
+            let mut acct: Option<(i64, u32, u32)> = None;
+            let (rate_l, window_l) = (i64::from(rate), i64::from(window));
+            let mut now = start;
+            for (dt, back, n) in steps {
+                // A step back of up to 2 s (within MAX_TIME_TRAVEL) counts as "now".
+                now = if back { now.wrapping_sub(dt.min(2)) } else { now.wrapping_add(dt) };
+                for _ in 0..n {
+                    let (mut bal, mut sc, time) = match acct {
+                        None => (rate_l, 0, now),
+                        Some((b, t, c)) => {
+                            let el = now.wrapping_sub(t) & 0x3fff;
+                            let el = if el > 0x3fff - 5 { 0 } else { i64::from(el) };
+                            let time = if el == 0 { t } else { now };
+                            if el > window_l || b + rate_l * el > rate_l {
+                                (rate_l, 0, time)
+                            } else {
+                                (b + rate_l * el, c, time)
+                            }
+                        }
+                    };
+                    bal -= 1;
+                    let want = if bal >= 0 {
+                        None
+                    } else {
+                        bal = bal.max(-window_l * rate_l);
+                        let mut v = Limit::Drop;
+                        if slip != 0 {
+                            if sc == 0 {
+                                v = Limit::Slip;
+                            }
+                            sc += 1;
+                            if sc >= u32::from(slip) {
+                                sc = 0;
+                            }
+                        }
+                        Some(v)
+                    };
+                    acct = Some((bal, time & 0x3fff, sc));
+                    prop_assert_eq!(r.check(now, ip("198.18.0.1"), false, &a), want);
+                }
+            }
+        }
+
         /// Any response, client, time and option set: no panic, the table stays in bounds.
         #[test]
         fn never_panics(
