@@ -160,9 +160,9 @@ pub fn drop_slot(r: DropReason) -> usize {
 }
 
 impl Counters {
-    /// Counts one query's outcome; `qtype` is the question's type when known (replies
-    /// carry their own in [`ReplyInfo::qtype`](crate::engine::ReplyInfo::qtype)).
-    pub fn record(&self, o: &Outcome, qtype: Option<u16>) {
+    /// Counts one query's outcome (a reply's question type is its
+    /// [`ReplyInfo::qtype`](crate::engine::ReplyInfo::qtype); 0 when the query had none).
+    pub fn record(&self, o: &Outcome) {
         add(&self.queries, 1);
         match o {
             Outcome::Reply { info, .. } => {
@@ -182,13 +182,8 @@ impl Counters {
                     Some(crate::rrl::Limit::Slip) => add(&self.rrl_would_slip, 1),
                 }
                 add(&self.rcode[rcode_slot(info.rcode)], 1);
-                let t = if info.qtype != 0 {
-                    Some(info.qtype)
-                } else {
-                    qtype
-                };
-                if let Some(t) = t {
-                    add(&self.qtype[qtype_slot(t)], 1);
+                if info.qtype != 0 {
+                    add(&self.qtype[qtype_slot(info.qtype)], 1);
                 }
             }
             Outcome::Drop { reason, .. } => add(&self.dropped[drop_slot(*reason)], 1),
@@ -285,26 +280,25 @@ mod tests {
         let c = Counters::default();
         let info = ReplyInfo {
             rcode: 3,
+            qtype: 28,
             hot: true,
             truncated: false,
             inform: false,
             ..ReplyInfo::default()
         };
-        c.record(&Outcome::Reply { len: 40, info }, Some(28));
-        c.record(
-            &Outcome::Reply {
-                len: 40,
-                info: ReplyInfo { rcode: 9, ..info },
+        c.record(&Outcome::Reply { len: 40, info });
+        c.record(&Outcome::Reply {
+            len: 40,
+            info: ReplyInfo {
+                rcode: 9,
+                qtype: 99,
+                ..info
             },
-            Some(99),
-        );
-        c.record(
-            &Outcome::Drop {
-                reason: DropReason::Acl,
-                inform: false,
-            },
-            None,
-        );
+        });
+        c.record(&Outcome::Drop {
+            reason: DropReason::Acl,
+            inform: false,
+        });
         c.record_latency(1_500, 2);
         c.record_latency(50_000_000, 1);
         let mut t = Totals::default();

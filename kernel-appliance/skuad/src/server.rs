@@ -116,11 +116,6 @@ impl Source {
     }
 }
 
-fn count(s: &WorkerStats, o: &Outcome) {
-    // Replies carry their QTYPE (ReplyInfo::qtype); drops are counted by reason only.
-    s.record(o, None);
-}
-
 fn inform(o: &Outcome, peer: SocketAddr, q: &[u8]) {
     let informs = match o {
         Outcome::Reply { info, .. } => info.inform,
@@ -180,7 +175,7 @@ pub(crate) fn udp_worker(
                 now,
             };
             let o = engine.handle_query(&req, q, out);
-            count(stats, &o);
+            stats.record(&o);
             inform(&o, peer, q);
             if let Outcome::Reply { len, .. } = o {
                 tx.push(len, peer);
@@ -243,7 +238,7 @@ async fn tcp_conn(
             now: crate::clock::now_secs(),
         };
         let o = engine.handle_query(&req, &q[..n], &mut out[2..]);
-        count(stats, &o);
+        stats.record(&o);
         inform(&o, peer, &q[..n]);
         match o {
             Outcome::Reply { len, .. } => {

@@ -202,7 +202,7 @@ pub fn run(
                     stats.count_rrl(&info);
                     stats
                         .replies
-                        .record(&skua_engine::Outcome::Reply { len, info }, None);
+                        .record(&skua_engine::Outcome::Reply { len, info });
                     RxAction::Transmit(len)
                 }
                 Verdict::Drop(d) => {
