@@ -344,14 +344,7 @@ impl Engine {
                 // than a sent one, which is what a flood needs.
                 Some(table) => {
                     let rrl = a.rrl();
-                    let (name_hash, wildcard) = rrl.name.resolve(hash);
-                    let resp = Response {
-                        class: rrl.class,
-                        qtype: q.qtype,
-                        qclass: q.qclass,
-                        name_hash,
-                        wildcard,
-                    };
+                    let resp = Response::new(rrl, hash, q.qtype, q.qclass);
                     let tcp = req.transport == Transport::Tcp;
                     let verdict = table.check(req.now, req.src, tcp, &resp);
                     self.emit_limited(table, verdict, rrl.class, &q, acl, &a, req.transport, out)
@@ -500,17 +493,9 @@ impl Engine {
         let Outcome::Reply { len, mut info } = o else {
             return o;
         };
-        let (name_hash, wildcard) = s.rrl.name.resolve(s.qname_hash);
-        let resp = Response {
-            class: s.rrl.class,
-            qtype: s.qtype,
-            qclass: s.qclass,
-            name_hash,
-            wildcard,
-        };
+        let resp = Response::new(s.rrl, s.qname_hash, s.qtype, s.qclass);
         let tcp = req.transport == Transport::Tcp;
-        let verdict = table.check(req.now, req.src, tcp, &resp);
-        let Some(limit) = verdict else {
+        let Some(limit) = table.check(req.now, req.src, tcp, &resp) else {
             return o;
         };
         if table.log_only() {

@@ -324,6 +324,22 @@ pub struct Response {
     pub wildcard: bool,
 }
 
+impl Response {
+    /// The response to charge for a reply counted as `rrl`, to a query whose lower-cased
+    /// name has [`name_hash`](crate::store::name_hash) `qname_hash`.
+    #[inline(always)]
+    pub fn new(rrl: AnswerRrl, qname_hash: u64, qtype: u16, qclass: u16) -> Self {
+        let (name_hash, wildcard) = rrl.name.resolve(qname_hash);
+        Self {
+            class: rrl.class,
+            qtype,
+            qclass,
+            name_hash,
+            wildcard,
+        }
+    }
+}
+
 /// What to do with a limited response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Limit {
@@ -538,7 +554,7 @@ fn prefix_mask128(len: u8) -> u128 {
 
 impl Rrl {
     /// Allocates the table (`max_table_size` slots rounded up to a power of two, at least
-    /// one bucket of four) for `cfg`, whose out-of-range values are clamped to BIND's ranges
+    /// one bucket of eight) for `cfg`, whose out-of-range values are clamped to BIND's ranges
     /// (see [`RrlConfig::check`]). `seed` keys the hash: pass a random value, so clients
     /// cannot predict which accounts share a bucket.
     pub fn new(cfg: RrlConfig, seed: u64) -> Self {
@@ -739,16 +755,21 @@ impl Rrl {
         &self.buckets[(place as usize) & (self.buckets.len() - 1)]
     }
 
+    /// The two slots account `key` may live in: its bucket's, picked by its fingerprint
+    /// (two-choice hashing: a lookup reads two words, not eight).
+    #[inline(always)]
+    fn candidates(&self, key: Key) -> [&AtomicU64; 2] {
+        let b = self.bucket(key.place);
+        let i = (key.fp & 7) as usize;
+        let j = i ^ (((key.fp >> 3) & 7) | 1) as usize;
+        [&b.slots[i], &b.slots[j]]
+    }
+
     /// The slot of account `key` and its word, or (a new account) the slot it is to take.
-    /// An account lives in one of two slots of its bucket, picked by its fingerprint
-    /// (two-choice hashing): a lookup reads two words, not eight.
     #[inline(always)]
     fn slot(&self, key: Key, now: u32) -> (&AtomicU64, u64, bool) {
         let fp = key.fp;
-        let b = self.bucket(key.place);
-        let i = (fp & 7) as usize;
-        let j = i ^ (((fp >> 3) & 7) | 1) as usize;
-        let (si, sj) = (&b.slots[i], &b.slots[j]);
+        let [si, sj] = self.candidates(key);
         let wi = si.load(Ordering::Relaxed);
         if wi & FP_MASK == fp {
             return (si, wi, true);
@@ -815,13 +836,25 @@ impl Rrl {
             time: now & TIME_MASK,
             slip: 0,
         };
-        let (slot, _, _) = self.slot(key, now);
-        slot.store(pack(fresh, key.fp), Ordering::Relaxed);
+        loop {
+            let (slot, cur, _) = self.slot(key, now);
+            if slot
+                .compare_exchange(
+                    cur,
+                    pack(fresh, key.fp),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                return;
+            }
+        }
     }
 
     fn used_tcp(&self, prefix: Prefix, now: u32) -> bool {
         let key = self.key(prefix, 0, KIND_TCP, 0);
-        self.bucket(key.place).slots.iter().any(|s| {
+        self.candidates(key).iter().any(|s| {
             let w = s.load(Ordering::Relaxed);
             w & FP_MASK == key.fp && age(unpack(w).time, now & TIME_MASK) < self.window
         })
@@ -911,8 +944,7 @@ mod tests {
         }
 
         fn peek_key(&self, key: Key) -> Option<Acct> {
-            self.bucket(key.place)
-                .slots
+            self.candidates(key)
                 .iter()
                 .map(|s| s.load(Ordering::Relaxed))
                 .find(|w| w & FP_MASK == key.fp)

@@ -204,6 +204,13 @@ fn encode_rrl(inform: bool, rrl: AnswerRrl, out: &mut Vec<u8>) {
     }
 }
 
+/// Bytes of account-name hash after a record's meta byte: 8 for a fixed or wildcard
+/// account name (kinds 1 and 2 of [`encode_rrl`]), none for the query name.
+#[inline(always)]
+fn rrl_name_len(meta: u8) -> usize {
+    if (meta >> 4) & 3 == 0 { 0 } else { 8 }
+}
+
 /// The RRL facts of a record: its meta byte and the 8-byte name hash that follows it (for
 /// a fixed account name).
 #[inline(always)]
@@ -359,11 +366,7 @@ impl Tree {
         let np = usize::from(a[10]) * 3;
         let nb = usize::from(a[11]) * 8;
         let meta = a[12];
-        let p = if meta & 0x30 == 0 {
-            RECORD_HEADER
-        } else {
-            RECORD_HEADER + 8
-        };
+        let p = RECORD_HEADER + rrl_name_len(meta);
         Some(Answer {
             flags: u16::from_be_bytes([a[0], a[1]]),
             counts: &a[2..8],
