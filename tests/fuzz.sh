@@ -8,7 +8,9 @@ rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly -
 command -v cargo-fuzz >/dev/null 2>&1 || cargo +nightly install cargo-fuzz --locked >/dev/null
 for target in $(cargo +nightly fuzz list --fuzz-dir .); do
     mkdir -p "corpus/$target"
-    cp -n seeds/* "corpus/$target/" 2>/dev/null || true
+    # Shared seeds (files in seeds/), then the target's own (seeds/TARGET/).
+    find seeds -maxdepth 1 -type f -exec cp -n {} "corpus/$target/" \;
+    [[ -d "seeds/$target" ]] && cp -n "seeds/$target"/* "corpus/$target/"
     echo "-- fuzz $target for ${secs}s"
     log="$(mktemp)"
     if ! cargo +nightly fuzz run --fuzz-dir . "$target" "corpus/$target" -- \

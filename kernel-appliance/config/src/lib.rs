@@ -87,6 +87,7 @@ mod directives;
 mod lexer;
 mod model;
 mod parse;
+pub mod state;
 
 #[cfg(test)]
 mod tests;

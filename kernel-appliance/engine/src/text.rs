@@ -1836,6 +1836,31 @@ pub fn rdata_to_string(rtype: u16, rdata: &[u8]) -> String {
     s
 }
 
+/// A record in presentation format with every field explicit, `owner TTL CLASS TYPE RDATA`
+/// (class `IN`, `CH` or RFC 3597 `CLASSnnn`), the owner as stored. Names and
+/// character-strings carry RFC 1035 §5.1 escapes and types without a renderer the RFC 3597
+/// `\#` form, so [`parse_rr`] reads the text back as the same record (a property test
+/// checks it for every type). The text is printable ASCII, but it may hold `'` and `"`: a
+/// container that gives them a meaning (a configuration file) must quote it.
+pub fn rr_to_string(rr: &Rr) -> String {
+    let mut s = String::new();
+    let _ = write!(s, "{} {} ", rr.owner, rr.ttl);
+    match rr.class {
+        class::IN => s.push_str("IN"),
+        class::CH => s.push_str("CH"),
+        c => {
+            let _ = write!(s, "CLASS{c}");
+        }
+    }
+    let _ = write!(
+        s,
+        " {} {}",
+        rtype_to_string(rr.rtype),
+        rdata_to_string(rr.rtype, &rr.rdata)
+    );
+    s
+}
+
 fn render(t: u16, rdata: &[u8], s: &mut String) -> Option<()> {
     let mut r = Reader { b: rdata, p: 0 };
     let w: fmt::Result = match t {

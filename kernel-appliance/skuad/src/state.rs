@@ -8,7 +8,6 @@
 //! like any configuration. Zones and records of the main configuration are never in it: the
 //! API refuses to change those (they belong to the file the operator manages).
 
-use std::fmt::Write as _;
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 
@@ -50,22 +49,12 @@ pub fn check_zone_type(t: &str) -> Result<(), String> {
 }
 
 /// A record in canonical presentation form (owner lower-cased, TTL, class and type
-/// explicit), or why it does not parse. Two spellings of one record give one string, so
-/// duplicates and removals compare strings.
+/// explicit; [`skua_engine::text::rr_to_string`]), or why it does not parse. Two spellings of
+/// one record give one string, so duplicates and removals compare strings.
 pub fn canonical_rr(rr: &str) -> Result<String, String> {
-    let r = text::parse_rr(rr, None, 3600).map_err(|e| format!("record '{rr}': {e}"))?;
-    let class = match r.class {
-        1 => "IN".to_string(),
-        3 => "CH".to_string(),
-        c => format!("CLASS{c}"),
-    };
-    Ok(format!(
-        "{} {} {class} {} {}",
-        r.owner.to_lowercase(),
-        r.ttl,
-        text::rtype_to_string(r.rtype),
-        text::rdata_to_string(r.rtype, &r.rdata)
-    ))
+    let mut r = text::parse_rr(rr, None, 3600).map_err(|e| format!("record '{rr}': {e}"))?;
+    r.owner = r.owner.to_lowercase();
+    Ok(text::rr_to_string(&r))
 }
 
 /// The owner name of a canonical record.
@@ -73,42 +62,25 @@ pub fn rr_owner(canonical: &str) -> &str {
     canonical.split(' ').next().unwrap_or("")
 }
 
-fn quote(s: &str) -> String {
-    // unbound.conf strings: a value with a double quote inside is written in single quotes
-    // (TXT data); one with both cannot come from canonical_rr (its escapes are \DDD).
-    if s.contains('"') {
-        format!("'{s}'")
-    } else {
-        format!("\"{s}\"")
-    }
-}
-
 impl Overlay {
-    /// The file's text.
+    /// The file's text ([`skua_config::state::render`]: one directive per line, every value
+    /// quoted so that it reads back as itself and nothing else).
     pub fn render(&self) -> String {
-        let mut out = String::from(
-            "# skuad API state: local zones and records added through the REST API.\n\
-             # Written by skuad (atomically) before each change is served; read after the\n\
-             # main configuration at start and reload. Edit only while skuad is stopped.\n\
-             server:\n",
-        );
-        for z in &self.zones {
-            let _ = writeln!(out, "    local-zone: {} {}", quote(&z.name), z.zone_type);
-        }
-        for r in &self.records {
-            let _ = writeln!(out, "    local-data: {}", quote(r));
-        }
-        out
+        skua_config::state::render(
+            self.zones
+                .iter()
+                .map(|z| (z.name.as_str(), z.zone_type.as_str())),
+            self.records.iter().map(String::as_str),
+        )
     }
 
-    /// Reads a state file (missing file = empty state).
-    pub fn load(path: &Path) -> Result<Overlay, String> {
-        if !path.exists() {
-            return Ok(Overlay::default());
-        }
-        let cfg = skua_config::parse_file(path).map_err(|e| e.to_string())?;
+    /// Parses a state file's text (`path` names it in errors): the narrow grammar of
+    /// [`skua_config::state::parse`], then every zone and record checked and canonicalised
+    /// as at the time of writing. Errors name the file and line.
+    pub fn parse(text: &str, path: &Path) -> Result<Overlay, String> {
+        let f = skua_config::state::parse(text, path).map_err(|e| e.to_string())?;
         let mut o = Overlay::default();
-        for l in &cfg.server.local_zones {
+        for l in &f.zones {
             let (name, ty) = &l.value;
             check_zone_type(ty).map_err(|e| format!("{}: {e}", l.loc))?;
             o.zones.push(ZoneEntry {
@@ -116,32 +88,79 @@ impl Overlay {
                 zone_type: ty.clone(),
             });
         }
-        for l in &cfg.server.local_data {
+        for l in &f.records {
             o.records
                 .push(canonical_rr(&l.value).map_err(|e| format!("{}: {e}", l.loc))?);
         }
         Ok(o)
     }
 
-    /// Writes the state file atomically: a crash leaves the old file or the new one.
+    /// Reads a state file (missing file = empty state). The file is opened without following
+    /// a symbolic link and must be a regular file: a FIFO or device would hang or feed the
+    /// reload.
+    pub fn load(path: &Path) -> Result<Overlay, String> {
+        use std::io::Read as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let f = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Overlay::default()),
+            Err(e) => {
+                return Err(format!(
+                    "{}: cannot open the API state file: {e}{}",
+                    path.display(),
+                    if e.raw_os_error() == Some(libc::ELOOP) {
+                        " (it is a symbolic link; skuad writes a regular file)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+        };
+        let meta = f
+            .metadata()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        if !meta.is_file() {
+            return Err(format!(
+                "{}: the API state file is not a regular file",
+                path.display()
+            ));
+        }
+        let mut text = String::new();
+        f.take(MAX_STATE_FILE)
+            .read_to_string(&mut text)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        if text.len() as u64 >= MAX_STATE_FILE {
+            return Err(format!(
+                "{}: the API state file is larger than {} MiB",
+                path.display(),
+                MAX_STATE_FILE >> 20
+            ));
+        }
+        Overlay::parse(&text, path)
+    }
+
+    /// Writes the state file atomically: a crash leaves the old file or the new one. The
+    /// new file is created with a random name next to the target (`O_EXCL`, never through
+    /// a link someone placed there), mode 0600 (it names what API callers wrote), synced,
+    /// then renamed over the target, and the directory synced.
     pub fn save(&self, path: &Path) -> io::Result<()> {
         let dir = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("."));
-        let tmp = dir.join(format!(
-            ".{}.tmp",
-            path.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "skuad-state".into())
-        ));
-        {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(self.render().as_bytes())?;
-            f.sync_all()?;
-        }
-        std::fs::rename(&tmp, path)?;
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".skuad-state.")
+            .suffix(".tmp")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .tempfile_in(&dir)?;
+        tmp.write_all(self.render().as_bytes())?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(path).map_err(|e| e.error)?;
         // The rename is durable only once the directory is.
         std::fs::File::open(&dir)?.sync_all()
     }
@@ -153,21 +172,26 @@ impl Overlay {
             file: file.clone(),
             line: i,
         };
-        // Line numbers match render(): four header lines, then zones, then records.
+        // Line numbers match render(): zones, then records, from FIRST_ENTRY_LINE.
+        let first = skua_config::state::FIRST_ENTRY_LINE;
         for (i, z) in self.zones.iter().enumerate() {
             server.local_zones.push(Located {
                 value: (z.name.clone(), z.zone_type.clone()),
-                loc: loc(5 + i),
+                loc: loc(first + i),
             });
         }
         for (i, r) in self.records.iter().enumerate() {
             server.local_data.push(Located {
                 value: r.clone(),
-                loc: loc(5 + self.zones.len() + i),
+                loc: loc(first + self.zones.len() + i),
             });
         }
     }
 }
+
+/// Largest state file read: far above any real one (a million records is ~60 MB), small
+/// enough that a wrong path cannot make a reload read without end.
+const MAX_STATE_FILE: u64 = 256 << 20;
 
 #[cfg(test)]
 mod tests {
@@ -216,8 +240,141 @@ mod tests {
                 .nth(s.local_data[1].loc.line - 1)
                 .unwrap()
                 .trim(),
-            format!("local-data: '{}'", o.records[1])
+            format!("local-data: {}", skua_config::state::quote(&o.records[1]))
         );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    fn wire_name(labels: &[Vec<u8>]) -> WireName {
+        let mut w = Vec::new();
+        for l in labels {
+            w.push(l.len() as u8);
+            w.extend(l);
+        }
+        w.push(0);
+        WireName::from_wire(&w).unwrap()
+    }
+
+    /// Records of arbitrary owner names and character-strings (any bytes), and zones of
+    /// arbitrary names, as the API would hold them.
+    fn overlay() -> impl proptest::strategy::Strategy<Value = Overlay> {
+        use proptest::prelude::*;
+        let labels = || prop::collection::vec(prop::collection::vec(any::<u8>(), 1..12), 1..4);
+        let strings = prop::collection::vec(prop::collection::vec(any::<u8>(), 0..30), 1..4);
+        let record = (labels(), 0..=0x7fff_ffffu32, strings).prop_map(|(owner, ttl, strings)| {
+            let mut rdata = Vec::new();
+            for s in strings {
+                rdata.push(s.len() as u8);
+                rdata.extend(s);
+            }
+            let rr = skua_engine::rr::Rr {
+                owner: wire_name(&owner).to_lowercase(),
+                rtype: skua_engine::rr::rtype::TXT,
+                class: 1,
+                ttl,
+                rdata,
+            };
+            text::rr_to_string(&rr)
+        });
+        let zone = (
+            labels(),
+            prop::sample::select(vec!["static", "redirect", "transparent"]),
+        )
+            .prop_map(|(l, t)| ZoneEntry {
+                name: wire_name(&l).to_lowercase().to_string(),
+                zone_type: t.to_string(),
+            });
+        (
+            prop::collection::vec(zone, 0..3),
+            prop::collection::vec(record, 0..6),
+        )
+            .prop_map(|(zones, records)| Overlay { zones, records })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// Whatever the API accepted reads back as exactly that, and nothing else.
+        #[test]
+        fn render_parse_round_trip(o in overlay()) {
+            let text = o.render();
+            let back = Overlay::parse(&text, Path::new("state.conf"))
+                .map_err(proptest::test_runner::TestCaseError::fail)?;
+            proptest::prop_assert_eq!(back, o);
+        }
+    }
+
+    #[test]
+    fn the_review_cases() {
+        // A TXT with a single quote made the next start fail with "unterminated quoted
+        // string"; a crafted one added an include: of any file.
+        for rr in [
+            "t.ex.test. 300 TXT \"it's\"",
+            "t.ex.test. 300 TXT \"x' include: /etc/shadow #\"",
+            "t.ex.test. 300 TXT \"x'\\\\\" \"'\"",
+            "it's.ex.test. 300 A 198.18.0.1",
+        ] {
+            let o = Overlay {
+                zones: vec![],
+                records: vec![canonical_rr(rr).unwrap()],
+            };
+            let text = o.render();
+            assert_eq!(
+                Overlay::parse(&text, Path::new("s.conf")).unwrap(),
+                o,
+                "{text}"
+            );
+            assert_eq!(text.matches("local-data:").count(), 1, "{text}");
+            assert!(!text.contains("\ninclude"), "{text}");
+        }
+    }
+
+    #[test]
+    fn hostile_files_are_refused() {
+        let dir = std::env::temp_dir().join(format!("skuad-state-h-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("state.conf");
+        std::fs::write(&p, "server:\ninclude: /etc/passwd\n").unwrap();
+        let e = Overlay::load(&p).unwrap_err();
+        assert!(
+            e.contains("state.conf:2:") && e.contains("holds only"),
+            "{e}"
+        );
+        // A symbolic link and a FIFO are refused at once (a FIFO used to hang the reload).
+        let _ = std::fs::remove_file(&p);
+        std::os::unix::fs::symlink("/etc/hostname", &p).unwrap();
+        let e = Overlay::load(&p).unwrap_err();
+        assert!(e.contains("symbolic link"), "{e}");
+        let _ = std::fs::remove_file(&p);
+        let ok = std::process::Command::new("mkfifo")
+            .arg(&p)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let e = Overlay::load(&p).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn saved_file_is_private_and_temporaries_are_not_followed() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = std::env::temp_dir().join(format!("skuad-state-p-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("state.conf");
+        // The old fixed temporary name, planted as a link to a file that must not change.
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.join(".state.conf.tmp")).unwrap();
+        let o = Overlay {
+            zones: vec![],
+            records: vec![canonical_rr("a.example. 300 A 198.18.0.1").unwrap()],
+        };
+        o.save(&p).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{mode:o}");
+        assert_eq!(Overlay::load(&p).unwrap(), o);
         let _ = std::fs::remove_dir_all(dir);
     }
 }
