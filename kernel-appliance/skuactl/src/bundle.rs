@@ -15,6 +15,10 @@
 //! The UUIDs are the halves of the version's dm-verity root hash (the split artifact names of
 //! mkosi/systemd-repart). Every member is streamed straight to its destination while hashed;
 //! the caller commits the version only after every hash matched.
+//!
+//! Each line appears once and the three member names are distinct. Names only identify tar
+//! entries: where a member goes is decided by its [`Role`] (the manifest line that named it),
+//! which [`Bundle::stream`] hands to its sink.
 
 use std::fmt;
 use std::io::{self, BufReader, Read};
@@ -34,6 +38,31 @@ pub struct Manifest {
     pub verity: Member,
     /// The unified kernel image.
     pub uki: Member,
+}
+
+/// What a member is, i.e. which manifest line named it: decides where it is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The root partition image (`root` line).
+    Root = 0,
+    /// The dm-verity hash partition image (`verity` line).
+    Verity = 1,
+    /// The unified kernel image (`uki` line).
+    Uki = 2,
+}
+
+/// The roles in bundle order; a role's discriminant is its index here.
+const ROLES: [Role; 3] = [Role::Root, Role::Verity, Role::Uki];
+
+impl Role {
+    /// The keyword of the manifest line.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Role::Root => "root",
+            Role::Verity => "verity",
+            Role::Uki => "uki",
+        }
+    }
 }
 
 /// One member named by the manifest.
@@ -66,7 +95,18 @@ fn bad(s: impl Into<String>) -> BundleError {
 }
 
 impl Manifest {
-    /// Parses a manifest; every problem names its line.
+    /// The members in bundle order (root, verity, UKI), each with its role.
+    pub fn members(&self) -> [(Role, &Member); 3] {
+        [
+            (Role::Root, &self.root),
+            (Role::Verity, &self.verity),
+            (Role::Uki, &self.uki),
+        ]
+    }
+
+    /// Parses a manifest; every problem names its line. Each line may appear once, and the
+    /// three members must have distinct names: two members with one name would be one tar
+    /// entry name for two destinations.
     pub fn parse(text: &str) -> Result<Manifest, BundleError> {
         let mut lines = text
             .lines()
@@ -76,10 +116,13 @@ impl Manifest {
             Some((_, l)) if l.trim() == "skua-update 1" => {}
             _ => return Err(bad("manifest: first line must be 'skua-update 1'")),
         }
-        let (mut version, mut root, mut verity, mut uki) = (None, None, None, None);
+        // Each value with the (1-based) line that set it, to name both lines of a conflict.
+        let mut version: Option<(usize, u64)> = None;
+        let mut members: [Option<(usize, Member)>; 3] = [None, None, None];
         for (n, line) in lines {
+            let n = n + 1;
             let f: Vec<&str> = line.split_whitespace().collect();
-            let err = |why: &str| bad(format!("manifest line {}: {why}: {line}", n + 1));
+            let err = |why: &str| bad(format!("manifest line {n}: {why}: {line}"));
             let member = |with_uuid: bool| -> Result<Member, BundleError> {
                 let want = if with_uuid { 5 } else { 4 };
                 if f.len() != want {
@@ -105,22 +148,45 @@ impl Manifest {
                     uuid,
                 })
             };
-            match f.first().copied() {
+            let repeated = |what: &str, first: usize| {
+                err(&format!("repeated '{what}' line (first on line {first})"))
+            };
+            let role = match f.first().copied() {
                 Some("version") if f.len() == 2 => {
-                    version = Some(f[1].parse().map_err(|_| err("bad version"))?)
+                    if let Some((first, _)) = version {
+                        return Err(repeated("version", first));
+                    }
+                    version = Some((n, f[1].parse().map_err(|_| err("bad version"))?));
+                    continue;
                 }
-                Some("root") => root = Some(member(true)?),
-                Some("verity") => verity = Some(member(true)?),
-                Some("uki") => uki = Some(member(false)?),
+                Some("root") => Role::Root,
+                Some("verity") => Role::Verity,
+                Some("uki") => Role::Uki,
                 _ => return Err(err("unknown line")),
+            };
+            if let Some((first, _)) = &members[role as usize] {
+                return Err(repeated(role.keyword(), *first));
             }
+            let m = member(role != Role::Uki)?;
+            for (other, seen) in ROLES.iter().zip(&members) {
+                if let Some((at, o)) = seen.as_ref().filter(|(_, o)| o.name == m.name) {
+                    return Err(err(&format!(
+                        "member name '{}' is already used by the '{}' line (line {at}); \
+                         members cannot share a name",
+                        o.name,
+                        other.keyword()
+                    )));
+                }
+            }
+            members[role as usize] = Some((n, m));
         }
         let missing = |what: &str| bad(format!("manifest: no '{what}' line"));
+        let [root, verity, uki] = members;
         Ok(Manifest {
-            version: version.ok_or_else(|| missing("version"))?,
-            root: root.ok_or_else(|| missing("root"))?,
-            verity: verity.ok_or_else(|| missing("verity"))?,
-            uki: uki.ok_or_else(|| missing("uki"))?,
+            version: version.ok_or_else(|| missing("version"))?.1,
+            root: root.ok_or_else(|| missing("root"))?.1,
+            verity: verity.ok_or_else(|| missing("verity"))?.1,
+            uki: uki.ok_or_else(|| missing("uki"))?.1,
         })
     }
 }
@@ -179,17 +245,18 @@ pub struct Bundle {
 
 impl Bundle {
     /// Streams the members, in the manifest's order (root, verity, UKI), each to the writer
-    /// `sink` returns for it; checks each member's size and SHA-256 as it goes.
+    /// `sink` returns for its role; checks each member's size and SHA-256 as it goes. The sink
+    /// must choose the destination from the [`Role`], never from the member's name.
     pub fn stream<'w>(
         mut self,
-        mut sink: impl FnMut(&Member) -> io::Result<Box<dyn io::Write + 'w>>,
+        mut sink: impl FnMut(Role, &Member) -> io::Result<Box<dyn io::Write + 'w>>,
     ) -> Result<Manifest, BundleError> {
         let m = self.manifest.clone();
         let mut entries = self
             .archive
             .entries()
             .map_err(|e| bad(format!("tar: {e}")))?;
-        for member in [&m.root, &m.verity, &m.uki] {
+        for (role, member) in m.members() {
             let mut entry = entries
                 .next()
                 .ok_or_else(|| bad(format!("bundle ends before {}", member.name)))?
@@ -210,7 +277,7 @@ impl Bundle {
                     member.size
                 )));
             }
-            let mut out = sink(member).map_err(|e| bad(format!("{}: {e}", member.name)))?;
+            let mut out = sink(role, member).map_err(|e| bad(format!("{}: {e}", member.name)))?;
             let mut hash = Sha256::new();
             let mut buf = vec![0u8; 1 << 20];
             let mut total = 0u64;

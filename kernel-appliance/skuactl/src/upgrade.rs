@@ -20,7 +20,7 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::bundle::{Bundle, BundleError};
+use crate::bundle::{Bundle, BundleError, Role};
 use crate::slots::{Disk, EMPTY_LABEL, Guid, Slot, SlotError};
 
 /// Where to install.
@@ -249,26 +249,26 @@ pub fn install(bundle: Bundle, t: &Target) -> Result<Installed, UpgradeError> {
     .map_err(UpgradeError::Slots)?;
     dev.sync_all().map_err(io_err("sync disk"))?;
 
-    // 3. Stream the members.
+    // 3. Stream the members. The destination follows the member's role (the manifest line
+    // that named it), never its name: names are only how the tar entries are found, and a
+    // name shared by two members must not send one member's bytes to the other's place.
     let tmp = dir.join(format!(".skua_{}.efi.tmp", m.version));
-    let streamed = bundle.stream(|member| -> io::Result<Box<dyn Write + '_>> {
-        if member.name == m.root.name {
-            Ok(Box::new(PartWriter {
+    let streamed = bundle.stream(|role, _member| -> io::Result<Box<dyn Write + '_>> {
+        Ok(match role {
+            Role::Root => Box::new(PartWriter {
                 disk: &dev,
                 offset: target.root.offset,
                 size: target.root.size,
                 pos: 0,
-            }))
-        } else if member.name == m.verity.name {
-            Ok(Box::new(PartWriter {
+            }),
+            Role::Verity => Box::new(PartWriter {
                 disk: &dev,
                 offset: target.verity.offset,
                 size: target.verity.size,
                 pos: 0,
-            }))
-        } else {
-            Ok(Box::new(io::BufWriter::new(File::create(&tmp)?)))
-        }
+            }),
+            Role::Uki => Box::new(io::BufWriter::new(File::create(&tmp)?)),
+        })
     });
     if let Err(e) = streamed {
         let _ = fs::remove_file(&tmp);
