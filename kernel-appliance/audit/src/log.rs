@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Write};
 use std::net::IpAddr;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -115,6 +115,9 @@ pub struct Opened {
     pub new_segment: Option<String>,
     /// The seq the next entry gets.
     pub next_seq: u64,
+    /// The log's mode allowed group or others in (an older version created it 0644):
+    /// `open` set it to 0600; this was the old mode.
+    pub tightened_from: Option<u32>,
 }
 
 /// A partial line that [`AuditLog::open`] cut off the end of the log.
@@ -190,12 +193,25 @@ impl AuditLog {
             source,
         };
         let existed = path.exists();
+        // Mode 0600: the log names clients, tokens and every change. Never through a
+        // symbolic link: whoever can plant one must not choose what the log overwrites.
         let file = std::fs::OpenOptions::new()
             .read(true)
             .append(true)
             .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .map_err(io_err)?;
+        let mode = file.metadata().map_err(io_err)?.permissions().mode() & 0o777;
+        let tightened_from = if mode & 0o077 != 0 {
+            // A log created by an older version (0644): made private now.
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))
+                .map_err(io_err)?;
+            Some(mode)
+        } else {
+            None
+        };
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => return Err(Error::Locked { path }),
@@ -235,7 +251,10 @@ impl AuditLog {
             poisoned: None,
             closing: false,
         };
-        let mut opened = Opened::default();
+        let mut opened = Opened {
+            tightened_from,
+            ..Opened::default()
+        };
         let mut segment = None;
         let mut st = match tail {
             Tail::Empty => fresh(key.clone(), 0, GENESIS.to_string()),
@@ -757,15 +776,21 @@ fn checkpoint_base(cp: &Entry) -> Option<([u8; 32], u64)> {
 
 /// Replaces `path` with `content`: write a temporary file, sync it, rename, sync the
 /// directory. A crash leaves the old or the new file.
+/// The temporary has a random name, is created with `O_EXCL` (a link planted under any
+/// name is never followed) and mode 0600.
 fn write_atomically(path: &Path, content: &str) -> io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let mut f = File::create(&tmp)?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut f = tempfile::Builder::new()
+        .prefix(".skua-audit.")
+        .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(0o600))
+        .tempfile_in(dir)?;
     f.write_all(content.as_bytes())?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path)?;
+    f.as_file().sync_all()?;
+    f.persist(path).map_err(|e| e.error)?;
     sync_dir(path)
 }
 

@@ -480,3 +480,52 @@ fn a_failed_checkpoint_names_the_entry_that_was_written() {
     assert!(r.is_ok(), "{r:?}");
     assert_eq!((r.entries_verified, r.checkpoints), (4, 1));
 }
+
+/// The log and its checkpoint file are private (0600), an older 0644 log is made private at
+/// open, the log is never opened through a symbolic link, and the checkpoint's temporary
+/// never follows one planted under its old fixed name.
+#[test]
+fn files_are_private_and_links_are_not_followed() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("skua-audit-perm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let key = skua_audit::AuditKey::from_hex(&"44".repeat(32)).unwrap();
+    let path = dir.join("audit.log");
+    let victim = dir.join("victim");
+    std::fs::write(&victim, "keep").unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("audit.log.checkpoint.tmp")).unwrap();
+    {
+        let log = skua_audit::AuditLog::open(
+            &path,
+            key.clone(),
+            skua_audit::OpenOptions::new().checkpoint_every(2),
+        )
+        .unwrap();
+        for i in 0..5 {
+            log.append("test", "t", None, serde_json::json!({ "i": i }))
+                .unwrap();
+        }
+        assert_eq!(log.opened().tightened_from, None);
+    }
+    assert_eq!(mode(&path), 0o600);
+    let mut cp = path.as_os_str().to_owned();
+    cp.push(".checkpoint");
+    assert_eq!(mode(std::path::Path::new(&cp)), 0o600);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    // An old world-readable log is tightened.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    {
+        let log =
+            skua_audit::AuditLog::open(&path, key.clone(), skua_audit::OpenOptions::new()).unwrap();
+        assert_eq!(log.opened().tightened_from, Some(0o644));
+    }
+    assert_eq!(mode(&path), 0o600);
+    // A link in place of the log is refused.
+    let link = dir.join("link.log");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    assert!(skua_audit::AuditLog::open(&link, key, skua_audit::OpenOptions::new()).is_err());
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    let _ = std::fs::remove_dir_all(dir);
+}

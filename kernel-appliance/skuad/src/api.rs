@@ -117,6 +117,7 @@ impl From<CtlError> for ApiError {
             CtlError::Invalid(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_config"),
             CtlError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             CtlError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            CtlError::Unaudited(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
         };
         ApiError::new(status, code, e.message())
     }
@@ -167,11 +168,51 @@ pub struct Caller {
     pub source: SocketAddr,
 }
 
-fn required_role(method: &Method, path: &str) -> Option<Option<Role>> {
-    ROUTES
-        .iter()
-        .find(|(m, p, _)| *m == method.as_str() && *p == path)
-        .map(|(_, _, r)| *r)
+/// What a request needs, from its route and method. **Authentication is the default**: a
+/// route is public only where [`ROUTES`] says so (for GET, and HEAD, which axum answers with
+/// the GET handler); every other request — any method on any other route, a method the
+/// route does not have, an unknown path — needs a valid token before anything else is
+/// answered (a method a route does not have then gets 405, an unknown path 404).
+fn required_role(method: &Method, path: Option<&str>) -> Option<Role> {
+    // HEAD is GET without the body (RFC 9110 §9.3.2): the same route, the same role.
+    let m = if *method == Method::HEAD {
+        "GET"
+    } else {
+        method.as_str()
+    };
+    let Some(path) = path else {
+        return Some(Role::Read);
+    };
+    match ROUTES.iter().find(|(rm, p, _)| *rm == m && *p == path) {
+        Some((_, _, role)) => *role,
+        None if ROUTES.iter().any(|(_, p, r)| *p == path && r.is_none()) => {
+            // Another method on a public route: 405, which tells nothing.
+            None
+        }
+        None => Some(Role::Read),
+    }
+}
+
+/// Notes a refused request for the audit log (aggregated per source and window: see
+/// [`crate::auth::RefusalLog`]).
+fn refused(
+    ctl: &Arc<Control>,
+    source: SocketAddr,
+    actor: &str,
+    method: &Method,
+    route: &str,
+    reason: &str,
+) {
+    let c = ctl.clone();
+    let (actor, method, route, reason) = (
+        actor.to_string(),
+        method.as_str().to_string(),
+        route.to_string(),
+        reason.to_string(),
+    );
+    tokio::task::block_in_place(move || {
+        c.note_refusal(source.ip(), &actor, &method, &route, &reason);
+    });
 }
 
 async fn authenticate(
@@ -181,26 +222,14 @@ async fn authenticate(
     mut req: Request,
     next: Next,
 ) -> Response {
-    let Some(path) = matched.map(|m| m.as_str().to_string()) else {
-        return next.run(req).await;
-    };
-    let Some(need) = required_role(req.method(), &path) else {
-        return next.run(req).await;
-    };
-    let Some(need) = need else {
+    let path = matched.as_ref().map(|m| m.as_str().to_string());
+    let route = path.clone().unwrap_or_else(|| "(no route)".to_string());
+    let Some(need) = required_role(req.method(), path.as_deref()) else {
         req.extensions_mut().insert(Caller { name: None, source });
         return next.run(req).await;
     };
     let api = ctl.api.load();
     let now = Instant::now();
-    if api.fail_limiter.blocked(source.ip(), now) {
-        return ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too_many_auth_failures",
-            "too many failed authentications from this address; wait a minute",
-        )
-        .into_response();
-    }
     let presented = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -209,31 +238,35 @@ async fn authenticate(
         .map(str::trim);
     let token = presented.and_then(|p| api.tokens.check(p));
     let Some(token) = token else {
-        let blocked = api.fail_limiter.fail(source.ip(), now);
+        // Only failures are throttled: a valid token passes whatever this source did.
+        if api.fail_limiter.blocked(source.ip(), now) {
+            api.fail_limiter.fail(source.ip(), now);
+            refused(
+                &ctl,
+                source,
+                "anonymous",
+                req.method(),
+                &route,
+                "too many failed authentications",
+            );
+            return ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_auth_failures",
+                "too many failed authentications from this address; wait a minute",
+            )
+            .into_response();
+        }
+        api.fail_limiter.fail(source.ip(), now);
         let why = if presented.is_some() {
             "unknown token"
         } else {
             "missing bearer token (Authorization: Bearer TOKEN)"
         };
         crate::log::warn(format_args!(
-            "api: {source}: {} {path}: {why}",
+            "api: {source}: {} {route}: {why}",
             req.method()
         ));
-        let detail = json!({
-            "method": req.method().as_str(),
-            "route": path,
-            "reason": why,
-            "blocked_for_a_minute": blocked,
-        });
-        let c = ctl.clone();
-        tokio::task::block_in_place(move || {
-            c.record(
-                skua_audit::kind::AUTH_FAILURE,
-                "anonymous",
-                Some(source.ip()),
-                detail,
-            );
-        });
+        refused(&ctl, source, "anonymous", req.method(), &route, why);
         let mut r = ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", why).into_response();
         r.headers_mut().insert(
             header::WWW_AUTHENTICATE,
@@ -242,11 +275,13 @@ async fn authenticate(
         return r;
     };
     if token.role < need {
+        let why = format!("forbidden: role {} < {need}", token.role);
+        refused(&ctl, source, &token.name, req.method(), &route, &why);
         return ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
             format!(
-                "token '{}' has role {}; {} {path} needs {need}",
+                "token '{}' has role {}; {} {route} needs {need}",
                 token.name,
                 token.role,
                 req.method()
@@ -636,18 +671,20 @@ async fn audit_verify(State(ctl): Ctl) -> Result<Response, ApiError> {
 }
 
 async fn not_found(method: Method, uri: axum::http::Uri) -> ApiError {
-    let path = uri.path();
-    if ROUTES.iter().any(|(_, p, _)| *p == path) {
-        return ApiError::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
-            format!("{method} is not allowed on {path}"),
-        );
-    }
     ApiError::new(
         StatusCode::NOT_FOUND,
         "not_found",
-        format!("no route {method} {path} (see /openapi.json)"),
+        format!("no route {method} {} (see /openapi.json)", uri.path()),
+    )
+}
+
+/// A route that exists without this method (`/zones/{name}` included, which a comparison
+/// of the URI with the route table would miss).
+async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{method} is not allowed on {}", uri.path()),
     )
 }
 
@@ -671,7 +708,7 @@ pub fn router(ctl: Arc<Control>) -> Router {
         .route("/audit", get(audit_tail))
         .route("/audit/verify", post(audit_verify))
         .fallback(not_found)
-        .method_not_allowed_fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(ctl.clone(), authenticate))
         .with_state(ctl)
 }
@@ -721,7 +758,10 @@ pub fn tls_config(cert: &str, key: &str) -> Result<tokio_rustls::rustls::ServerC
     if certs.is_empty() {
         return Err(format!("tls-cert {cert}: no certificate in the file"));
     }
-    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("tls-key {key}: {e}"))?;
+    let pem =
+        crate::auth::read_secret(std::path::Path::new(key)).map_err(|e| format!("tls-key: {e}"))?;
+    let key =
+        PrivateKeyDer::from_pem_slice(pem.as_bytes()).map_err(|e| format!("tls-key {key}: {e}"))?;
     let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
     let mut c = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

@@ -3,9 +3,14 @@
 //!
 //! Recorded: `start` and `stop`; every `reload` (API, SIGHUP) with its result; every API
 //! write (`api-write`: the change, the token's name, the client, the result, refused ones
-//! included); every failed authentication (`auth-failure`: route, reason, client). An entry
-//! is appended after the event it records; if appending fails (disk full, file removed) the
-//! error is logged at error level and serving goes on — an audit outage does not stop DNS.
+//! included); every refused API request (`auth-failure`: route, reason, client; aggregated
+//! per source, actor and minute after the first, see `auth::RefusalLog`).
+//!
+//! An API write is recorded **before** it is applied, with its canonical form: if that entry
+//! cannot be written, the write is refused and nothing changes — a change is never served
+//! unaudited. Other entries are appended after the event they record; if appending fails
+//! (disk full, file removed) the error is logged at error level and serving goes on — an
+//! audit outage does not stop DNS.
 //!
 //! Keys: the last `key:` signs; earlier ones are kept for verification. A reload whose
 //! last key differs rotates the chain to it (a `key-rotation` entry under the old key).
@@ -78,6 +83,12 @@ impl Audit {
                 r.reason
             ));
         }
+        if let Some(m) = o.tightened_from {
+            log::warn(format_args!(
+                "audit: {} had mode {m:o}; made it 0600 (the log names clients and changes)",
+                path.display()
+            ));
+        }
         if let Some(from) = &o.rotated_from {
             log::info(format_args!("audit: rotated from key {from}"));
         }
@@ -116,6 +127,26 @@ impl Audit {
             }
         }
         Ok(true)
+    }
+
+    /// Appends an entry, or says why it could not be (for changes that must not happen
+    /// unaudited).
+    pub fn append(
+        &self,
+        kind: &str,
+        actor: &str,
+        source: Option<IpAddr>,
+        detail: serde_json::Value,
+    ) -> Result<(), String> {
+        self.log
+            .append(kind, actor, source, detail)
+            .map(|_| ())
+            .map_err(|e| {
+                format!(
+                    "cannot append a '{kind}' entry to {}: {e}",
+                    self.path.display()
+                )
+            })
     }
 
     /// Appends an entry; failures are logged, never fatal.

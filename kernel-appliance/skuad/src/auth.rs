@@ -106,8 +106,8 @@ impl Token {
                 .ok_or_else(|| format!("token '{name}': environment variable {var} is not set"))?;
             plain(name, t.trim())?
         } else if let Some(path) = secret.strip_prefix("file:") {
-            let t = std::fs::read_to_string(path)
-                .map_err(|e| format!("token '{name}': cannot read {path}: {e}"))?;
+            let t = read_secret(std::path::Path::new(path))
+                .map_err(|e| format!("token '{name}': {e}"))?;
             plain(name, t.trim())?
         } else {
             return Err(format!(
@@ -120,6 +120,39 @@ impl Token {
             hash,
         })
     }
+}
+
+/// Reads a secret (a token, a private key): a regular file that others cannot read or
+/// write. The mode is checked on the file that was opened (no race with a `chmod` or a
+/// rename between check and read); a symbolic link to it is fine (systemd credentials and
+/// Kubernetes secrets are links). Group access is allowed, for the `ssl-cert` style of
+/// sharing a key with a service group.
+pub fn read_secret(path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+    let shown = path.display();
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        // A FIFO must not hang the load.
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let meta = f.metadata().map_err(|e| format!("{shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("{shown} is not a regular file"));
+    }
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o007 != 0 {
+        return Err(format!(
+            "{shown} has mode {mode:o}: others can read or change a secret (chmod o-rwx, e.g. 600 or 640)"
+        ));
+    }
+    let mut text = String::new();
+    (&mut f)
+        .take(1 << 20)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    Ok(text)
 }
 
 /// Shortest token accepted, configured or presented.
@@ -164,8 +197,22 @@ impl Tokens {
     }
 }
 
-/// Failed authentications per source address over a sliding minute; past the limit the
-/// source gets 429 until its window ends, whatever it presents.
+/// The key a source is counted under: an IPv4 address (also when it arrives IPv4-mapped),
+/// or the /64 of an IPv6 address — one end site holds a whole /64 (RFC 6177 §2; a host can
+/// pick a new address in it for every request, RFC 8981), so a smaller key counts nothing.
+pub fn source_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
+        },
+    }
+}
+
+/// Failed authentications per source (see [`source_key`]) over a fixed window; past the
+/// limit, the source's *failures* get 429 until its window ends. A valid token always
+/// passes: the limit slows down guessing, it must not let anyone lock out the operator.
 #[derive(Debug)]
 pub struct FailLimiter {
     limit: u32,
@@ -173,8 +220,8 @@ pub struct FailLimiter {
     map: Mutex<HashMap<IpAddr, (Instant, u32)>>,
 }
 
-/// Sources tracked at most (a flood of spoofed... TCP sources cannot be spoofed, but many
-/// real ones can exist): beyond it, expired entries are pruned, then the oldest.
+/// Sources tracked at most (TCP sources cannot be spoofed, but many real ones can exist):
+/// beyond it, expired entries are pruned, then the oldest.
 const MAX_SOURCES: usize = 65536;
 
 impl FailLimiter {
@@ -187,15 +234,16 @@ impl FailLimiter {
         }
     }
 
-    /// Whether `src` is blocked now.
+    /// Whether failures from `src` are refused now.
     pub fn blocked(&self, src: IpAddr, now: Instant) -> bool {
         let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(&src)
+        map.get(&source_key(src))
             .is_some_and(|&(start, n)| n >= self.limit && now.duration_since(start) < self.window)
     }
 
     /// Records a failure; returns whether the source is now blocked.
     pub fn fail(&self, src: IpAddr, now: Instant) -> bool {
+        let src = source_key(src);
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if map.len() >= MAX_SOURCES && !map.contains_key(&src) {
             let w = self.window;
@@ -212,6 +260,182 @@ impl FailLimiter {
         }
         e.1 = e.1.saturating_add(1);
         e.1 >= self.limit
+    }
+}
+
+/// One audit entry for refused requests, as [`RefusalLog`] hands it out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RefusalRecord {
+    /// Token name, or `anonymous`.
+    pub actor: String,
+    /// The address of the first refusal it covers.
+    pub source: IpAddr,
+    /// The entry's detail: a single refusal, or `"aggregated": true` with a count.
+    pub detail: serde_json::Value,
+}
+
+/// Refused API requests (no or unknown token, role too low, too many failures) for the
+/// audit log, so that a flood cannot fill it: per source (see [`source_key`]), actor (token
+/// name or `anonymous`) and window,
+/// the **first** refusal is recorded at once, the following ones are counted, and one
+/// aggregated entry with their count, reasons and routes is recorded when the window ends
+/// ([`RefusalLog::due`], called periodically) or at stop ([`RefusalLog::drain`]). Every
+/// refusal is in exactly one entry: the counts of a source's entries add up to its
+/// refusals. Sans-IO: the caller passes the time and writes the records.
+#[derive(Debug)]
+pub struct RefusalLog {
+    window: Duration,
+    map: Mutex<HashMap<(IpAddr, String), Pending>>,
+}
+
+#[derive(Debug)]
+struct Pending {
+    start: Instant,
+    source: IpAddr,
+    actor: String,
+    count: u64,
+    reasons: std::collections::BTreeMap<String, u64>,
+    routes: std::collections::BTreeMap<String, u64>,
+}
+
+/// Distinct reasons or routes listed in one aggregated entry; the rest are `other`.
+const MAX_KEYS: usize = 16;
+
+fn bump(m: &mut std::collections::BTreeMap<String, u64>, k: &str) {
+    if let Some(n) = m.get_mut(k) {
+        *n += 1;
+    } else if m.len() < MAX_KEYS {
+        m.insert(k.to_string(), 1);
+    } else {
+        *m.entry("other".to_string()).or_insert(0) += 1;
+    }
+}
+
+impl Pending {
+    fn summary(&self, window: Duration) -> RefusalRecord {
+        RefusalRecord {
+            actor: self.actor.clone(),
+            source: self.source,
+            detail: serde_json::json!({
+                "aggregated": true,
+                "count": self.count,
+                "window_seconds": window.as_secs(),
+                "reasons": self.reasons,
+                "routes": self.routes,
+            }),
+        }
+    }
+}
+
+impl RefusalLog {
+    /// Aggregates per `window`.
+    pub fn new(window: Duration) -> Self {
+        Self {
+            window,
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Notes one refusal; returns the entries to record now (the refusal itself when it
+    /// opens a window, preceded by the summary of an expired window of the same source).
+    pub fn note(
+        &self,
+        source: IpAddr,
+        actor: &str,
+        method: &str,
+        route: &str,
+        reason: &str,
+        now: Instant,
+    ) -> Vec<RefusalRecord> {
+        let key = (source_key(source), actor.to_string());
+        let mut out = Vec::new();
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = map.get_mut(&key)
+            && now.duration_since(p.start) < self.window
+        {
+            p.count += 1;
+            bump(&mut p.reasons, reason);
+            bump(&mut p.routes, &format!("{method} {route}"));
+            return out;
+        }
+        if let Some(p) = map.remove(&key)
+            && p.count > 0
+        {
+            out.push(p.summary(self.window));
+        }
+        if map.len() >= MAX_SOURCES {
+            // Make room: windows that ended, else the oldest, each summarised first.
+            let w = self.window;
+            let old: Vec<(IpAddr, String)> = map
+                .iter()
+                .filter(|(_, p)| now.duration_since(p.start) >= w)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in old {
+                if let Some(p) = map.remove(&k).filter(|p| p.count > 0) {
+                    out.push(p.summary(w));
+                }
+            }
+            if map.len() >= MAX_SOURCES
+                && let Some(k) = map
+                    .iter()
+                    .min_by_key(|(_, p)| p.start)
+                    .map(|(k, _)| k.clone())
+                && let Some(p) = map.remove(&k).filter(|p| p.count > 0)
+            {
+                out.push(p.summary(w));
+            }
+        }
+        map.insert(
+            key,
+            Pending {
+                start: now,
+                source,
+                actor: actor.to_string(),
+                count: 0,
+                reasons: Default::default(),
+                routes: Default::default(),
+            },
+        );
+        out.push(RefusalRecord {
+            actor: actor.to_string(),
+            source,
+            detail: serde_json::json!({
+                "method": method,
+                "route": route,
+                "reason": reason,
+                "count": 1,
+            }),
+        });
+        out
+    }
+
+    /// Summaries of the windows that ended by `now` (windows without further refusals end
+    /// silently: their one refusal is already recorded).
+    pub fn due(&self, now: Instant) -> Vec<RefusalRecord> {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let w = self.window;
+        let mut out = Vec::new();
+        map.retain(|_, p| {
+            if now.duration_since(p.start) < w {
+                return true;
+            }
+            if p.count > 0 {
+                out.push(p.summary(w));
+            }
+            false
+        });
+        out
+    }
+
+    /// Summaries of every open window (at stop).
+    pub fn drain(&self) -> Vec<RefusalRecord> {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let w = self.window;
+        map.drain()
+            .filter(|(_, p)| p.count > 0)
+            .map(|(_, p)| p.summary(w))
+            .collect()
     }
 }
 
@@ -245,7 +469,14 @@ mod tests {
         assert!(e.contains("sha256:HEX"), "{e}");
         assert!(!e.contains("s3cret"), "{e}");
         assert!(Token::parse("ops admin", &env).is_err());
+        use std::os::unix::fs::PermissionsExt as _;
         let dir = std::env::temp_dir().join(format!("skuad-auth-{}", std::process::id()));
+        std::fs::write(&dir, "0123456789abcdef0123\n").unwrap();
+        // World-readable: refused, whatever it holds.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = Token::parse(&format!("x read file:{}", dir.display()), &env).unwrap_err();
+        assert!(e.contains("mode 644"), "{e}");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o640)).unwrap();
         std::fs::write(&dir, "short\n").unwrap();
         let e = Token::parse(&format!("x read file:{}", dir.display()), &env).unwrap_err();
         assert!(e.contains("shorter than 16"), "{e}");
@@ -308,5 +539,83 @@ mod tests {
         assert!(!l.blocked(a, t0 + Duration::from_secs(60)));
         // A new window starts from scratch.
         assert!(!l.fail(a, t0 + Duration::from_secs(61)));
+    }
+
+    #[test]
+    fn ipv6_sources_count_per_64_and_mapped_ipv4_as_ipv4() {
+        let l = FailLimiter::new(3, Duration::from_secs(60));
+        let t0 = Instant::now();
+        // Three addresses of one /64: one source.
+        for (i, a) in ["fd00:1:2:3::1", "fd00:1:2:3::2", "fd00:1:2:3:ffff::9"]
+            .iter()
+            .enumerate()
+        {
+            assert_eq!(l.fail(a.parse().unwrap(), t0), i == 2, "{a}");
+        }
+        assert!(l.blocked("fd00:1:2:3:abcd::1".parse().unwrap(), t0));
+        assert!(!l.blocked("fd00:1:2:4::1".parse().unwrap(), t0));
+        assert_eq!(
+            source_key("::ffff:198.18.0.1".parse().unwrap()),
+            "198.18.0.1".parse::<IpAddr>().unwrap()
+        );
+        assert_eq!(
+            source_key("fd00:1:2:3:4:5:6:7".parse().unwrap()),
+            "fd00:1:2:3::".parse::<IpAddr>().unwrap()
+        );
+    }
+
+    #[test]
+    fn refusals_aggregate_per_source_and_window_and_add_up() {
+        let log = RefusalLog::new(Duration::from_secs(60));
+        let a: IpAddr = "198.18.0.1".parse().unwrap();
+        let b: IpAddr = "fd00::1".parse().unwrap();
+        let t0 = Instant::now();
+        let mut recs = Vec::new();
+        // 1,000 refusals from a, 3 from b (two addresses of its /64).
+        for i in 0..1000u64 {
+            let t = t0 + Duration::from_millis(i);
+            recs.extend(log.note(a, "anonymous", "GET", "/config", "unknown token", t));
+        }
+        recs.extend(log.note(b, "anonymous", "GET", "/zones", "missing bearer token", t0));
+        recs.extend(log.note(
+            "fd00::2".parse().unwrap(),
+            "anonymous",
+            "POST",
+            "/reload",
+            "x",
+            t0,
+        ));
+        // Another actor from the same source has an entry of its own.
+        let r = log.note(b, "read-tok", "POST", "/reload", "forbidden", t0);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].actor, "read-tok");
+        recs.extend(log.note(b, "anonymous", "HEAD", "/config", "unknown token", t0));
+        // One entry each so far: the first refusal of each source.
+        assert_eq!(recs.len(), 2);
+        assert!(log.due(t0 + Duration::from_secs(59)).is_empty());
+        recs.extend(log.due(t0 + Duration::from_secs(60)));
+        assert_eq!(recs.len(), 4);
+        let count = |src: IpAddr| -> u64 {
+            recs.iter()
+                .filter(|r| source_key(r.source) == source_key(src))
+                .map(|r| r.detail["count"].as_u64().unwrap())
+                .sum()
+        };
+        assert_eq!(count(a), 1000);
+        assert_eq!(count(b), 3);
+        let agg = recs
+            .iter()
+            .find(|r| r.source == a && r.detail["aggregated"] == true)
+            .unwrap();
+        assert_eq!(agg.detail["reasons"]["unknown token"], 999);
+        assert_eq!(agg.detail["routes"]["GET /config"], 999);
+        // A new window opens with an entry of its own; drain summarises open windows.
+        let t1 = t0 + Duration::from_secs(120);
+        assert_eq!(log.note(a, "anonymous", "GET", "/", "x", t1).len(), 1);
+        assert!(log.note(a, "anonymous", "GET", "/", "x", t1).is_empty());
+        let d = log.drain();
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].detail["count"], 1);
+        assert!(log.drain().is_empty());
     }
 }

@@ -22,7 +22,7 @@ use skua_engine::Engine;
 use skua_engine::rrl::{Rrl, RrlConfig};
 
 use crate::audit::Audit;
-use crate::auth::{FailLimiter, Tokens};
+use crate::auth::{FailLimiter, RefusalLog, Tokens};
 use crate::listeners::Listeners;
 use crate::load::{self, Loaded, Settings};
 use crate::server::{Shared, Source};
@@ -75,6 +75,8 @@ pub enum CtlError {
     Unavailable(String),
     /// An I/O error (500); nothing changed.
     Internal(String),
+    /// The audit log could not record the change (503); nothing changed.
+    Unaudited(String),
 }
 
 impl CtlError {
@@ -86,7 +88,8 @@ impl CtlError {
             | CtlError::Conflict(m)
             | CtlError::Invalid(m)
             | CtlError::Unavailable(m)
-            | CtlError::Internal(m) => m,
+            | CtlError::Internal(m)
+            | CtlError::Unaudited(m) => m,
         }
     }
 }
@@ -119,7 +122,91 @@ pub enum Change {
     },
 }
 
+/// Longest record text an API change may carry (checked before it is parsed): far above
+/// real records (a 4096-bit DKIM key is ~800 characters), far below the audit log's line
+/// limit even in canonical form with every byte escaped.
+pub const MAX_RR_TEXT: usize = 8 * 1024;
+/// Longest canonical record the API stores (a short `\#` text can expand 4× when its bytes
+/// need `\DDD` escapes): the audit entry of any accepted change fits its line.
+pub const MAX_RR_CANONICAL: usize = 16 * 1024;
+
 impl Change {
+    /// The text the caller sent in its fields, for the SHA-256 kept in the audit log.
+    fn raw(&self) -> String {
+        match self {
+            Change::AddZone { name, zone_type } => format!("{name} {zone_type}"),
+            Change::RemoveZone { name } => name.clone(),
+            Change::AddRecord { rr } | Change::RemoveRecord { rr } => rr.clone(),
+        }
+    }
+
+    /// Refuses fields too long to be a zone name, zone type or record, before parsing them.
+    fn check_bounds(&self) -> Result<(), CtlError> {
+        let long = |what: &str, len: usize, max: usize| {
+            Err(CtlError::BadRequest(format!(
+                "{what} of {len} bytes: at most {max} through the API"
+            )))
+        };
+        match self {
+            Change::AddZone { name, zone_type } => {
+                if name.len() > 1024 {
+                    return long("zone name", name.len(), 1024);
+                }
+                if zone_type.len() > 64 {
+                    return long("zone type", zone_type.len(), 64);
+                }
+            }
+            Change::RemoveZone { name } if name.len() > 1024 => {
+                return long("zone name", name.len(), 1024);
+            }
+            Change::AddRecord { rr } | Change::RemoveRecord { rr } if rr.len() > MAX_RR_TEXT => {
+                return long("record text", rr.len(), MAX_RR_TEXT);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The same change in canonical form (zone names and records as they will be stored),
+    /// or why it cannot be one.
+    fn canonical(&self) -> Result<Change, CtlError> {
+        Ok(match self {
+            Change::AddZone { name, zone_type } => {
+                state::check_zone_type(zone_type).map_err(CtlError::BadRequest)?;
+                Change::AddZone {
+                    name: state::canonical_zone(name).map_err(CtlError::BadRequest)?,
+                    zone_type: zone_type.clone(),
+                }
+            }
+            Change::RemoveZone { name } => Change::RemoveZone {
+                name: state::canonical_zone(name).map_err(CtlError::BadRequest)?,
+            },
+            Change::AddRecord { rr } | Change::RemoveRecord { rr } => {
+                let c = state::canonical_rr(rr).map_err(CtlError::BadRequest)?;
+                if c.len() > MAX_RR_CANONICAL {
+                    return Err(CtlError::BadRequest(format!(
+                        "record of {} bytes in presentation form: at most {MAX_RR_CANONICAL} through the API (use a zone file)",
+                        c.len()
+                    )));
+                }
+                match self {
+                    Change::AddRecord { .. } => Change::AddRecord { rr: c },
+                    _ => Change::RemoveRecord { rr: c },
+                }
+            }
+        })
+    }
+
+    /// What kind of change it is, without its fields.
+    fn kind(&self) -> &'static str {
+        match self {
+            Change::AddZone { .. } => "add zone",
+            Change::RemoveZone { .. } => "remove zone",
+            Change::AddRecord { .. } => "add record",
+            Change::RemoveRecord { .. } => "remove record",
+        }
+    }
+
     /// One line for logs and the audit log.
     pub fn describe(&self) -> String {
         match self {
@@ -265,7 +352,13 @@ pub struct Control {
     pub writes_ok: AtomicU64,
     /// API writes rejected.
     pub writes_failed: AtomicU64,
+    /// Refused API requests waiting to be summarised in the audit log.
+    refusals: RefusalLog,
 }
+
+/// The window over which refused API requests from one source are summarised in one audit
+/// entry (the first one of a window is recorded at once).
+pub const REFUSAL_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The state file: `api: state-file:` when set (relative paths are relative to the main
 /// file's directory), else the default when its directory exists, else none (API writes
@@ -405,6 +498,48 @@ impl Control {
             reloads_failed: AtomicU64::new(0),
             writes_ok: AtomicU64::new(0),
             writes_failed: AtomicU64::new(0),
+            refusals: RefusalLog::new(REFUSAL_WINDOW),
+        }
+    }
+
+    /// Notes a refused API request (no or bad token, role too low, throttled) and records
+    /// what is due in the audit log (see [`RefusalLog`]). Blocking: call off async workers.
+    pub fn note_refusal(
+        &self,
+        source: std::net::IpAddr,
+        actor: &str,
+        method: &str,
+        route: &str,
+        reason: &str,
+    ) {
+        for r in self
+            .refusals
+            .note(source, actor, method, route, reason, Instant::now())
+        {
+            self.record(
+                skua_audit::kind::AUTH_FAILURE,
+                &r.actor,
+                Some(r.source),
+                r.detail,
+            );
+        }
+    }
+
+    /// Records the summaries of refusal windows that ended (all of them with `all`, at
+    /// stop). Blocking.
+    pub fn flush_refusals(&self, all: bool) {
+        let due = if all {
+            self.refusals.drain()
+        } else {
+            self.refusals.due(Instant::now())
+        };
+        for r in due {
+            self.record(
+                skua_audit::kind::AUTH_FAILURE,
+                &r.actor,
+                Some(r.source),
+                r.detail,
+            );
         }
     }
 
@@ -638,44 +773,92 @@ impl Control {
         r.map(|_| ())
     }
 
-    /// Applies API changes: all or nothing, persisted before served.
+    /// Applies API changes: all or nothing, audited and persisted before served.
+    ///
+    /// Each change is bounded, then put in canonical form; the audit entry names the
+    /// canonical changes (what is stored and served, not the request's spelling) and the
+    /// SHA-256 of each request field. A write is recorded in the audit log **before** it is
+    /// applied; when that entry cannot be written the write is refused and nothing
+    /// changes. Refused writes are recorded too (best effort: nothing changed).
     pub async fn write(
         &self,
         changes: Vec<Change>,
         actor: &str,
         source: Option<std::net::IpAddr>,
     ) -> Result<Applied, CtlError> {
-        let described: Vec<String> = changes.iter().map(Change::describe).collect();
-        let r = self.write_inner(changes).await;
+        let requests: Vec<String> = changes
+            .iter()
+            .map(|c| hex::encode(<sha2::Sha256 as sha2::Digest>::digest(c.raw().as_bytes())))
+            .collect();
+        let prepared: Result<Vec<Change>, CtlError> = changes
+            .iter()
+            .map(|c| c.check_bounds().and_then(|()| c.canonical()))
+            .collect();
+        let (described, r) = match prepared {
+            Ok(canon) => {
+                let described: Vec<String> = canon.iter().map(Change::describe).collect();
+                let pre = Audited {
+                    actor,
+                    source,
+                    changes: &described,
+                    requests: &requests,
+                };
+                (described.clone(), self.write_inner(canon, &pre).await)
+            }
+            Err(e) => {
+                let e = (e, false);
+                // Not canonical: named by kind and hash only (the field may be anything).
+                let described = changes
+                    .iter()
+                    .zip(&requests)
+                    .map(|(c, h)| format!("{} (sha256 {h})", c.kind()))
+                    .collect();
+                (described, Err(e))
+            }
+        };
         match &r {
             Ok(_) => self.writes_ok.fetch_add(1, Ordering::Relaxed),
             Err(_) => self.writes_failed.fetch_add(1, Ordering::Relaxed),
         };
-        let detail = match &r {
-            Ok(a) => {
-                serde_json::json!({"changes": described, "result": "ok", "generation": a.generation})
-            }
-            Err(e) => {
-                serde_json::json!({"changes": described, "result": "refused", "error": e.message()})
-            }
-        };
-        tokio::task::block_in_place(|| {
-            self.record(skua_audit::kind::API_WRITE, actor, source, detail)
-        });
-        r
+        if let Err((e, false)) = &r {
+            let detail = serde_json::json!({
+                "changes": described,
+                "request_sha256": requests,
+                "result": "refused",
+                "error": e.message(),
+            });
+            tokio::task::block_in_place(|| {
+                self.record(skua_audit::kind::API_WRITE, actor, source, detail)
+            });
+        }
+        r.map_err(|(e, _)| e)
     }
 
-    async fn write_inner(&self, changes: Vec<Change>) -> Result<Applied, CtlError> {
+    /// The write itself; an error comes with whether it is already in the audit log.
+    async fn write_inner(
+        &self,
+        changes: Vec<Change>,
+        pre: &Audited<'_>,
+    ) -> Result<Applied, (CtlError, bool)> {
+        self.write_checked(changes, pre).await
+    }
+
+    async fn write_checked(
+        &self,
+        changes: Vec<Change>,
+        pre: &Audited<'_>,
+    ) -> Result<Applied, (CtlError, bool)> {
+        let unrecorded = |e: CtlError| (e, false);
         let t0 = Instant::now();
         let mut inner = self.inner.lock().await;
         let Some(path) = inner.state_path.clone() else {
-            return Err(CtlError::Unavailable(
+            return Err(unrecorded(CtlError::Unavailable(
                 "no state file: set api: state-file: to allow changes through the API".into(),
-            ));
+            )));
         };
         let mut overlay = inner.overlay.clone();
         for c in &changes {
-            apply_change(&inner.base.server, &mut overlay, c)?;
+            apply_change(&inner.base.server, &mut overlay, c).map_err(unrecorded)?;
         }
         let mut merged = inner.base.clone();
         overlay.merge_into(&mut merged.server, &path);
@@ -683,19 +866,48 @@ impl Control {
         let m2 = merged.clone();
         let loaded = tokio::task::spawn_blocking(move || load::load_config(m2, dir))
             .await
-            .map_err(|e| CtlError::Internal(format!("compile task: {e}")))?
-            .map_err(|e| CtlError::Invalid(e.0))?;
+            .map_err(|e| unrecorded(CtlError::Internal(format!("compile task: {e}"))))?
+            .map_err(|e| unrecorded(CtlError::Invalid(e.0)))?;
+        // Audited before anything changes (the engine swaps happen under `inner`, so the
+        // generation this write will serve is known).
+        let generation = self.generation() + 1;
+        let detail = serde_json::json!({
+            "changes": pre.changes,
+            "request_sha256": pre.requests,
+            "result": "ok",
+            "generation": generation,
+        });
+        tokio::task::block_in_place(|| {
+            self.append_required(skua_audit::kind::API_WRITE, pre.actor, pre.source, detail)
+        })
+        // Nothing could be recorded, nothing more is tried.
+        .map_err(|e| (e, true))?;
         let o2 = overlay.clone();
         let p2 = path.clone();
-        tokio::task::spawn_blocking(move || o2.save(&p2))
+        let saved = tokio::task::spawn_blocking(move || o2.save(&p2))
             .await
-            .map_err(|e| CtlError::Internal(format!("save task: {e}")))?
-            .map_err(|e| {
-                CtlError::Internal(format!(
-                    "cannot write the state file {}: {e}; nothing changed",
-                    path.display()
-                ))
-            })?;
+            .map_err(|e| CtlError::Internal(format!("save task: {e}")))
+            .and_then(|r| {
+                r.map_err(|e| {
+                    CtlError::Internal(format!(
+                        "cannot write the state file {}: {e}; nothing changed",
+                        path.display()
+                    ))
+                })
+            });
+        if let Err(e) = saved {
+            // The entry above said "ok"; this one says it did not happen.
+            let detail = serde_json::json!({
+                "changes": pre.changes,
+                "request_sha256": pre.requests,
+                "result": "failed",
+                "error": e.message(),
+            });
+            tokio::task::block_in_place(|| {
+                self.record(skua_audit::kind::API_WRITE, pre.actor, pre.source, detail)
+            });
+            return Err((e, true));
+        }
         let view = make_view(&merged, &loaded, Some(&path));
         let records = loaded.records;
         let warnings = loaded.warnings.clone();
@@ -711,6 +923,35 @@ impl Control {
             warnings,
         })
     }
+
+    /// Appends an entry that must be written: `Ok` when it was (or no audit log is
+    /// configured), else the reason as [`CtlError::Unaudited`].
+    fn append_required(
+        &self,
+        kind: &str,
+        actor: &str,
+        source: Option<std::net::IpAddr>,
+        detail: serde_json::Value,
+    ) -> Result<(), CtlError> {
+        let guard = self.audit.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(a) = guard.as_ref() else {
+            return Ok(());
+        };
+        a.append(kind, actor, source, detail).map_err(|e| {
+            log::error(format_args!("audit: {e}; the change was refused"));
+            CtlError::Unaudited(format!(
+                "the audit log cannot record this change ({e}); nothing changed"
+            ))
+        })
+    }
+}
+
+/// Who asks for a write and what it is, for its audit entry.
+struct Audited<'a> {
+    actor: &'a str,
+    source: Option<std::net::IpAddr>,
+    changes: &'a [String],
+    requests: &'a [String],
 }
 
 /// Checks one change against the main configuration and applies it to `o`.

@@ -429,6 +429,16 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
                 tokio::spawn(api::serve(l, ctl.clone(), stop));
             }
         }
+        // Summaries of refused API requests, when their window ends.
+        let c = ctl.clone();
+        let mut ticker = tokio::time::interval(Duration::from_secs(5));
+        let flusher = tokio::spawn(async move {
+            loop {
+                ticker.tick().await;
+                let c = c.clone();
+                let _ = tokio::task::spawn_blocking(move || c.flush_refusals(false)).await;
+            }
+        });
         crate::notify::notify(&format!(
             "READY=1\nSTATUS=serving on {} ({})",
             settings
@@ -441,6 +451,7 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
         ));
         let r = signals(sigs, &ctl).await;
         let _ = api_stop.send(true);
+        flusher.abort();
         r
     });
     shared.stop.store(true, Ordering::Relaxed);
@@ -461,6 +472,7 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
         p.shutdown();
     }
     rt.shutdown_timeout(Duration::from_millis(500));
+    ctl.flush_refusals(true);
     let t = shared.totals();
     ctl.record(
         skua_audit::kind::STOP,

@@ -114,17 +114,162 @@ fn failed_authentications_are_limited_per_source() {
         a,
     );
     for i in 0..3 {
-        let r = http(&d, "GET", "/status", Some("wrong-token-0123456789"), None).unwrap();
+        let r = http(&d, "GET", "/status", None, None).unwrap();
         assert_eq!(r.status, 401, "attempt {i}: {r:?}");
     }
-    // Past the limit, even a good token gets 429 until the minute is over; /health stays.
-    let r = http(&d, "GET", "/status", Some(tok("admin")), None).unwrap();
+    // Past the limit, failures get 429 until the minute is over...
+    let r = http(&d, "GET", "/status", Some("wrong-token-0123456789"), None).unwrap();
     assert_eq!(
         (r.status, r.code().as_str()),
         (429, "too_many_auth_failures"),
         "{r:?}"
     );
+    // ...but a valid token still passes: token-less requests from any local process must
+    // not lock the operator out.
+    let r = http(&d, "GET", "/status", Some(tok("read")), None).unwrap();
+    assert_eq!(r.status, 200, "{r:?}");
+    let r = http(&d, "POST", "/reload", Some(tok("operator")), None).unwrap();
+    assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(http(&d, "GET", "/health", None, None).unwrap().status, 200);
+}
+
+/// The paths of docs/openapi.json with their parameters filled in.
+fn documented_paths() -> Vec<(String, Vec<String>)> {
+    let doc: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/openapi.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    doc["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(p, item)| {
+            let methods = item
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(|m| m.to_uppercase())
+                .collect();
+            (p.replace("{name}", "example."), methods)
+        })
+        .collect()
+}
+
+/// Every documented route × every method × (no token, a wrong token, each role): the
+/// expected status, and every refusal in the audit log (aggregated entries count theirs).
+/// HEAD used to skip authentication altogether (`HEAD /config` without a token: 200).
+#[test]
+fn route_method_role_matrix() {
+    use std::os::unix::fs::PermissionsExt;
+    const METHODS: [&str; 8] = [
+        "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE",
+    ];
+    let dir = Dir::new("matrix");
+    let key = dir.0.join("k.hex");
+    std::fs::write(&key, "33".repeat(32)).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let log = dir.0.join("audit.log");
+    let (p, a) = (free_port(), free_port());
+    let mut conf = config(p, a, &dir.0, "  auth-fail-limit: 100000\n");
+    conf.push_str(&format!(
+        "audit:\n  log: \"{}\"\n  key: \"file:{}\"\n",
+        log.display(),
+        key.display()
+    ));
+    let mut d = start(&dir.0, &conf, p, a);
+    let public = ["/health", "/openapi.json"];
+    let mut refusals = 0u64;
+    let mut checked = 0;
+    for (path, documented) in documented_paths() {
+        let routed = |m: &str| {
+            let m = if m == "HEAD" { "GET" } else { m };
+            documented.iter().any(|x| x == m)
+        };
+        let need = |m: &str| {
+            let m = if m == "HEAD" { "GET" } else { m };
+            ROUTES
+                .iter()
+                .find(|(rm, rp, _, _)| {
+                    *rm == m
+                        && rp
+                            .split('?')
+                            .next()
+                            .unwrap()
+                            .replace("roles.example.net.", "example.")
+                            == path
+                })
+                .and_then(|r| r.2)
+        };
+        for m in METHODS {
+            let body = (m == "POST" || m == "PUT" || m == "PATCH").then_some("{}");
+            let is_public = public.contains(&path.as_str());
+            for t in [None, Some("wrong-token-0123456789")] {
+                let r = http(&d, m, &path, t, body).unwrap();
+                let want = match (is_public, routed(m)) {
+                    (true, true) => 200,
+                    (true, false) => 405,
+                    (false, _) => 401,
+                };
+                assert_eq!(r.status, want, "{m} {path} token {t:?}: {r:?}");
+                if want == 401 {
+                    refusals += 1;
+                }
+                checked += 1;
+            }
+            if is_public {
+                continue;
+            }
+            for role in ROLES {
+                let r = http(&d, m, &path, Some(tok(role)), body).unwrap();
+                checked += 1;
+                if !routed(m) {
+                    assert_eq!(r.status, 405, "{role} {m} {path}: {r:?}");
+                    continue;
+                }
+                let need = need(m).unwrap_or_else(|| panic!("no role for {m} {path}"));
+                if rank(role) >= rank(need) {
+                    assert!(
+                        ![401, 403, 405, 429].contains(&r.status),
+                        "{role} {m} {path}: {r:?}"
+                    );
+                } else {
+                    assert_eq!(r.status, 403, "{role} {m} {path}: {r:?}");
+                    refusals += 1;
+                }
+            }
+        }
+    }
+    // An unknown path needs a token too (404 only for a caller who has one).
+    assert_eq!(http(&d, "GET", "/nope", None, None).unwrap().status, 401);
+    assert_eq!(
+        http(&d, "GET", "/nope", Some(tok("read")), None)
+            .unwrap()
+            .status,
+        404
+    );
+    refusals += 1;
+    assert!(checked > 400, "{checked}");
+    // SIGTERM flushes the open aggregation windows; then every refusal is accounted for.
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(d.child.id() as i32, libc::SIGTERM) }, 0);
+    let _ = d.child.wait();
+    let entries = skua_audit::tail(&log, 100_000).unwrap();
+    let failures: Vec<_> = entries
+        .iter()
+        .filter(|e| e.kind == "auth-failure")
+        .collect();
+    let counted: u64 = failures
+        .iter()
+        .map(|e| e.detail["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(counted, refusals, "{failures:?}");
+    // One source, one window: per actor (anonymous, and the read, dns and operator tokens
+    // refused for their role) the first refusal at once and the rest in one entry.
+    assert!(failures.len() <= 8, "{}", failures.len());
 }
 
 #[test]
@@ -512,6 +657,20 @@ fn https_when_a_certificate_is_configured() {
     );
     let conf = dir.0.join("skuad.conf");
     std::fs::write(&conf, text).unwrap();
+    // A private key others can read is refused, with the reason.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let out = Command::new(SKUAD)
+            .args(["--no-xdp", "--config"])
+            .arg(&conf)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("mode 644"), "{err}");
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
     let mut child = Command::new(SKUAD)
         .args(["--no-xdp", "--config"])
         .arg(&conf)
@@ -656,4 +815,193 @@ fn audit_log_records_state_changes() {
         "{}",
         rep.to_json()
     );
+}
+
+/// Config with an audit log at `log` (key in `dir`).
+fn with_audit(dir: &Path, p: u16, a: u16, log: &Path) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let key = dir.join("audit.key");
+    std::fs::write(&key, "55".repeat(32)).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut conf = config(p, a, dir, "");
+    conf.push_str(&format!(
+        "audit:\n  log: \"{}\"\n  key: \"file:{}\"\n",
+        log.display(),
+        key.display()
+    ));
+    conf
+}
+
+fn api_writes(log: &Path) -> Vec<serde_json::Value> {
+    skua_audit::tail(log, 1000)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "api-write")
+        .map(|e| e.detail)
+        .collect()
+}
+
+/// Writes are audited in their canonical form with the request's SHA-256, and request
+/// fields are bounded before they are parsed: a record padded with a 70 KB comment (which
+/// canonicalised to 30 bytes, was served, and whose audit entry was dropped for its size)
+/// is refused, and its refusal is in the log.
+#[test]
+fn writes_are_audited_canonical_and_bounded() {
+    let dir = Dir::new("canon");
+    let log = dir.0.join("audit.log");
+    let (p, a) = (free_port(), free_port());
+    let d = start(&dir.0, &with_audit(&dir.0, p, a, &log), p, a);
+    let t = Some(tok("dns"));
+    let raw = "WWW.Example. IN 300 A 198.18.0.7";
+    let r = http(
+        &d,
+        "POST",
+        "/records",
+        t,
+        Some(&format!(r#"{{"rr":"{raw}"}}"#)),
+    )
+    .unwrap();
+    assert_eq!(r.status, 201, "{r:?}");
+    let padded = format!("p.example. 300 A 198.18.0.5 ;{}", "x".repeat(70_000));
+    let r = http(
+        &d,
+        "POST",
+        "/records",
+        t,
+        Some(&format!(r#"{{"rr":"{padded}"}}"#)),
+    )
+    .unwrap();
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (400, "invalid_request"),
+        "{r:?}"
+    );
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most 8192")
+    );
+    assert_eq!(
+        ask(d.dns, "p.example.").0,
+        3,
+        "the padded record must not be served"
+    );
+    let long = format!("q.example.%20300%20A%20198.18.0.5%20;{}", "y".repeat(9_000));
+    let r = http(&d, "DELETE", &format!("/records?rr={long}"), t, None).unwrap();
+    assert_eq!(r.status, 400, "{r:?}");
+    let r = http(
+        &d,
+        "DELETE",
+        "/records?rr=www.EXAMPLE.%20300%20A%20198.18.0.7",
+        t,
+        None,
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{r:?}");
+    let w = api_writes(&log);
+    assert_eq!(w.len(), 4, "{w:?}");
+    assert_eq!(w[0]["result"], "ok");
+    assert_eq!(
+        w[0]["changes"][0],
+        "add record www.example. 300 IN A 198.18.0.7"
+    );
+    assert_eq!(w[0]["request_sha256"][0], sha256_hex(raw));
+    assert_eq!(w[1]["result"], "refused");
+    assert_eq!(
+        w[1]["changes"][0],
+        format!("add record (sha256 {})", sha256_hex(&padded))
+    );
+    assert_eq!(w[2]["result"], "refused");
+    assert_eq!(w[3]["result"], "ok");
+    assert_eq!(
+        w[3]["changes"][0],
+        "remove record www.example. 300 IN A 198.18.0.7"
+    );
+}
+
+/// Unmounts a tmpfs when dropped.
+struct Tmpfs(std::path::PathBuf);
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// A write whose audit entry cannot be written (the log's file system is full) is refused
+/// and nothing changes: not served, not in the state file; once the log can be written
+/// again, the same write goes through. Needs root (a small tmpfs); CI is root.
+#[test]
+fn a_write_the_audit_log_cannot_record_is_refused() {
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(euid, 0, "this test mounts a tmpfs: run it as root (CI does)");
+    let dir = Dir::new("unaudited");
+    let mnt = dir.0.join("audit");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let ok = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "mount tmpfs");
+    let _fs = Tmpfs(mnt.clone());
+    let log = mnt.join("audit.log");
+    let (p, a) = (free_port(), free_port());
+    let d = start(&dir.0, &with_audit(&dir.0, p, a, &log), p, a);
+    // Fill the file system.
+    let filler = mnt.join("filler");
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&filler).unwrap();
+        while f.write_all(&[0u8; 512]).is_ok() {}
+        let _ = f.sync_all();
+    }
+    // The log's last page still has room: reloads (each audited, best effort) fill it
+    // until an entry no longer fits.
+    let size = || std::fs::metadata(&log).unwrap().len();
+    let mut full = false;
+    for _ in 0..200 {
+        let before = size();
+        let r = http(&d, "POST", "/reload", Some(tok("operator")), None).unwrap();
+        assert_eq!(r.status, 200, "{r:?}");
+        if size() == before {
+            full = true;
+            break;
+        }
+    }
+    assert!(full, "the audit log kept growing on a full file system");
+    let t = Some(tok("dns"));
+    let body = r#"{"rr":"u.example. 300 A 198.18.0.8"}"#;
+    let r = http(&d, "POST", "/records", t, Some(body)).unwrap();
+    assert_eq!((r.status, r.code().as_str()), (503, "unavailable"), "{r:?}");
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("audit"),
+        "{r:?}"
+    );
+    assert_eq!(
+        ask(d.dns, "u.example.").0,
+        3,
+        "an unaudited write must not be served"
+    );
+    let state = std::fs::read_to_string(dir.0.join("state.conf")).unwrap_or_default();
+    assert!(!state.contains("u.example"), "{state}");
+    let listed = http(&d, "GET", "/records", t, None).unwrap().body;
+    assert!(!listed.contains("u.example"), "{listed}");
+    // Room again: the same write is audited, then served.
+    std::fs::remove_file(&filler).unwrap();
+    let r = http(&d, "POST", "/records", t, Some(body)).unwrap();
+    assert_eq!(r.status, 201, "{r:?}");
+    assert_eq!(ask(d.dns, "u.example.").2, [198, 18, 0, 8]);
+    let w = api_writes(&log);
+    assert_eq!(
+        w.last().unwrap()["changes"][0],
+        "add record u.example. 300 IN A 198.18.0.8"
+    );
+    drop(d);
 }
