@@ -488,6 +488,8 @@ pub(crate) enum ApiKey {
     MaxBody,
     AuthFailLimit,
     StateFile,
+    MaxConnections,
+    MaxConnectionsPerSource,
 }
 
 impl ApiKey {
@@ -510,6 +512,11 @@ const API: &[(&str, ApiKey)] = &[
     ("max-body", ApiKey::MaxBody),
     ("auth-fail-limit", ApiKey::AuthFailLimit),
     ("state-file", ApiKey::StateFile),
+    ("max-connections", ApiKey::MaxConnections),
+    (
+        "max-connections-per-source",
+        ApiKey::MaxConnectionsPerSource,
+    ),
 ];
 
 /// The `api:` directive named `name`, if known.
@@ -607,7 +614,7 @@ mod tests {
             })
             .collect();
         assert_eq!(keys.len(), 46, "one table entry per ServerKey variant");
-        assert_eq!(API.len(), 9, "one table entry per ApiKey variant");
+        assert_eq!(API.len(), 11, "one table entry per ApiKey variant");
         assert_eq!(AUDIT.len(), 4, "one table entry per AuditKey variant");
     }
 }

@@ -368,6 +368,12 @@ pub struct Api {
     /// `state-file:` path as written: where changes made through the API to zones and
     /// records are persisted. `None` (the default): the daemon decides.
     pub state_file: Option<Located<String>>,
+    /// `max-connections:`, 1-4096: API connections open at once, all sources together.
+    /// Default 64.
+    pub max_connections: u32,
+    /// `max-connections-per-source:`, 1-4096: API connections open at once from one source
+    /// (an IPv4 address, an IPv6 /64). Default 8.
+    pub max_connections_per_source: u32,
 }
 
 impl Default for Api {
@@ -382,6 +388,8 @@ impl Default for Api {
             max_body: 1 << 20,
             auth_fail_limit: 10,
             state_file: None,
+            max_connections: 64,
+            max_connections_per_source: 8,
         }
     }
 }

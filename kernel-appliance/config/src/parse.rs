@@ -499,6 +499,12 @@ impl Parser {
             }
             ApiKey::AuthFailLimit => a.auth_fail_limit = ranged_u32(name, &vals[0], loc)?,
             ApiKey::StateFile => a.state_file = Some(located(text())),
+            ApiKey::MaxConnections => {
+                a.max_connections = ranged(name, &vals[0], 1, 4096, loc)? as u32;
+            }
+            ApiKey::MaxConnectionsPerSource => {
+                a.max_connections_per_source = ranged(name, &vals[0], 1, 4096, loc)? as u32;
+            }
         }
         Ok(n)
     }

@@ -8,7 +8,8 @@
 //! `unauthorized` (401: no or unknown token), `forbidden` (403: role too low),
 //! `too_many_auth_failures` (429), `not_found` (404), `method_not_allowed` (405),
 //! `invalid_json` (400: not JSON), `invalid_request` (400: unknown or missing field, wrong
-//! type, bad name or record), `body_too_large` (413), `unsupported_media_type` (415),
+//! type, bad name or record), `request_timeout` (408: the body did not arrive in time),
+//! `body_too_large` (413), `unsupported_media_type` (415),
 //! `conflict` (409), `invalid_config` (422: the change or reload does not compile; nothing
 //! changed), `unavailable` (503), `internal` (500).
 
@@ -313,13 +314,29 @@ async fn json_body<T: DeserializeOwned>(
         }
     }
     let limit = ctl.api.load().max_body;
-    let bytes: Bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
-            format!("request body over {limit} bytes (api: max-body:)"),
-        )
-    })?;
+    let read = tokio::time::timeout(
+        crate::httpd::BODY_TIMEOUT,
+        axum::body::to_bytes(body, limit),
+    );
+    let bytes: Bytes = read
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                format!(
+                    "the request body did not arrive within {} s",
+                    crate::httpd::BODY_TIMEOUT.as_secs()
+                ),
+            )
+        })?
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                format!("request body over {limit} bytes (api: max-body:)"),
+            )
+        })?;
     serde_json::from_slice(&bytes).map_err(|e| {
         let code = if e.is_syntax() || e.is_eof() {
             "invalid_json"
@@ -781,50 +798,16 @@ pub async fn serve_tls(
     ctl: Arc<Control>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let router = router(ctl.clone());
-    tokio::pin!(stop);
-    loop {
-        let (tcp, peer) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(v) => v,
-                Err(e) => {
-                    crate::log::warn(format_args!("api: accept: {e}"));
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut stop => return Ok(()),
-        };
-        let Some(cfg) = ctl.api.load().tls.clone() else {
-            // TLS was switched off by a reload: the listener stays HTTPS until restart.
-            continue;
-        };
-        let router = router.clone();
-        tokio::spawn(async move {
-            let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
-            let tls =
-                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
-                    Ok(Ok(t)) => t,
-                    Ok(Err(e)) => {
-                        crate::log::warn(format_args!("api: {peer}: TLS handshake: {e}"));
-                        return;
-                    }
-                    Err(_) => return,
-                };
-            let svc = tower::ServiceExt::map_request(
-                router,
-                move |req: hyper::Request<hyper::body::Incoming>| {
-                    let mut req = req.map(Body::new);
-                    req.extensions_mut().insert(ConnectInfo(peer));
-                    req
-                },
-            );
-            let svc = hyper_util::service::TowerToHyperService::new(svc);
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
-                .await;
-        });
-    }
+    let c = ctl.clone();
+    let tls: crate::httpd::TlsSource = Some(Arc::new(move || c.api.load().tls.clone()));
+    crate::httpd::serve(
+        listener,
+        router(ctl.clone()),
+        ctl.api_conns.clone(),
+        tls,
+        stop,
+    )
+    .await
 }
 
 /// Serves the API on `listener` until `stop` resolves.
@@ -833,11 +816,13 @@ pub async fn serve(
     ctl: Arc<Control>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(
+    crate::httpd::serve(
         listener,
-        router(ctl).into_make_service_with_connect_info::<SocketAddr>(),
+        router(ctl.clone()),
+        ctl.api_conns.clone(),
+        None,
+        stop,
     )
-    .with_graceful_shutdown(stop)
     .await
 }
 

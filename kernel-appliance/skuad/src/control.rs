@@ -354,6 +354,8 @@ pub struct Control {
     pub writes_failed: AtomicU64,
     /// Refused API requests waiting to be summarised in the audit log.
     refusals: RefusalLog,
+    /// The API's open connections and their caps.
+    pub api_conns: Arc<crate::httpd::Tracker>,
 }
 
 /// The window over which refused API requests from one source are summarised in one audit
@@ -475,6 +477,7 @@ impl Control {
         started: Instant,
         xdp_opts: XdpOptions,
     ) -> Self {
+        let base_api = base.api.clone();
         Control {
             source,
             shared,
@@ -499,6 +502,7 @@ impl Control {
             writes_ok: AtomicU64::new(0),
             writes_failed: AtomicU64::new(0),
             refusals: RefusalLog::new(REFUSAL_WINDOW),
+            api_conns: crate::httpd::Tracker::new(crate::httpd::Caps::of(&base_api)),
         }
     }
 
@@ -688,6 +692,7 @@ impl Control {
         self.swap_engine(engine);
         self.view.store(Arc::new(view));
         self.api.store(Arc::new(api));
+        self.api_conns.set_caps(crate::httpd::Caps::of(&cfg.api));
         let mut listener_error = None;
         if new_settings != inner.settings {
             // Blocking work (binding, draining retired sockets for a few hundred ms, joining

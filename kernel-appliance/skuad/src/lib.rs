@@ -27,6 +27,7 @@ pub mod auth;
 pub mod bench;
 pub mod clock;
 pub mod control;
+pub mod httpd;
 pub mod listeners;
 pub mod load;
 pub mod log;

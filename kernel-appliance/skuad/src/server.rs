@@ -269,6 +269,7 @@ pub(crate) async fn tcp_accept(
     stats: Arc<WorkerStats>,
     params: Arc<ArcSwap<crate::listeners::TcpParams>>,
 ) {
+    let (mut errors, mut last_log) = (0u64, None::<Instant>);
     loop {
         let p = params.load_full();
         // Take a slot before accepting: past the limit, clients wait in the backlog instead
@@ -285,7 +286,17 @@ pub(crate) async fn tcp_accept(
                 });
             }
             Err(e) => {
-                log::warn(format_args!("tcp accept: {e}"));
+                // Out of descriptors (EMFILE), typically: one line per interval with the
+                // count, not one per retry.
+                errors += 1;
+                if last_log.is_none_or(|t: Instant| t.elapsed() >= crate::httpd::ERROR_LOG_INTERVAL)
+                {
+                    log::warn(format_args!(
+                        "tcp accept: {e} ({errors} accept errors since the last report)"
+                    ));
+                    last_log = Some(Instant::now());
+                    errors = 0;
+                }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
@@ -311,6 +322,7 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
         .map_err(|e| format!("cannot load configuration: {e}"))?;
     let api_state = api::api_state(&cfg).map_err(|e| format!("api: {e}"))?;
     let audit = crate::audit::Audit::open(&cfg.audit, dir.as_deref())?;
+    check_descriptors(&loaded.settings, &cfg.api);
     log::set_verbosity(loaded.settings.verbosity);
     log::install_bridge();
     for w in &loaded.warnings {
@@ -482,6 +494,36 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
     );
     log::info(format_args!("stopped: {}", socket_summary(&shared)));
     result
+}
+
+/// Warns when the process's descriptor limit is below what the configured caps can use at
+/// once: DNS over TCP (`incoming-num-tcp` × threads), the API's connections, and a margin
+/// for sockets, files and AF_XDP. The appliance's unit sets `LimitNOFILE=65536`; a shell's
+/// default (1024) is fine for the defaults too.
+fn check_descriptors(settings: &load::Settings, api: &skua_config::Api) {
+    let Some(soft) = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3).map(str::to_string))
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+    else {
+        return;
+    };
+    let need = settings.tcp_limit as u64 * settings.tcp.len().max(1) as u64
+        + if api.enable {
+            u64::from(api.max_connections) * api.interfaces.len().max(1) as u64
+        } else {
+            0
+        }
+        + 256;
+    if soft < need {
+        log::warn(format_args!(
+            "the descriptor limit is {soft}, below the {need} that DNS over TCP (incoming-num-tcp), the API (max-connections) and the sockets can use at once: raise it (LimitNOFILE=, ulimit -n) or lower those caps"
+        ));
+    }
 }
 
 /// Kernel-socket counters, one line.

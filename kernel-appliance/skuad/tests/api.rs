@@ -936,7 +936,10 @@ impl Drop for Tmpfs {
 fn a_write_the_audit_log_cannot_record_is_refused() {
     // SAFETY: geteuid(2) has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
-    assert_eq!(euid, 0, "this test mounts a tmpfs: run it as root (CI does)");
+    assert_eq!(
+        euid, 0,
+        "this test mounts a tmpfs: run it as root (CI does)"
+    );
     let dir = Dir::new("unaudited");
     let mnt = dir.0.join("audit");
     std::fs::create_dir_all(&mnt).unwrap();
@@ -1004,4 +1007,141 @@ fn a_write_the_audit_log_cannot_record_is_refused() {
         "add record u.example. 300 IN A 198.18.0.8"
     );
     drop(d);
+}
+
+/// A DNS query over TCP (RFC 7766): (RCODE, ANCOUNT).
+fn ask_tcp(server: SocketAddr, name: &str) -> std::io::Result<(u8, u16)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&server, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(3)))?;
+    let q = query(0x7777, name, 1);
+    let mut m = (q.len() as u16).to_be_bytes().to_vec();
+    m.extend_from_slice(&q);
+    s.write_all(&m)?;
+    let mut len = [0u8; 2];
+    s.read_exact(&mut len)?;
+    let mut r = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    s.read_exact(&mut r)?;
+    Ok((r[3] & 0x0f, u16::from_be_bytes([r[6], r[7]])))
+}
+
+/// Descriptors skuad holds.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// A slowloris: more half-sent requests than the caps, from many sources, against a skuad
+/// with 256 descriptors. The API keeps its connections under its cap (the rest are closed or
+/// take an idle one's place), DNS over TCP keeps answering, `GET /status` with a token
+/// (what `skuactl status` sends) keeps working, and the half-open connections are closed
+/// by the header deadline. Before the caps and deadlines, 1,100 such connections stayed
+/// open and DNS over TCP stopped accepting ("Too many open files").
+#[test]
+fn slowloris_cannot_starve_dns_or_the_operator() {
+    use std::io::Write;
+    let dir = Dir::new("slowloris");
+    let (p, a) = (free_port(), free_port());
+    let conf = dir.0.join("skuad.conf");
+    std::fs::write(
+        &conf,
+        config(
+            p,
+            a,
+            &dir.0,
+            "  max-connections: 32\n  max-connections-per-source: 4\n",
+        ),
+    )
+    .unwrap();
+    let child = std::process::Command::new("prlimit")
+        .arg("--nofile=256:256")
+        .arg(SKUAD)
+        .args(["--no-xdp", "--config"])
+        .arg(&conf)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut d = Daemon {
+        child,
+        dns: SocketAddr::new(LO, p),
+        api: SocketAddr::new(LO, a),
+        conf,
+    };
+    let t0 = Instant::now();
+    while http(&d, "GET", "/health", None, None).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "skuad did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = d.child.id();
+    let base_fds = open_fds(pid);
+    // 400 connections from 100 loopback sources, each with half a request line.
+    let mut held = Vec::new();
+    for i in 0..400u32 {
+        let src: std::net::IpAddr = format!("127.0.1.{}", 2 + i % 100).parse().unwrap();
+        let sock = socket2_connect(src, d.api);
+        if let Some(mut s) = sock {
+            let _ = s.write_all(b"GET /sta");
+            held.push(s);
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let fds = open_fds(pid);
+    assert!(
+        fds <= base_fds + 32 + 4,
+        "skuad holds {fds} descriptors ({base_fds} before the flood; API cap 32)"
+    );
+    // DNS over TCP and the operator still get through, several times over.
+    for i in 0..5 {
+        assert_eq!(
+            ask_tcp(d.dns, "a.example.").unwrap(),
+            (0, 1),
+            "DNS over TCP, round {i}"
+        );
+        let r = http(&d, "GET", "/status", Some(tok("read")), None).unwrap();
+        assert_eq!(r.status, 200, "status, round {i}: {r:?}");
+    }
+    // The header deadline (10 s) closes what is left of the half-open connections.
+    std::thread::sleep(Duration::from_secs(12));
+    let fds = open_fds(pid);
+    assert!(
+        fds <= base_fds + 2,
+        "{fds} descriptors left ({base_fds} before)"
+    );
+    drop(held);
+    let _ = d.child.kill();
+    let _ = d.child.wait();
+}
+
+/// A TCP connection from `src` (any loopback address) to `dst`, or `None` if refused.
+fn socket2_connect(src: std::net::IpAddr, dst: SocketAddr) -> Option<std::net::TcpStream> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: socket(2) with constant arguments; the result is checked.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    assert!(fd >= 0);
+    // SAFETY: `fd` is a new descriptor owned by nothing else.
+    let s = unsafe { std::net::TcpStream::from_raw_fd(fd) };
+    let sin = |ip: std::net::Ipv4Addr, port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(ip).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let (std::net::IpAddr::V4(src), std::net::IpAddr::V4(dip)) = (src, dst.ip()) else {
+        return None;
+    };
+    let a = sin(src, 0);
+    let b = sin(dip, dst.port());
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: `a` is a valid sockaddr_in of `len` bytes, alive across the call.
+    let r = unsafe { libc::bind(fd, std::ptr::from_ref(&a).cast(), len) };
+    if r != 0 {
+        return None;
+    }
+    // SAFETY: `b` is a valid sockaddr_in of `len` bytes, alive across the call.
+    let r = unsafe { libc::connect(fd, std::ptr::from_ref(&b).cast(), len) };
+    (r == 0).then_some(s)
 }
