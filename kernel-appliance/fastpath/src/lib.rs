@@ -10,7 +10,9 @@
 //! What it does not do: IPv4 options, fragments, IPv6 extension headers, TCP (the XDP
 //! program passes those to the kernel; should one arrive here it is handed back as
 //! [`Verdict::Kernel`]); ARP/NDP; routing (the reply leaves by the port it came in on, to
-//! the MAC it came from).
+//! the MAC it came from). It never answers a frame sent to an Ethernet broadcast or
+//! multicast address, nor one sent to an IP broadcast or multicast address
+//! ([`Drop::NotUnicast`]): the reply would come from that address.
 //!
 //! `#![no_std]`, no allocation, `#![forbid(unsafe_code)]`. No input makes it panic.
 
@@ -56,11 +58,14 @@ pub enum Drop {
     NoRoom = 6,
     /// Response rate limiting dropped the reply (see `skua_engine::rrl`).
     RateLimited = 7,
+    /// Sent to an Ethernet group address (broadcast, multicast) or to an IP broadcast or
+    /// multicast address: never answered here (see [`handle_frame`]).
+    NotUnicast = 8,
 }
 
 impl Drop {
     /// Number of reasons.
-    pub const COUNT: usize = 8;
+    pub const COUNT: usize = 9;
     /// Every reason, in counter order.
     pub const ALL: [Self; Self::COUNT] = [
         Self::Truncated,
@@ -71,6 +76,7 @@ impl Drop {
         Self::Engine,
         Self::NoRoom,
         Self::RateLimited,
+        Self::NotUnicast,
     ];
 
     /// Metric label.
@@ -84,6 +90,7 @@ impl Drop {
             Self::Engine => "engine",
             Self::NoRoom => "no_room",
             Self::RateLimited => "rate_limited",
+            Self::NotUnicast => "not_unicast",
         }
     }
 }
@@ -181,6 +188,18 @@ fn udp_checksum_ok(frame: &[u8], u: &Udp, udp_len: usize) -> bool {
         return true;
     }
     be16(frame, u.udp_off + 6) == csum_fold(pseudo)
+}
+
+/// True for an address a reply must never come from: IPv4 limited broadcast (RFC 919) and
+/// the rest of 240/4, IPv4 multicast (224/4, RFC 1112), IPv6 multicast (ff00::/8, RFC 4291
+/// §2.7), and the unspecified addresses. A subnet's directed broadcast (RFC 922) cannot be
+/// told from a unicast address without the interface's prefixes: the XDP program's maps never
+/// hold one (`skua_xdp::ifaddr::answerable`), so it never reaches this path.
+fn never_unicast(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(a) => a.is_unspecified() || a.octets()[0] >= 224,
+        IpAddr::V6(a) => a.is_unspecified() || a.is_multicast(),
+    }
 }
 
 /// Parses and verifies; `Err(None)` = not a frame for us (hand to the kernel).
@@ -324,6 +343,15 @@ pub fn handle_frame(
         }
     };
     let (client, server) = endpoints(frame, &u);
+    // Only queries to one of our unicast addresses in a unicast frame are answered. An
+    // Ethernet group destination (the I/G bit, bit 0 of the first octet: broadcast or
+    // multicast) is refused whatever the IP destination: a unicast datagram in a link-layer
+    // broadcast should be discarded (RFC 1122 §3.3.6). An IP broadcast or multicast
+    // destination is refused because the reply, the same frame turned around, would come from
+    // that address. The XDP program passes both to the kernel; this is the second line.
+    if frame[0] & 1 != 0 || never_unicast(server.ip()) {
+        return Verdict::Drop(Drop::NotUnicast);
+    }
     let payload_off = u.udp_off + UDP_HLEN;
     let qlen = u.payload_len;
     let Some(q) = scratch.get_mut(..qlen) else {

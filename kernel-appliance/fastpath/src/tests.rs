@@ -307,3 +307,71 @@ fn rate_limited_replies_are_dropped_or_slipped_in_the_frame() {
     assert_eq!(verdicts[2].0, Verdict::Drop(Drop::RateLimited));
     assert_eq!(Drop::ALL[Drop::RateLimited as usize], Drop::RateLimited);
 }
+
+#[test]
+fn broadcast_and_multicast_are_never_answered() {
+    let q = dns_query(A_STATIC, 1);
+    let frame_to = |dst_mac: [u8; 6], src: &str, dst: &str| {
+        let mut buf = vec![0u8; 4096];
+        let len = build_udp_frame(
+            &mut buf,
+            CLIENT_MAC,
+            dst_mac,
+            None,
+            src.parse().unwrap(),
+            dst.parse().unwrap(),
+            &q,
+        )
+        .unwrap();
+        (buf, len)
+    };
+    let bcast = [0xff; 6];
+    for (what, mac, src, dst) in [
+        // RFC 1122 §3.3.6: unicast IP in a link-layer broadcast or multicast.
+        ("broadcast MAC", bcast, "127.0.0.1:40000", "127.0.0.2:53"),
+        (
+            "IPv4 multicast MAC",
+            [0x01, 0, 0x5e, 0, 0, 0xfb],
+            "127.0.0.1:40000",
+            "127.0.0.2:53",
+        ),
+        (
+            "IPv6 multicast MAC",
+            [0x33, 0x33, 0, 0, 0, 1],
+            "[::1]:40000",
+            "[::2]:53",
+        ),
+        // IP broadcast and multicast, even in a unicast frame.
+        (
+            "255.255.255.255",
+            SERVER_MAC,
+            "127.0.0.1:40000",
+            "255.255.255.255:53",
+        ),
+        (
+            "224.0.0.251",
+            SERVER_MAC,
+            "127.0.0.1:40000",
+            "224.0.0.251:53",
+        ),
+        ("0.0.0.0", SERVER_MAC, "127.0.0.1:40000", "0.0.0.0:53"),
+        ("ff02::fb", SERVER_MAC, "[::1]:40000", "[ff02::fb]:53"),
+        ("ff05::1:3", SERVER_MAC, "[::1]:40000", "[ff05::1:3]:53"),
+        ("::", SERVER_MAC, "[::1]:40000", "[::]:53"),
+    ] {
+        let (mut buf, len) = frame_to(mac, src, dst);
+        let orig = buf[..len].to_vec();
+        assert_eq!(
+            run(&mut buf, len),
+            Verdict::Drop(Drop::NotUnicast),
+            "{what}"
+        );
+        assert_eq!(&buf[..len], &orig[..], "{what}: frame modified");
+    }
+    // The same queries to a unicast MAC and address are answered.
+    let (mut buf, len) = frame_to(SERVER_MAC, "[::1]:40000", "[::2]:53");
+    assert!(matches!(run(&mut buf, len), Verdict::Reply { .. }));
+    for (i, d) in Drop::ALL.iter().enumerate() {
+        assert_eq!(*d as usize, i, "{}", d.as_str());
+    }
+}
