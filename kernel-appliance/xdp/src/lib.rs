@@ -9,13 +9,15 @@
 //! kernel by the XDP program), IP fragments or options (likewise).
 //!
 //! This crate holds the dataplane's `unsafe` code: the ring memory protocol ([`ring`]),
-//! the UMEM ([`queue::Umem`]) and the socket/mapping syscalls ([`socket`]). Each block has a
+//! the UMEM ([`queue::Umem`]), the socket/mapping syscalls ([`socket`]) and the rtnetlink
+//! sockets that read and watch interface addresses ([`ifaddr`]). Each block has a
 //! `// SAFETY:` comment; the frame-ownership logic ([`queue`]) is safe code over them and is
 //! tested without root against simulated rings.
 
 pub mod abi;
 pub mod answers;
 pub mod bpf;
+pub mod ifaddr;
 pub mod queue;
 pub mod ring;
 pub mod socket;
