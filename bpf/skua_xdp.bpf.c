@@ -4,8 +4,9 @@
  * queries skuad has precompiled (SKUA_F_ANSWER, see answer()) with XDP_TX.
  *
  * It redirects exactly one kind of frame to user space: a well-formed UDP datagram to the
- * configured port (53) and to one of our addresses, carried in Ethernet (optionally with one
- * VLAN tag) over IPv4 without options and unfragmented, or over IPv6 with no extension header.
+ * configured port (53) and to one of our unicast addresses (skua_dst4/skua_dst6), in an
+ * Ethernet frame to a unicast MAC (optionally with one VLAN tag), over IPv4 without options
+ * and unfragmented, or over IPv6 with no extension header.
  * Everything else goes to the kernel stack (XDP_PASS), so ARP, ICMP, NDP, SSH, DNS over TCP,
  * fragments and anything unusual keep working exactly as without this program. Only frames
  * that are broken in a way the kernel would drop anyway are dropped here (XDP_DROP), so that
@@ -126,7 +127,7 @@ struct {
 	__type(value, struct skua_xdp_config);
 } SKUA_MAP_CFG SEC(".maps");
 
-/* Our IPv4 addresses, network byte order. */
+/* Our unicast IPv4 addresses, network byte order (never broadcast or multicast ones). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SKUA_XDP_MAX_DESTS);
@@ -134,7 +135,7 @@ struct {
 	__type(value, __u8);
 } SKUA_MAP_DST4 SEC(".maps");
 
-/* Our IPv6 addresses. */
+/* Our unicast IPv6 addresses (never multicast ones), link-local included. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SKUA_XDP_MAX_DESTS);
@@ -694,6 +695,7 @@ int skua_xdp(struct xdp_md *ctx)
 	__be16 proto;
 	void *l3;
 	__u32 key = 0;
+	int group;
 
 	count(SKUA_STAT_SEEN);
 
@@ -704,6 +706,15 @@ int skua_xdp(struct xdp_md *ctx)
 	/* A runt too short for its L2 header cannot be ours; the kernel discards it. */
 	if ((void *)(eth + 1) > data_end)
 		return pass(SKUA_STAT_PASS_NOT_IP);
+	/*
+	 * An Ethernet group destination (the I/G bit, bit 0 of the first octet: broadcast or
+	 * multicast) is never answered here, whatever the IP destination: a unicast datagram
+	 * in a link-layer broadcast should be discarded (RFC 1122 §3.3.6), and IP broadcast
+	 * and multicast (RFC 919, RFC 922, RFC 1112, RFC 4291 §2.7) are the kernel's, whose
+	 * sockets never reply from such an address. Checked below, with the destination
+	 * address, so that it counts as pass_other_dest and other traffic keeps its counters.
+	 */
+	group = eth->h_dest[0] & 1;
 	proto = eth->h_proto;
 	l3 = eth + 1;
 	l3_off = sizeof(*eth);
@@ -757,7 +768,11 @@ int skua_xdp(struct xdp_md *ctx)
 			return drop_malformed();
 		if (udp->dest != skua_htons(cfg->port))
 			return pass(SKUA_STAT_PASS_OTHER_PORT);
-		if (!(cfg->flags & SKUA_F_ANY_V4) && !bpf_map_lookup_elem(&SKUA_MAP_DST4, &ip->daddr))
+		/*
+		 * Ours: a unicast address of the interface. skuad puts nothing else in the map
+		 * (no broadcast or multicast address, even for a wildcard listener).
+		 */
+		if (group || !bpf_map_lookup_elem(&SKUA_MAP_DST4, &ip->daddr))
 			return pass(SKUA_STAT_PASS_OTHER_DEST);
 
 		/*
@@ -794,7 +809,7 @@ int skua_xdp(struct xdp_md *ctx)
 			return drop_malformed();
 		if (udp->dest != skua_htons(cfg->port))
 			return pass(SKUA_STAT_PASS_OTHER_PORT);
-		if (!(cfg->flags & SKUA_F_ANY_V6) && !bpf_map_lookup_elem(&SKUA_MAP_DST6, &ip6->daddr))
+		if (group || !bpf_map_lookup_elem(&SKUA_MAP_DST6, &ip6->daddr))
 			return pass(SKUA_STAT_PASS_OTHER_DEST);
 
 		/* RFC 8200 §3: Payload Length counts everything after the fixed header. */

@@ -13,6 +13,11 @@
 #define SKUA_MAP_CFG    skua_cfg    /* ARRAY, 1 entry: struct skua_xdp_config */
 #define SKUA_MAP_DST4   skua_dst4   /* HASH: key = IPv4 destination (network order u32), value = u8 1 */
 #define SKUA_MAP_DST6   skua_dst6   /* HASH: key = IPv6 destination (16 bytes), value = u8 1 */
+/*
+ * skua_dst4/skua_dst6 hold only unicast addresses of the interface (skuad refuses broadcast,
+ * multicast and anycast ones when it fills them: skua_xdp::ifaddr::answerable); the program
+ * trusts them and answers nothing else.
+ */
 #define SKUA_MAP_STATS  skua_stats  /* PERCPU_ARRAY: key = enum skua_xdp_stat, value = u64 */
 #define SKUA_MAP_ANSWERS skua_answers /* HASH: key = struct skua_answer_key, value = struct skua_answer */
 #define SKUA_MAP_ACL     skua_acl     /* LPM_TRIE: key = struct skua_acl_key, value = u8 1 (answer here) */
@@ -41,8 +46,12 @@
 
 /* skua_xdp_config.flags */
 #define SKUA_F_ENABLED  0x0001 /*!< redirect at all (off = XDP_PASS everything) */
-#define SKUA_F_ANY_V4   0x0002 /*!< any IPv4 destination is ours (no skua_dst4 lookup) */
-#define SKUA_F_ANY_V6   0x0004 /*!< any IPv6 destination is ours (no skua_dst6 lookup) */
+/*
+ * 0x0002 and 0x0004 were SKUA_F_ANY_V4 / SKUA_F_ANY_V6 ("any destination is ours", for
+ * wildcard listeners). They made the program answer broadcast, multicast and other hosts'
+ * addresses; skuad now fills skua_dst4/skua_dst6 with the interface's unicast addresses
+ * instead. The bits are left unused.
+ */
 #define SKUA_F_ANSWER   0x0008 /*!< answer from skua_answers with XDP_TX (clients allowed by skua_acl) */
 #define SKUA_F_TX_REDIRECT 0x0010 /*!< send those answers with bpf_redirect(ingress ifindex), not XDP_TX */
 
@@ -58,7 +67,7 @@ enum skua_xdp_stat {
 	SKUA_STAT_PASS_NOT_IP,       /*!< ARP, LLDP, ... */
 	SKUA_STAT_PASS_NOT_UDP,      /*!< TCP (incl. DNS over TCP), ICMP, ... */
 	SKUA_STAT_PASS_OTHER_PORT,   /*!< UDP to another port */
-	SKUA_STAT_PASS_OTHER_DEST,   /*!< UDP to our port but another address (health checks, other services) */
+	SKUA_STAT_PASS_OTHER_DEST,   /*!< UDP to our port but not to one of our unicast addresses: another address, or an Ethernet group (broadcast/multicast) destination */
 	SKUA_STAT_PASS_FRAGMENT,     /*!< IPv4 fragments: reassembly is the kernel's job */
 	SKUA_STAT_PASS_IP_OPTIONS,   /*!< IPv4 with options (IHL > 5) */
 	SKUA_STAT_PASS_IPV6_EXT,     /*!< IPv6 with extension headers */

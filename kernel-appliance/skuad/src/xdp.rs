@@ -25,7 +25,18 @@
 //! loaded into the program and every query goes to the AF_XDP workers, which apply the
 //! engine's rate limiting (logged once: "xdp: answers in the program off: rate limiting is
 //! on"). A reload that turns rate limiting off loads the answers again.
+//!
+//! Destinations: the program answers (or redirects) only queries to the addresses in its
+//! maps, and only in frames to a unicast MAC. A specific listener address is put there as it
+//! is. A wildcard listener (`interface: 0.0.0.0` / `::`) puts there the interface's own
+//! unicast addresses of that family, link-local included ([`skua_xdp::ifaddr::answerable`]
+//! refuses broadcast, multicast and anycast ones), and a watcher thread keeps them current:
+//! it applies rtnetlink address notifications as they come and takes a full resync every
+//! [`RESYNC`], so a change is followed within a second at worst. Everything else (broadcast,
+//! multicast, another host's address) goes to the kernel, whose wildcard sockets never reply
+//! from such an address.
 
+use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -35,6 +46,7 @@ use std::time::{Duration, Instant};
 use skua_engine::Engine;
 use skua_xdp::abi::{self, XdpConfig};
 use skua_xdp::bpf::{AttachMode, XdpProgram};
+use skua_xdp::ifaddr::{self, AddrEvents, IfAddr};
 use skua_xdp::socket::{XskConfig, XskSocket};
 use skua_xdp::worker::{EngineSource, QueueStats};
 
@@ -107,18 +119,176 @@ pub struct QueueWorker {
     handle: Option<JoinHandle<()>>,
 }
 
-/// One interface's program and the config record it runs with.
+/// One interface's program, the config record it runs with, and the destinations it answers.
 struct Attached {
     ifname: String,
+    ifindex: u32,
     program: XdpProgram,
     config: XdpConfig,
-    /// A served address and port on it, for the answer self-test.
-    probe: Option<SocketAddr>,
+    /// Specific served addresses: in the maps whatever the interface holds (with
+    /// `--xdp-interface` they may sit on a VLAN interface above it).
+    fixed: Vec<IpAddr>,
+    /// Wildcard listeners: the interface's own unicast addresses of these families (IPv4,
+    /// IPv6) are in the maps, kept current by the watcher.
+    track: (bool, bool),
+    /// Also the addresses of the interfaces stacked on this one (`--xdp-interface`, the
+    /// parent of VLAN interfaces: the program sees their tagged frames).
+    uppers: bool,
+    /// What the maps hold now (canonical form: IPv4-mapped IPv6 as IPv4, as `add_dest`
+    /// stores it).
+    dests: BTreeSet<IpAddr>,
+}
+
+impl Attached {
+    /// The destinations the maps should hold, given every address of the host.
+    fn wanted(&self, all: &[IfAddr]) -> BTreeSet<IpAddr> {
+        let mut indexes = vec![self.ifindex];
+        if self.uppers {
+            indexes.extend(upper_indexes(&self.ifname));
+        }
+        let own = all
+            .iter()
+            .filter(|i| indexes.contains(&i.index) && i.usable())
+            .map(|i| i.addr)
+            .filter(|a| {
+                if a.is_ipv4() {
+                    self.track.0
+                } else {
+                    self.track.1
+                }
+            });
+        // The maps must hold nothing but unicast addresses: the program answers whatever
+        // they hold, and a broadcast or multicast destination would become the reply's
+        // source. `answerable` is that check (RFC 919/922 broadcast, multicast, anycast).
+        self.fixed
+            .iter()
+            .copied()
+            .chain(own)
+            .map(|a| a.to_canonical())
+            .filter(|a| ifaddr::answerable(*a, all))
+            .collect()
+    }
+
+    /// Makes the maps hold [`Attached::wanted`]; returns what was added and removed.
+    /// On a map error the maps keep what was applied so far.
+    fn sync(&mut self, all: &[IfAddr]) -> Result<(Vec<IpAddr>, Vec<IpAddr>), String> {
+        let want = self.wanted(all);
+        let gone: Vec<IpAddr> = self.dests.difference(&want).copied().collect();
+        let new: Vec<IpAddr> = want.difference(&self.dests).copied().collect();
+        // Removals first: a full map (MAX_DESTS) then has room for what replaces them.
+        for a in &gone {
+            self.program
+                .remove_dest(*a)
+                .map_err(|e| format!("{}: removing {a}: {}", self.ifname, log::chain(&e)))?;
+            self.dests.remove(a);
+        }
+        for a in &new {
+            self.program
+                .add_dest(*a)
+                .map_err(|e| format!("{}: adding {a}: {}", self.ifname, log::chain(&e)))?;
+            self.dests.insert(*a);
+        }
+        Ok((new, gone))
+    }
+
+    /// Addresses to send test queries to: ours, IPv4 first.
+    fn probes(&self, port: u16) -> impl Iterator<Item = SocketAddr> + '_ {
+        self.dests.iter().map(move |ip| SocketAddr::new(*ip, port))
+    }
+}
+
+/// The interfaces stacked on `ifname` (VLANs, a bond or bridge it is part of), from the
+/// `upper_*` links of sysfs, transitively (bounded: stacks are shallow).
+fn upper_indexes(ifname: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut todo = vec![(ifname.to_string(), 0)];
+    while let Some((name, depth)) = todo.pop() {
+        let Ok(dir) = std::fs::read_dir(format!("/sys/class/net/{name}")) else {
+            continue;
+        };
+        for e in dir.filter_map(Result::ok) {
+            let f = e.file_name();
+            let Some(upper) = f.to_str().and_then(|n| n.strip_prefix("upper_")) else {
+                continue;
+            };
+            if let Some(i) = skua_netio::if_index(upper)
+                && !out.contains(&i)
+            {
+                out.push(i);
+                if depth < 4 {
+                    todo.push((upper.to_string(), depth + 1));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// How often the watcher takes a full address dump even without a notification: the bound
+/// on how stale the destination maps can be should a notification be lost.
+pub const RESYNC: Duration = Duration::from_secs(1);
+
+/// How long the watcher sleeps waiting for notifications: how soon it sees a shutdown.
+const WATCH_POLL: Duration = Duration::from_millis(200);
+
+/// The watcher thread: keeps every tracking program's destination maps equal to its
+/// interface's unicast addresses until `stop`.
+fn watch(programs: &Mutex<Vec<Attached>>, events: &AddrEvents, stop: &AtomicBool) {
+    let mut next_resync = Instant::now() + RESYNC;
+    let mut failing = false;
+    while !stop.load(Ordering::Relaxed) {
+        let changed = match events.wait(WATCH_POLL) {
+            Ok(c) => c,
+            Err(e) => {
+                if !failing {
+                    log::error(format_args!(
+                        "xdp: address notifications failed: {e}; resyncing every {RESYNC:?}"
+                    ));
+                }
+                failing = true;
+                std::thread::sleep(WATCH_POLL);
+                false
+            }
+        };
+        if !changed && Instant::now() < next_resync {
+            continue;
+        }
+        next_resync = Instant::now() + RESYNC;
+        let all = match ifaddr::dump() {
+            Ok(all) => all,
+            Err(e) => {
+                log::error(format_args!("xdp: cannot list addresses: {e}"));
+                continue;
+            }
+        };
+        let mut programs = programs.lock().unwrap_or_else(|e| e.into_inner());
+        for a in programs.iter_mut().filter(|a| a.track != (false, false)) {
+            match a.sync(&all) {
+                Ok((new, gone)) => log_changes(&a.ifname, &new, &gone),
+                Err(e) => log::error(format_args!("xdp: {e}")),
+            }
+        }
+    }
+}
+
+fn log_changes(ifname: &str, new: &[IpAddr], gone: &[IpAddr]) {
+    for a in new {
+        log::info(format_args!("xdp: {ifname}: answering queries to {a}"));
+    }
+    for a in gone {
+        log::info(format_args!(
+            "xdp: {ifname}: queries to {a} left to the kernel (address gone)"
+        ));
+    }
 }
 
 /// The running XDP dataplane; detaches on drop.
 pub struct XdpPlane {
-    programs: Mutex<Vec<Attached>>,
+    programs: Arc<Mutex<Vec<Attached>>>,
+    /// The served UDP port.
+    port: u16,
+    /// Keeps the destination maps of wildcard listeners current.
+    watcher: Option<JoinHandle<()>>,
     /// Answers in the program wanted (capacity > 0) and not failed at start.
     answers: AtomicBool,
     /// The answers' self-test has passed once (it runs on the first load).
@@ -140,6 +310,9 @@ impl XdpPlane {
             if let Some(h) = w.handle.take() {
                 let _ = h.join();
             }
+        }
+        if let Some(h) = self.watcher.take() {
+            let _ = h.join();
         }
         let mut programs = self.programs();
         for a in programs.iter_mut() {
@@ -226,7 +399,7 @@ impl XdpPlane {
                     &a.program,
                     engine,
                     &compiled.answers,
-                    a.probe,
+                    a.probes(self.port),
                     a.config.flags,
                 )
                 .map_err(|e| format!("{}: self-test of answers in the program: {e}", a.ifname))?;
@@ -388,10 +561,24 @@ fn try_start(
             "xdp: {a} uses another port than {port}: served by kernel sockets only"
         ));
     }
-    let ifaces = if opts.interfaces.is_empty() {
+    // Wildcard listeners: which families' interface addresses go into the maps.
+    let track = (
+        served.iter().any(|a| a.is_ipv4() && a.is_unspecified()),
+        served.iter().any(|a| a.is_ipv6() && a.is_unspecified()),
+    );
+    // Subscribed before the first dump, so that no change falls between the two.
+    let events = if track != (false, false) {
+        Some(AddrEvents::subscribe().map_err(|e| format!("address notifications: {e}"))?)
+    } else {
+        None
+    };
+    let all = ifaddr::dump().map_err(|e| format!("cannot list addresses: {e}"))?;
+    let explicit = !opts.interfaces.is_empty();
+    let ifaces = if !explicit {
         skua_netio::interfaces_for(&served).map_err(|e| format!("cannot list interfaces: {e}"))?
     } else {
-        // Explicit interfaces: every served address is ours on them.
+        // Explicit interfaces: every specific served address is ours on them (it may sit
+        // on a VLAN interface above); a wildcard means their own addresses.
         let mut v = Vec::new();
         for name in &opts.interfaces {
             let index =
@@ -415,7 +602,9 @@ fn try_start(
         return Err(why);
     }
     let mut plane = XdpPlane {
-        programs: Mutex::new(Vec::new()),
+        programs: Arc::new(Mutex::new(Vec::new())),
+        port,
+        watcher: None,
         answers: AtomicBool::new(false),
         answers_proven: AtomicBool::new(false),
         rrl_noted: AtomicBool::new(false),
@@ -448,26 +637,42 @@ fn try_start(
             Ok(false) => {}
             Err(e) => return Err(format!("{}: {}", iface.name, log::chain(&e))),
         }
-        let any4 = served.iter().any(|a| a.is_ipv4() && a.is_unspecified());
-        let any6 = served.iter().any(|a| a.is_ipv6() && a.is_unspecified());
-        let mut flags = abi::F_ENABLED;
-        if any4 {
-            flags |= abi::F_ANY_V4;
-        }
-        if any6 {
-            flags |= abi::F_ANY_V6;
-        }
-        let mut config = XdpConfig {
-            port,
-            flags,
-            pad: 0,
-        };
+        let mut config = XdpConfig::enabled(port);
         prog.set_config(config).map_err(|e| log::chain(&e))?;
-        for a in &iface.addrs {
-            if !a.is_unspecified() {
-                prog.add_dest(*a).map_err(|e| log::chain(&e))?;
+        // No "any destination": the maps get the specific served addresses and, for a
+        // wildcard listener, the interface's own unicast addresses (see Attached::wanted).
+        let mut att = Attached {
+            ifname: iface.name.clone(),
+            ifindex: iface.index,
+            program: prog,
+            config,
+            fixed: iface
+                .addrs
+                .iter()
+                .copied()
+                .filter(|a| !a.is_unspecified() && served.contains(a))
+                .collect(),
+            track,
+            uppers: explicit,
+            dests: BTreeSet::new(),
+        };
+        att.sync(&all)?;
+        let listed: Vec<String> = att.dests.iter().map(ToString::to_string).collect();
+        log::info(format_args!(
+            "xdp: {} answers queries to {}{}",
+            iface.name,
+            if listed.is_empty() {
+                "none of its addresses yet".to_string()
+            } else {
+                listed.join(" ")
+            },
+            if track != (false, false) {
+                " (following its address changes)"
+            } else {
+                ""
             }
-        }
+        ));
+        let prog = &mut att.program;
         let mode = prog
             .attach(&iface.name, opts.attach)
             .map_err(|e| log::chain(&e))?;
@@ -482,6 +687,7 @@ fn try_start(
         {
             config.flags |= abi::F_TX_REDIRECT;
             prog.set_config(config).map_err(|e| log::chain(&e))?;
+            att.config = config;
         }
         let nq = skua_netio::rx_queues(&iface.name)
             .min(opts.max_queues.unwrap_or(usize::MAX))
@@ -503,12 +709,7 @@ fn try_start(
                 .map_err(|e| log::chain(&e))?;
             socks.push(s);
         }
-        plane.programs().push(Attached {
-            ifname: iface.name.clone(),
-            program: prog,
-            config,
-            probe: iface.addrs.first().map(|ip| SocketAddr::new(*ip, port)),
-        });
+        plane.programs().push(att);
         for (q, mut sock) in socks.into_iter().enumerate() {
             // Give the kernel frames to receive into before anything is redirected here
             // (the self-test's first frame must not find an empty fill ring).
@@ -552,6 +753,16 @@ fn try_start(
         }
     }
     self_test(&plane, &ifaces, port)?;
+    if let Some(events) = events {
+        // Notifications since the dump above wait in the socket: none is lost.
+        let (programs, stop) = (plane.programs.clone(), plane.stop.clone());
+        plane.watcher = Some(
+            std::thread::Builder::new()
+                .name("xdp-addrs".into())
+                .spawn(move || watch(&programs, &events, &stop))
+                .map_err(|e| format!("cannot start the address watcher: {e}"))?,
+        );
+    }
     if opts.answers > 0 {
         plane.answers.store(true, Ordering::Relaxed);
         // The first load runs the answers' self-test (now, or after a reload that turns
@@ -611,24 +822,18 @@ fn check_answer(
     prog: &XdpProgram,
     engine: &Engine,
     answers: &[(abi::AnswerKey, abi::AnswerValue)],
-    probe: Option<SocketAddr>,
+    mut probes: impl Iterator<Item = SocketAddr>,
     prog_flags: u16,
 ) -> Result<Option<Vec<u8>>, String> {
-    let (Some((key, _)), Some(server)) = (answers.first(), probe) else {
+    let Some((key, _)) = answers.first() else {
         return Ok(None);
     };
-    // A wildcard listener (0.0.0.0 / ::) has the "any destination" flag: any address does.
-    let server = match server.ip() {
-        IpAddr::V4(a) if a.is_unspecified() => {
-            SocketAddr::new([198, 18, 0, 53].into(), server.port())
-        }
-        IpAddr::V6(a) if a.is_unspecified() => {
-            SocketAddr::new([0xfd00, 0x5c, 0, 0, 0, 0, 0, 0x53u16].into(), server.port())
-        }
-        _ => server,
-    };
-    let Some(client) = skua_xdp::answers::allowed_client(engine, server.is_ipv6()) else {
-        // No client of this family may get answers in the program: nothing to prove.
+    // One of the addresses in the program's maps (a real one: the program answers nothing
+    // else), with a client of its family that may get answers in the program. None: the
+    // interface has no address yet, or no client may get answers there; nothing to prove.
+    let Some((server, client)) = probes.find_map(|server| {
+        skua_xdp::answers::allowed_client(engine, server.is_ipv6()).map(|c| (server, c))
+    }) else {
         return Ok(None);
     };
     let name = &key.name[..usize::from(key.name_len)];
@@ -678,7 +883,11 @@ fn self_test(plane: &XdpPlane, ifaces: &[skua_netio::Interface], port: u16) -> R
         let Some(iface) = ifaces.iter().find(|i| &i.name == name) else {
             continue;
         };
-        let Some(&dst) = iface.addrs.first() else {
+        // An address in the program's maps: the program redirects nothing else.
+        let Some(&dst) = a.dests.first() else {
+            log::warn(format_args!(
+                "xdp: self-test skipped on {name}: it has no address to answer yet"
+            ));
             continue;
         };
         let mac = skua_netio::mac_address(name).unwrap_or([0; 6]);

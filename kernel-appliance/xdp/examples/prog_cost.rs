@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use skua_engine::EngineBuilder;
 use skua_engine::name::WireName;
 use skua_engine::text::parse_rr;
-use skua_xdp::abi::{F_ANSWER, F_ANY_V4, F_TX_REDIRECT, XdpConfig};
+use skua_xdp::abi::{F_ANSWER, F_TX_REDIRECT, XdpConfig};
 use skua_xdp::answers::{compile, query};
 use skua_xdp::bpf::XdpProgram;
 
@@ -45,6 +45,8 @@ fn main() {
         None => XdpProgram::load().expect("load (root?)"),
     };
     let c = compile(&engine, 65536);
+    p.add_dest(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)))
+        .unwrap();
     p.set_acl(&c.acl).unwrap();
     p.set_answers(&c.answers).unwrap();
     eprintln!("{} answers, skipped {:?}", c.answers.len(), c.skipped);
@@ -63,7 +65,7 @@ fn main() {
     frame.truncate(len);
     let mut arp = frame.clone();
     arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
-    let base = XdpConfig::enabled(53).with_flags(F_ANY_V4);
+    let base = XdpConfig::enabled(53);
     for (what, cfg, f) in [
         ("answered (XDP_TX)", base.with_flags(F_ANSWER), &frame),
         (

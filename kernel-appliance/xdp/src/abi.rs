@@ -42,10 +42,9 @@ pub const ANSWER_MSG_MAX: usize = 512;
 
 /// `SKUA_F_ENABLED`: redirect at all (clear = `XDP_PASS` everything).
 pub const F_ENABLED: u16 = 0x0001;
-/// `SKUA_F_ANY_V4`: every IPv4 destination is ours (no `skua_dst4` lookup).
-pub const F_ANY_V4: u16 = 0x0002;
-/// `SKUA_F_ANY_V6`: every IPv6 destination is ours (no `skua_dst6` lookup).
-pub const F_ANY_V6: u16 = 0x0004;
+// 0x0002 and 0x0004 were `F_ANY_V4` / `F_ANY_V6` ("every destination is ours"): they made
+// the program answer broadcast, multicast and other hosts' addresses for wildcard listeners.
+// The destination maps now always hold the interface's unicast addresses (see `ifaddr`).
 /// `SKUA_F_ANSWER`: answer from [`MAP_ANSWERS`] with `XDP_TX` (clients allowed by [`MAP_ACL`]).
 pub const F_ANSWER: u16 = 0x0008;
 /// `SKUA_F_TX_REDIRECT`: send those answers with `bpf_redirect` to the ingress device
@@ -193,7 +192,9 @@ pub enum Stat {
     PassNotUdp = 3,
     /// UDP to another port.
     PassOtherPort = 4,
-    /// UDP to our port but another address (health checks, other services).
+    /// UDP to our port but not to one of our unicast addresses: another address (health
+    /// checks, other services, another host's), or a frame to an Ethernet group address
+    /// (broadcast, multicast).
     PassOtherDest = 5,
     /// IPv4 fragments: reassembly is the kernel's job.
     PassFragment = 6,

@@ -17,7 +17,7 @@ use skua_engine::name::WireName;
 use skua_engine::text::parse_rr;
 use skua_engine::{Engine, EngineBuilder};
 use skua_fastpath::{Verdict, build_udp_frame, handle_frame};
-use skua_xdp::abi::{F_ANSWER, F_ANY_V4, F_ANY_V6, F_TX_REDIRECT, Stat, XdpConfig};
+use skua_xdp::abi::{F_ANSWER, F_TX_REDIRECT, Stat, XdpConfig};
 use skua_xdp::answers::{compile, query};
 use skua_xdp::bpf::{XDP_REDIRECT, XDP_TX, XdpProgram};
 
@@ -190,16 +190,77 @@ fn random_query(rng: &mut Rng, name: &[u8], qtype: u16) -> Vec<u8> {
     q
 }
 
-/// Frame around `payload`; then perhaps a VLAN tag, Ethernet padding, a zero, partial or
-/// broken UDP checksum.
-fn frame(rng: &mut Rng, src: IpAddr, payload: &[u8]) -> Vec<u8> {
-    let dst = server_for(src);
+/// Where a random frame is sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dest {
+    /// Our unicast address, in a frame to our MAC: may be answered in the program.
+    Ours,
+    /// Our address, but in a frame to an Ethernet group address (broadcast, multicast):
+    /// never answered (RFC 1122 §3.3.6).
+    GroupMac,
+    /// An address that is not in the program's maps: a broadcast, multicast or another
+    /// host's address (with a matching group MAC or our MAC). Never answered.
+    NotOurs,
+}
+
+/// A random Ethernet group address: the I/G bit (bit 0 of the first octet) set.
+fn group_mac(rng: &mut Rng) -> [u8; 6] {
+    match rng.below(4) {
+        0 => [0xff; 6],
+        1 => [0x01, 0x00, 0x5e, 0, 0, 0xfb],
+        2 => [0x33, 0x33, 0, 0, 0, 1],
+        _ => {
+            let r = rng.next().to_be_bytes();
+            [r[0] | 1, r[1], r[2], r[3], r[4], r[5]]
+        }
+    }
+}
+
+/// A destination that is not ours, of `src`'s family, and the MAC it would be sent to.
+fn not_ours(rng: &mut Rng, src: IpAddr) -> (IpAddr, [u8; 6]) {
+    let ours = [0x02, 0, 0, 0, 0, 0x53];
+    match src {
+        IpAddr::V4(_) => match rng.below(5) {
+            0 => (Ipv4Addr::BROADCAST.into(), [0xff; 6]),
+            1 => (Ipv4Addr::new(198, 18, 0, 255).into(), [0xff; 6]),
+            2 => (Ipv4Addr::new(198, 18, 0, 255).into(), ours),
+            3 => (
+                Ipv4Addr::new(224, 0, 0, 251).into(),
+                [0x01, 0x00, 0x5e, 0, 0, 0xfb],
+            ),
+            _ => (Ipv4Addr::new(198, 18, 0, 99).into(), ours),
+        },
+        IpAddr::V6(_) => match rng.below(3) {
+            0 => (
+                Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 0xfb).into(),
+                [0x33, 0x33, 0, 0, 0, 0xfb],
+            ),
+            1 => (Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1).into(), ours),
+            _ => (
+                Ipv6Addr::new(0xfd00, 0x5c, 0, 0, 0, 0, 0, 0x99).into(),
+                ours,
+            ),
+        },
+    }
+}
+
+/// Frame around `payload`, mostly to us, sometimes to a group MAC or an address that is not
+/// ours; then perhaps a VLAN tag, Ethernet padding, a zero, partial or broken UDP checksum.
+fn frame(rng: &mut Rng, src: IpAddr, payload: &[u8]) -> (Vec<u8>, Dest) {
+    let (kind, dst, dst_mac) = match rng.below(100) {
+        0..=4 => (Dest::GroupMac, server_for(src), group_mac(rng)),
+        5..=9 => {
+            let (ip, mac) = not_ours(rng, src);
+            (Dest::NotOurs, ip, mac)
+        }
+        _ => (Dest::Ours, server_for(src), [0x02, 0, 0, 0, 0, 0x53]),
+    };
     let vlan = rng.chance(20).then_some(7);
     let mut buf = vec![0u8; 2048];
     let len = build_udp_frame(
         &mut buf,
         [0x02, 0, 0, 0, 0, 0x0c],
-        [0x02, 0, 0, 0, 0, 0x53],
+        dst_mac,
         vlan,
         SocketAddr::new(src, 1024 + rng.below(60000) as u16),
         SocketAddr::new(dst, 53),
@@ -239,7 +300,7 @@ fn frame(rng: &mut Rng, src: IpAddr, payload: &[u8]) -> Vec<u8> {
         let pad = 60usize.saturating_sub(buf.len()).max(rng.below(8) as usize);
         buf.extend(std::iter::repeat_n(0u8, pad));
     }
-    buf
+    (buf, kind)
 }
 
 fn program(engine: &Engine) -> XdpProgram {
@@ -250,7 +311,9 @@ fn program(engine: &Engine) -> XdpProgram {
     p.set_acl(&c.acl).unwrap();
     p.set_answers(&c.answers).unwrap();
     assert_eq!(p.answer_count().unwrap(), c.answers.len());
-    p.set_config(XdpConfig::enabled(53).with_flags(F_ANY_V4 | F_ANY_V6 | F_ANSWER))
+    p.add_dest(IpAddr::V4(SERVER4)).unwrap();
+    p.add_dest(IpAddr::V6(SERVER6)).unwrap();
+    p.set_config(XdpConfig::enabled(53).with_flags(F_ANSWER))
         .unwrap();
     p
 }
@@ -285,7 +348,7 @@ fn program_answers_are_the_engines_byte_for_byte() {
         1,
     ));
     let mut rng = Rng(0x5eed_5c0a_0000_0001);
-    let (mut tx, mut other) = (0usize, 0usize);
+    let (mut tx, mut other, mut not_ours) = (0usize, 0usize, 0u64);
     let before = p.stats().unwrap();
     let mut scratch = vec![0u8; 4096];
     for i in 0..6000 {
@@ -293,11 +356,29 @@ fn program_answers_are_the_engines_byte_for_byte() {
         let v6 = rng.chance(30);
         let src = client(&mut rng, v6);
         let q = random_query(&mut rng, name, *qtype);
-        let f = frame(&mut rng, src, &q);
+        let (f, dest) = frame(&mut rng, src, &q);
         let (action, out) = p.test_run_output(&f).unwrap();
         let mut reference = vec![0u8; 2048];
         reference[..f.len()].copy_from_slice(&f);
         let verdict = handle_frame(&engine, 0, &mut reference, f.len(), &mut scratch);
+        if dest != Dest::Ours {
+            not_ours += 1;
+            // Passed to the kernel untouched (an empty XSKMAP slot would also give
+            // XDP_PASS, but pass_other_dest is checked below).
+            assert_eq!(
+                (action, &out),
+                (skua_xdp::bpf::XDP_PASS, &f),
+                "case {i}: {dest:?} frame not passed untouched\nframe {f:02x?}"
+            );
+        }
+        // skua-fastpath never answers a group MAC either (it drops the frame as NotUnicast,
+        // or earlier for a broken checksum).
+        if f[0] & 1 != 0 {
+            assert!(
+                matches!(verdict, Verdict::Drop(_)),
+                "case {i}: fast path on a group MAC: {verdict:?}\nframe {f:02x?}"
+            );
+        }
         if action == XDP_TX {
             tx += 1;
             let Verdict::Reply { len, .. } = verdict else {
@@ -319,7 +400,13 @@ fn program_answers_are_the_engines_byte_for_byte() {
     let after = p.stats().unwrap();
     let answered = after[Stat::Answered.index()] - before[Stat::Answered.index()];
     assert_eq!(answered as usize, tx);
-    eprintln!("{tx} answered in the program, {other} left to the engine");
+    let other_dest = after[Stat::PassOtherDest.index()] - before[Stat::PassOtherDest.index()];
+    assert_eq!(other_dest, not_ours, "pass_other_dest = frames not to us");
+    eprintln!(
+        "{tx} answered in the program, {other} left to the engine ({not_ours} of them not to \
+         one of our unicast addresses)"
+    );
+    assert!(not_ours > 300, "only {not_ours} frames not to us");
     // The random mix is mostly answerable: a program that never answers fails here.
     // About 30 % of the mix is answerable by design (see random_query, client, frame).
     assert!(tx > 1200, "only {tx} of 6000 answered in the program");
@@ -355,6 +442,13 @@ fn program_leaves_what_it_must_to_the_engine() {
     ] {
         assert_ne!(send(src, &ok), XDP_TX, "{what}");
     }
+    let mut group = plain_frame(allowed, &ok);
+    group[..6].copy_from_slice(&[0xff; 6]);
+    assert_eq!(
+        p.test_run_output(&group).unwrap(),
+        (skua_xdp::bpf::XDP_PASS, group.clone()),
+        "broadcast MAC"
+    );
     let mut tc = ok.clone();
     tc[2] |= 0x02;
     assert_ne!(send(allowed, &tc), XDP_TX, "TC set");
@@ -370,16 +464,13 @@ fn program_leaves_what_it_must_to_the_engine() {
     let mut p2 = p;
     let f = plain_frame(allowed, &ok);
     let (act_tx, out_tx) = p2.test_run_output(&f).unwrap();
-    p2.set_config(
-        XdpConfig::enabled(53).with_flags(F_ANY_V4 | F_ANY_V6 | F_ANSWER | F_TX_REDIRECT),
-    )
-    .unwrap();
+    p2.set_config(XdpConfig::enabled(53).with_flags(F_ANSWER | F_TX_REDIRECT))
+        .unwrap();
     let (act_redir, out_redir) = p2.test_run_output(&f).unwrap();
     assert_eq!((act_tx, act_redir), (XDP_TX, XDP_REDIRECT));
     assert_eq!(out_tx, out_redir);
     // Switching the flag off sends everything to the engine.
-    p2.set_config(XdpConfig::enabled(53).with_flags(F_ANY_V4 | F_ANY_V6))
-        .unwrap();
+    p2.set_config(XdpConfig::enabled(53)).unwrap();
     let (act_off, out_off) = p2.test_run_output(&f).unwrap();
     // No socket in the XSKMAP: the redirect falls back to XDP_PASS.
     assert_eq!(act_off, skua_xdp::bpf::XDP_PASS, "flag off");

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use skua_xdp::abi::{F_ANY_V4, F_ANY_V6, MAX_QUEUES, Stat, XdpConfig};
+use skua_xdp::abi::{MAX_QUEUES, Stat, XdpConfig};
 use skua_xdp::bpf::{
     AttachMode, AttachedMode, PROGRAM_NAME, XDP_DROP, XDP_PASS, XDP_REDIRECT, XdpError, XdpProgram,
     current_program, detach_stale,
@@ -142,6 +142,14 @@ fn udp6(dst: Ipv6Addr, dport: u16) -> Vec<u8> {
     )
 }
 
+/// The frame with another Ethernet destination.
+fn to_mac(mut f: Vec<u8>, mac: [u8; 6]) -> Vec<u8> {
+    f[..6].copy_from_slice(&mac);
+    f
+}
+
+const BROADCAST_MAC: [u8; 6] = [0xff; 6];
+
 fn set16(mut f: Vec<u8>, at: usize, v: u16) -> Vec<u8> {
     f[at..at + 2].copy_from_slice(&v.to_be_bytes());
     f
@@ -243,6 +251,16 @@ fn verdicts_for_dns_and_everything_else() {
         ("UDP6 other port", udp6(OUR_V6, 123), PassOtherPort),
         ("other IPv4 dest", udp4(OTHER_V4, 53), PassOtherDest),
         ("other IPv6 dest", udp6(OTHER_V6, 53), PassOtherDest),
+        // An Ethernet group destination (I/G bit) is never ours, even to our address
+        // (RFC 1122 §3.3.6): broadcast, IPv4 and IPv6 multicast MACs, tagged or not.
+        ("broadcast MAC, our IPv4", to_mac(v4.clone(), BROADCAST_MAC), PassOtherDest),
+        ("IPv4 multicast MAC", to_mac(v4.clone(), [0x01, 0, 0x5e, 0, 0, 0xfb]), PassOtherDest),
+        ("IPv6 multicast MAC", to_mac(v6.clone(), [0x33, 0x33, 0, 0, 0, 1]), PassOtherDest),
+        ("group bit only", to_mac(v6.clone(), [0x03, 0, 0, 0, 0, 1]), PassOtherDest),
+        ("802.1Q, broadcast MAC", tagged(&to_mac(v4.clone(), BROADCAST_MAC), ETH_P_8021Q), PassOtherDest),
+        // Other traffic to group MACs keeps its own counter.
+        ("broadcast ARP", to_mac(ether(ETH_P_ARP, &arp), BROADCAST_MAC), PassNotIp),
+        ("broadcast, other port", to_mac(udp4(OUR_V4, 67), BROADCAST_MAC), PassOtherPort),
         ("first fragment (MF)", set16(v4.clone(), IP4_FRAG, 0x2000), PassFragment),
         ("later fragment (offset)", set16(v4.clone(), IP4_FRAG, 0x0010), PassFragment),
         ("IPv4 options", opts, PassIpOptions),
@@ -295,21 +313,14 @@ fn config_flags_and_port() {
         ],
         XDP_PASS,
     );
-    set(&mut p, XdpConfig::enabled(53).with_flags(F_ANY_V4));
+    // 0x0002 and 0x0004 were the "any destination" flags, retired: they change nothing.
+    set(&mut p, XdpConfig::enabled(53).with_flags(0x0006));
     check_all(
         &p,
         &[
-            ("ANY_V4", udp4(OTHER_V4, 53), Redirected),
-            ("ANY_V4, IPv6", udp6(OTHER_V6, 53), PassOtherDest),
-        ],
-        XDP_PASS,
-    );
-    set(&mut p, XdpConfig::enabled(53).with_flags(F_ANY_V6));
-    check_all(
-        &p,
-        &[
-            ("ANY_V6", udp6(OTHER_V6, 53), Redirected),
-            ("ANY_V6, IPv4", udp4(OTHER_V4, 53), PassOtherDest),
+            ("retired ANY bits, IPv4", udp4(OTHER_V4, 53), PassOtherDest),
+            ("retired ANY bits, IPv6", udp6(OTHER_V6, 53), PassOtherDest),
+            ("retired ANY bits, ours", udp4(OUR_V4, 53), Redirected),
         ],
         XDP_PASS,
     );
