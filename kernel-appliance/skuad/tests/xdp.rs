@@ -24,7 +24,7 @@
 
 use std::collections::HashMap;
 use std::io::{self, Read};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -1805,6 +1805,381 @@ fn veth_peer_without_napi_keeps_answers_in_the_queues() {
         "want both answered by the queue: {:?} {:?}",
         c1.queues,
         c1.programs
+    );
+    let st = d.stop();
+    assert!(st.success(), "SIGTERM exit {st}:\n{}", d.log());
+}
+
+// ---------------------------------------------------------------------------------------
+// Wildcard listeners: only the interface's own unicast addresses are answered through XDP.
+
+/// An Ethernet + IPv6 + UDP frame with a valid UDP checksum (RFC 8200 §8.1).
+fn udp6_frame(
+    dst_mac: [u8; 6],
+    src_mac: [u8; 6],
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    sport: u16,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut b = Vec::with_capacity(62 + payload.len());
+    b.extend_from_slice(&dst_mac);
+    b.extend_from_slice(&src_mac);
+    b.extend_from_slice(&0x86ddu16.to_be_bytes());
+    let udp_len = u16::try_from(8 + payload.len()).expect("payload fits");
+    b.extend_from_slice(&[0x60, 0, 0, 0]);
+    b.extend_from_slice(&udp_len.to_be_bytes());
+    b.extend_from_slice(&[17, 64]);
+    b.extend_from_slice(&src.octets());
+    b.extend_from_slice(&dst.octets());
+    let udp = b.len();
+    b.extend_from_slice(&sport.to_be_bytes());
+    b.extend_from_slice(&53u16.to_be_bytes());
+    b.extend_from_slice(&udp_len.to_be_bytes());
+    b.extend_from_slice(&[0, 0]);
+    b.extend_from_slice(payload);
+    let pseudo = sum16(&b[22..54]) + 17 + u32::from(udp_len);
+    let mut c = !fold(pseudo + sum16(&b[udp..]));
+    if c == 0 {
+        c = 0xffff;
+    }
+    b[udp + 6..udp + 8].copy_from_slice(&c.to_be_bytes());
+    b
+}
+
+/// Records the source address of every UDP datagram from port 53 seen on `ifname` in `ns`
+/// (IPv4 and IPv6, tagged or not) until the returned guard is finished.
+struct ReplyCapture {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    handle: Option<JoinHandle<Vec<IpAddr>>>,
+}
+
+impl ReplyCapture {
+    fn start(ns: &Netns, ifname: &str) -> Self {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let path = format!("/run/netns/{}", ns.name());
+        let (ifname, flag) = (ifname.to_string(), stop.clone());
+        let handle = std::thread::spawn(move || {
+            let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("open {path}: {e}"));
+            // SAFETY: setns(2) on a valid namespace fd; it moves only this thread.
+            let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(r, 0, "setns {path}: {}", io::Error::last_os_error());
+            let s = PacketSocket::open(&ifname, ETH_P_ALL)
+                .unwrap_or_else(|e| panic!("AF_PACKET on {ifname}: {e}"));
+            let _ = ready_tx.send(());
+            let mut sources = Vec::new();
+            let mut buf = vec![0u8; 4096];
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok((n, _)) = s.recv(&mut buf, Duration::from_millis(100)) else {
+                    continue;
+                };
+                let b = &buf[..n];
+                let l3 = if be16(b, 12) == Some(0x8100) { 18 } else { 14 };
+                let (src, udp) = match be16(b, l3 - 2) {
+                    Some(0x0800) if b.get(l3 + 9) == Some(&17) => (
+                        IpAddr::V4(Ipv4Addr::from(ne_bytes::<4>(b, l3 + 12))),
+                        l3 + usize::from(b[l3] & 0x0f) * 4,
+                    ),
+                    Some(0x86dd) if b.get(l3 + 6) == Some(&17) => (
+                        IpAddr::V6(Ipv6Addr::from(ne_bytes::<16>(b, l3 + 8))),
+                        l3 + 40,
+                    ),
+                    _ => continue,
+                };
+                if be16(b, udp) == Some(53) {
+                    sources.push(src);
+                }
+            }
+            sources
+        });
+        ready_rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the capture socket did not open within 5 s");
+        Self {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    /// Stops the capture; the source address of every reply seen.
+    fn finish(mut self) -> Vec<IpAddr> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.handle
+            .take()
+            .expect("capture running")
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e))
+    }
+}
+
+impl Drop for ReplyCapture {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The server's IPv6 link-local address on `ifname`, once DAD has finished (bounded).
+fn link_local(ns: &Netns, ifname: &str) -> Ipv6Addr {
+    let mut found = None;
+    let ok = wait_until(Duration::from_secs(10), || {
+        let out = ip(&[
+            "-n",
+            ns.name(),
+            "-6",
+            "addr",
+            "show",
+            "dev",
+            ifname,
+            "scope",
+            "link",
+        ]);
+        found = out
+            .lines()
+            .filter(|l| !l.contains("tentative"))
+            .find_map(|l| l.trim().strip_prefix("inet6 "))
+            .and_then(|l| l.split('/').next())
+            .and_then(|a| a.parse().ok());
+        found.is_some()
+    });
+    assert!(ok, "no usable link-local address on {ifname} within 10 s");
+    found.expect("link-local")
+}
+
+/// How long the XDP address watcher may take to follow an address change (docs/xdp.md),
+/// with a margin for a loaded machine.
+const WATCHER_BOUND: Duration = Duration::from_millis(1500);
+
+#[test]
+fn wildcard_listener_answers_only_own_unicast_addresses() {
+    require_root();
+    let pair = Pair::with_addresses("wildcard", 90);
+    let conf = Conf::new("wildcard", &["0.0.0.0".into(), "::".into()]);
+    let mut d = Skuad::start(&pair.srv, &conf, &[]);
+    d.assert_xdp_serving(SRV_IF);
+    assert!(
+        wait_until(Duration::from_secs(5), || d
+            .log()
+            .contains("answers precompiled into the program")),
+        "no answers were precompiled:\n{}",
+        d.log()
+    );
+    let iface = [SRV_IF];
+    let (srv_mac, cli_mac) = (mac_of(&pair.srv, SRV_IF), mac_of(&pair.cli, CLI_IF));
+    let (cli4, srv4): (Ipv4Addr, Ipv4Addr) = (
+        pair.cli_v4().parse().expect("v4"),
+        pair.srv_v4().parse().expect("v4"),
+    );
+    let (cli6, srv6): (Ipv6Addr, Ipv6Addr) = (
+        pair.cli_v6().parse().expect("v6"),
+        pair.srv_v6().parse().expect("v6"),
+    );
+    let srv_ll = link_local(&pair.srv, SRV_IF);
+    let capture = ReplyCapture::start(&pair.cli, CLI_IF);
+
+    // (a) The server's own addresses: answered through XDP (in the program), not by the
+    // kernel sockets.
+    let c0 = d.counters(&iface);
+    assert_eq!(dig_a(&pair.cli, &pair.srv_v4(), &[]), ANSWER_V4);
+    assert_eq!(kdig_aaaa(&pair.cli, &pair.srv_v6()), ANSWER_V6);
+    let c1 = d.counters(&iface);
+    assert!(
+        c1.answered(SRV_IF) >= c0.answered(SRV_IF) + 2 && c1.socket_queries == c0.socket_queries,
+        "own addresses: want both queries answered through XDP: {:?} {:?} -> {:?} {:?}\n{}",
+        c0.programs,
+        c0.queues,
+        c1.programs,
+        c1.queues,
+        d.log()
+    );
+    // The link-local address is ours too (IPv6 link-local included).
+    let scoped = format!("{srv_ll}%{CLI_IF}");
+    let (status, _) = dig_status(&pair.cli, &scoped, NAME, "AAAA");
+    assert!(
+        ["NOERROR", "REFUSED"].contains(&status.as_str()),
+        "dig @{scoped}: status {status:?}"
+    );
+    let c2 = d.counters(&iface);
+    assert!(
+        c2.answered(SRV_IF) > c1.answered(SRV_IF) && c2.socket_queries == c1.socket_queries,
+        "link-local {srv_ll}: not answered through XDP: {:?} -> {:?}\n{}",
+        c1.queues,
+        c2.queues,
+        d.log()
+    );
+
+    // (b)-(d) Broadcast, multicast and another host's address: never answered through XDP.
+    let bcast_mac = [0xff; 6];
+    let subnet_bcast = Ipv4Addr::new(198, 18, pair.net, 255);
+    let other4 = Ipv4Addr::new(198, 18, pair.net, 99);
+    let other6 = Ipv6Addr::new(0xfd00, u16::from(pair.net), 0, 0, 0, 0, 0, 0x99);
+    let mdns4 = Ipv4Addr::new(224, 0, 0, 251);
+    let mdns6 = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 0xfb);
+    let q = |id: u16, qtype: u16| dns_query(id, NAME, qtype);
+    let v4 = |id: u16, mac: [u8; 6], dst: Ipv4Addr| {
+        UdpFrame::new(mac, cli_mac, None, cli4, dst, 42_000 + id, 53, &q(id, 1)).bytes
+    };
+    let v6 = |id: u16, mac: [u8; 6], dst: Ipv6Addr| {
+        udp6_frame(mac, cli_mac, cli6, dst, 42_000 + id, &q(id, 28))
+    };
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("subnet broadcast", v4(1, bcast_mac, subnet_bcast)),
+        ("255.255.255.255", v4(2, bcast_mac, Ipv4Addr::BROADCAST)),
+        ("subnet broadcast to our MAC", v4(3, srv_mac, subnet_bcast)),
+        // RFC 1122 §3.3.6: a link-layer broadcast carrying a unicast IP destination.
+        ("our address in a broadcast frame", v4(4, bcast_mac, srv4)),
+        (
+            "224.0.0.251",
+            v4(5, [0x01, 0x00, 0x5e, 0x00, 0x00, 0xfb], mdns4),
+        ),
+        ("ff02::fb", v6(6, [0x33, 0x33, 0, 0, 0, 0xfb], mdns6)),
+        ("another host's IPv4 address", v4(7, srv_mac, other4)),
+        ("another host's IPv6 address", v6(8, srv_mac, other6)),
+        (
+            "our IPv6 address in a multicast frame",
+            v6(9, [0x33, 0x33, 0, 0, 0, 1], srv6),
+        ),
+    ];
+    for (what, frame) in cases {
+        let before = d.counters(&iface);
+        send_raw(&pair.cli, CLI_IF, vec![frame]);
+        let after = d.counters_until(&iface, Duration::from_secs(3), |c| {
+            c.prog(SRV_IF, "pass_other_dest") > before.prog(SRV_IF, "pass_other_dest")
+        });
+        // Give a worker that should not have it time to answer it anyway.
+        std::thread::sleep(Duration::from_millis(100));
+        let after2 = d.counters(&iface);
+        assert!(
+            after.prog(SRV_IF, "pass_other_dest") > before.prog(SRV_IF, "pass_other_dest")
+                && after2.answered(SRV_IF) == before.answered(SRV_IF)
+                && after2.prog(SRV_IF, "redirected") == before.prog(SRV_IF, "redirected")
+                && after2.queue(SRV_IF, "rx") == before.queue(SRV_IF, "rx"),
+            "{what}: want it passed to the kernel as another destination and nothing answered \
+             or redirected through XDP:\nprogram {:?}\n -> {:?}\nqueue {:?}\n -> {:?}\n{}",
+            before.programs,
+            after2.programs,
+            before.queues,
+            after2.queues,
+            d.log()
+        );
+    }
+
+    // (e) An address added while skuad runs is answered through XDP once the watcher has
+    // seen it; once removed, it no longer is.
+    let (new4, new6) = (
+        format!("198.18.{}.77", pair.net),
+        format!("fd00:{}::77", pair.net),
+    );
+    let srv = pair.srv.name();
+    ip(&[
+        "-n",
+        srv,
+        "addr",
+        "add",
+        &format!("{new4}/24"),
+        "dev",
+        SRV_IF,
+    ]);
+    ip(&[
+        "-n",
+        srv,
+        "addr",
+        "add",
+        &format!("{new6}/64"),
+        "dev",
+        SRV_IF,
+        "nodad",
+    ]);
+    std::thread::sleep(WATCHER_BOUND);
+    let c3 = d.counters(&iface);
+    assert_eq!(dig_a(&pair.cli, &new4, &[]), ANSWER_V4, "dig @{new4}");
+    assert_eq!(kdig_aaaa(&pair.cli, &new6), ANSWER_V6, "kdig @{new6}");
+    let c4 = d.counters(&iface);
+    assert!(
+        c4.answered(SRV_IF) >= c3.answered(SRV_IF) + 2 && c4.socket_queries == c3.socket_queries,
+        "addresses added while running: want both answered through XDP within \
+         {WATCHER_BOUND:?}: {:?} {:?} -> {:?} {:?}\n{}",
+        c3.programs,
+        c3.queues,
+        c4.programs,
+        c4.queues,
+        d.log()
+    );
+    for a in [&new4, &new6] {
+        assert!(
+            d.log()
+                .contains(&format!("xdp: {SRV_IF}: answering queries to {a}\n")),
+            "no watcher line for {a}:\n{}",
+            d.log()
+        );
+    }
+    ip(&[
+        "-n",
+        srv,
+        "addr",
+        "del",
+        &format!("{new4}/24"),
+        "dev",
+        SRV_IF,
+    ]);
+    ip(&[
+        "-n",
+        srv,
+        "addr",
+        "del",
+        &format!("{new6}/64"),
+        "dev",
+        SRV_IF,
+    ]);
+    std::thread::sleep(WATCHER_BOUND);
+    for (what, frame) in [
+        (
+            "removed IPv4 address",
+            v4(10, srv_mac, new4.parse().expect("v4")),
+        ),
+        (
+            "removed IPv6 address",
+            v6(11, srv_mac, new6.parse().expect("v6")),
+        ),
+    ] {
+        let before = d.counters(&iface);
+        send_raw(&pair.cli, CLI_IF, vec![frame]);
+        let after = d.counters_until(&iface, Duration::from_secs(3), |c| {
+            c.prog(SRV_IF, "pass_other_dest") > before.prog(SRV_IF, "pass_other_dest")
+        });
+        assert!(
+            after.prog(SRV_IF, "pass_other_dest") > before.prog(SRV_IF, "pass_other_dest")
+                && after.answered(SRV_IF) == before.answered(SRV_IF),
+            "{what}: still answered through XDP {WATCHER_BOUND:?} after its removal:\n\
+             program {:?}\n -> {:?}\n{}",
+            before.programs,
+            after.programs,
+            d.log()
+        );
+    }
+
+    // No reply, from XDP or the kernel sockets, ever came from a broadcast, multicast or
+    // foreign address: only from the server's own addresses.
+    let own: Vec<IpAddr> = vec![
+        srv4.into(),
+        srv6.into(),
+        srv_ll.into(),
+        new4.parse().expect("v4"),
+        new6.parse().expect("v6"),
+    ];
+    let sources = capture.finish();
+    assert!(
+        sources.len() >= 5,
+        "the capture saw only {} replies",
+        sources.len()
+    );
+    let bad: Vec<&IpAddr> = sources.iter().filter(|s| !own.contains(s)).collect();
+    assert!(
+        bad.is_empty(),
+        "replies from addresses that are not the server's own: {bad:?}"
     );
     let st = d.stop();
     assert!(st.success(), "SIGTERM exit {st}:\n{}", d.log());
