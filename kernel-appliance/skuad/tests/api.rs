@@ -1145,3 +1145,41 @@ fn socket2_connect(src: std::net::IpAddr, dst: SocketAddr) -> Option<std::net::T
     let r = unsafe { libc::connect(fd, std::ptr::from_ref(&b).cast(), len) };
     (r == 0).then_some(s)
 }
+
+/// A record with quotes added through the API is served, and after a restart it is
+/// still exactly that record: the state file used to hold `'... "it's"'`, which made the
+/// next start fail ("unterminated quoted string"), and a crafted TXT could append
+/// directives (`include:` of any file) to its line.
+#[test]
+fn quoted_records_survive_a_restart_and_inject_nothing() {
+    let dir = Dir::new("quotes");
+    let (p, a) = (free_port(), free_port());
+    let text = config(p, a, &dir.0, "");
+    let d = start(&dir.0, &text, p, a);
+    let t = Some(tok("dns"));
+    let secret = dir.0.join("secret.conf");
+    std::fs::write(&secret, "server:\n  local-data: \"leak.example. A 198.18.0.66\"\n").unwrap();
+    let rrs = [
+        r#"t.example. 300 TXT \"it's\""#.to_string(),
+        format!(
+            r#"x.example. 300 TXT \"a' include: {} '\" \"b\\\\\" \"'\""#,
+            secret.display()
+        ),
+    ];
+    for rr in &rrs {
+        let r = http(&d, "POST", "/records", t, Some(&format!(r#"{{"rr":"{rr}"}}"#))).unwrap();
+        assert_eq!(r.status, 201, "{rr}: {r:?}");
+    }
+    let before = http(&d, "GET", "/records", t, None).unwrap().json();
+    drop(d);
+    let d = start(&dir.0, &text, p, a);
+    let after = http(&d, "GET", "/records", t, None).unwrap().json();
+    assert_eq!(before, after);
+    let listed = after.to_string();
+    assert!(listed.contains("it's"), "{listed}");
+    // The include: stayed inside the TXT string: nothing from the other file is served.
+    assert_eq!(ask(d.dns, "leak.example.").0, 3);
+    assert_eq!(ask(d.dns, "t.example.").0, 0);
+    let state = std::fs::read_to_string(dir.0.join("state.conf")).unwrap();
+    assert_eq!(state.matches("local-data:").count(), 2, "{state}");
+}
