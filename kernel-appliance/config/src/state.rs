@@ -87,9 +87,9 @@ pub fn quote(value: &str) -> String {
 /// The file's text for these zones (name, type) and records, in order. Entry `i` (zones
 /// first, then records) is on line [`FIRST_ENTRY_LINE`] + `i`.
 ///
-/// A zone type is written bare: it must be a word (letters, digits, `_`), which every
-/// Unbound local-zone type is; anything else is quoted like a name, and [`parse`] reads it
-/// back as written.
+/// A zone type is written bare: it must be a word (letters, digits, `_`, `-`), which every
+/// Unbound local-zone type is. Anything else is written quoted, which [`parse`] refuses: a
+/// caller that did not check the type gets an error at the next load, never a directive.
 pub fn render<'a>(
     zones: impl IntoIterator<Item = (&'a str, &'a str)>,
     records: impl IntoIterator<Item = &'a str>,
@@ -97,11 +97,7 @@ pub fn render<'a>(
     let mut out = String::from(HEADER);
     out.push_str("server:\n");
     for (name, ty) in zones {
-        let ty = if !ty.is_empty()
-            && ty
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        {
+        let ty = if is_word(ty) {
             ty.to_string()
         } else {
             quote(ty)
@@ -112,6 +108,13 @@ pub fn render<'a>(
         let _ = writeln!(out, "    local-data: {}", quote(r));
     }
     out
+}
+
+/// A zone type as the state file holds it.
+fn is_word(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// Reads a state file's text; `file` names it in locations and errors.
@@ -159,6 +162,16 @@ pub fn parse(text: &str, file: &Path) -> Result<StateFile, Error> {
             }
             "local-zone:" => {
                 want(2)?;
+                if toks[2].is_quoted() || !is_word(&values[1]) {
+                    let shown: String = values[1].chars().take(40).collect();
+                    return Err(Error::at(
+                        &loc,
+                        format!(
+                            "local-zone type '{}' is not a word (letters, digits, '_', '-')",
+                            shown.escape_debug()
+                        ),
+                    ));
+                }
                 out.zones.push(Located {
                     value: (values[0].clone(), values[1].clone()),
                     loc,
@@ -256,6 +269,8 @@ mod tests {
             ),
             ("server:\n local-zone: 'a.' static extra\n", 2, "takes 2"),
             ("server:\n local-zone: 'a.'\n", 2, "takes 2"),
+            ("server:\n local-zone: 'a.' 'static'\n", 2, "not a word"),
+            ("server:\n local-zone: 'a.' st\0atic\n", 2, "not a word"),
             ("local-data: 'a. A 198.18.0.1'\n", 1, "before 'server:'"),
             ("server:\nserver:\n", 2, "holds only"),
             ("server:\nforward-zone:\n", 2, "holds only"),

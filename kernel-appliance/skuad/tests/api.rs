@@ -1158,7 +1158,11 @@ fn quoted_records_survive_a_restart_and_inject_nothing() {
     let d = start(&dir.0, &text, p, a);
     let t = Some(tok("dns"));
     let secret = dir.0.join("secret.conf");
-    std::fs::write(&secret, "server:\n  local-data: \"leak.example. A 198.18.0.66\"\n").unwrap();
+    std::fs::write(
+        &secret,
+        "server:\n  local-data: \"leak.example. A 198.18.0.66\"\n",
+    )
+    .unwrap();
     let rrs = [
         r#"t.example. 300 TXT \"it's\""#.to_string(),
         format!(
@@ -1167,7 +1171,14 @@ fn quoted_records_survive_a_restart_and_inject_nothing() {
         ),
     ];
     for rr in &rrs {
-        let r = http(&d, "POST", "/records", t, Some(&format!(r#"{{"rr":"{rr}"}}"#))).unwrap();
+        let r = http(
+            &d,
+            "POST",
+            "/records",
+            t,
+            Some(&format!(r#"{{"rr":"{rr}"}}"#)),
+        )
+        .unwrap();
         assert_eq!(r.status, 201, "{rr}: {r:?}");
     }
     let before = http(&d, "GET", "/records", t, None).unwrap().json();
