@@ -425,11 +425,16 @@ fn stats_with(k: &mut impl Ethtool, ifname: &str) -> io::Result<Vec<(String, u64
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::File;
+    use std::process::Command;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
 
     #[test]
     fn errors_name_the_cause() {
         // `lo` has no ethtool driver info; a missing interface is ENODEV. (Real drivers are
-        // exercised by skuad's XDP tests on veth.)
+        // exercised by skuad's XDP tests on veth, and by the veth test below.)
         assert_eq!(
             driver("lo").unwrap_err().raw_os_error(),
             Some(libc::EOPNOTSUPP)
@@ -793,5 +798,202 @@ mod tests {
             }
         }
         assert!(ok > 100, "{ok} consistent reads, {err} errors");
+    }
+
+    // -----------------------------------------------------------------------------------
+    // A real veth, in a network namespace of its own: root only.
+
+    /// Namespaces and veth need root. Without it the test fails instead of skipping, as
+    /// skuad's and skua-xdp's root tests do: CI runs as root, and a skipped test would prove
+    /// nothing.
+    fn require_root() {
+        // SAFETY: geteuid(2) has no preconditions and cannot fail.
+        let euid = unsafe { libc::geteuid() };
+        assert_eq!(
+            euid, 0,
+            "the veth test needs root (network namespaces, veth); it does not skip: run it \
+             as root, e.g. `sudo -E cargo test -p skua-netio`"
+        );
+    }
+
+    /// Runs `prog args`, requires success, returns stdout.
+    fn run(prog: &str, args: &[&str]) -> String {
+        let out = Command::new(prog).args(args).output().unwrap_or_else(|e| {
+            panic!("cannot run `{prog}`: {e} (apt-get install iproute2 ethtool)")
+        });
+        assert!(
+            out.status.success(),
+            "`{prog} {}`: {}\n{}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A network namespace, deleted (with the interfaces in it) when dropped, on failure too.
+    struct Netns(String);
+
+    impl Netns {
+        fn new(name: String) -> Netns {
+            // A leftover of an earlier run with the same PID.
+            let _ = Command::new("ip").args(["netns", "del", &name]).output();
+            let ns = Netns(name);
+            run("ip", &["netns", "add", &ns.0]);
+            ns
+        }
+
+        /// Runs `f` on a thread of its own that joined the namespace (setns changes the
+        /// calling thread only; the thread ends with `f`).
+        fn enter<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+            let file = File::open(format!("/run/netns/{}", self.0)).unwrap();
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    // SAFETY: setns(2) with an open descriptor of a network namespace
+                    // (`file` outlives the scoped thread); it moves only this thread, which
+                    // runs `f` and ends.
+                    let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+                    assert_eq!(r, 0, "setns: {}", io::Error::last_os_error());
+                    f()
+                })
+                .join()
+                .unwrap()
+            })
+        }
+
+        /// Runs a command (words separated by spaces) in the namespace.
+        fn exec(&self, cmd: &str) -> String {
+            let mut args = vec!["netns", "exec", &self.0];
+            args.extend(cmd.split_whitespace());
+            run("ip", &args)
+        }
+
+        /// A veth pair `a`, `b` with `queues` RX and TX queues on each side, left down.
+        fn veth(&self, a: &str, b: &str, queues: usize) {
+            let q = format!("numtxqueues {queues} numrxqueues {queues}");
+            self.exec(&format!("ip link add {a} {q} type veth peer name {b} {q}"));
+        }
+
+        /// `ethtool -S ifname`, names and values.
+        fn ethtool_s(&self, ifname: &str) -> Vec<(String, u64)> {
+            self.exec(&format!("ethtool -S {ifname}"))
+                .lines()
+                .skip_while(|l| !l.starts_with("NIC statistics"))
+                .skip(1)
+                .map(|l| {
+                    let (k, v) = l.trim().rsplit_once(": ").unwrap();
+                    (k.to_string(), v.trim().parse().unwrap())
+                })
+                .collect()
+        }
+    }
+
+    impl Drop for Netns {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
+        }
+    }
+
+    /// The real kernel, counting its ioctls.
+    struct Counting(Kernel, usize);
+
+    impl Ethtool for Counting {
+        fn ioctl(&mut self, ifname: &str, buf: &mut Guarded) -> io::Result<()> {
+            self.1 += 1;
+            self.0.ioctl(ifname, buf)
+        }
+    }
+
+    /// How many names match `prefix{N}suffix`.
+    fn per_queue(got: &[(String, u64)], prefix: &str, suffix: &str) -> usize {
+        got.iter()
+            .filter(|(n, _)| {
+                n.strip_prefix(prefix)
+                    .and_then(|r| r.strip_suffix(suffix))
+                    .is_some_and(|q| q.bytes().all(|b| b.is_ascii_digit()))
+            })
+            .count()
+    }
+
+    #[test]
+    fn stats_of_a_real_veth_match_ethtool_s_whatever_its_queue_count() {
+        require_root();
+        let ns = Netns::new(format!("skua-ethtool-{}", std::process::id()));
+        // Down, without addresses: no traffic, so the counters hold still between our read
+        // and ethtool's.
+        ns.veth("ske0", "ske1", 4);
+        for q in [4, 1, 3, 2] {
+            ns.exec(&format!("ethtool -L ske0 rx {q} tx {q}"));
+            let (drv, got) = ns.enter(|| (driver("ske0").unwrap(), stats("ske0").unwrap()));
+            assert_eq!(drv, "veth");
+            assert_eq!(got, ns.ethtool_s("ske0"), "{q} queues");
+            assert_eq!(per_queue(&got, "rx_queue_", "_xdp_packets"), q);
+            assert_eq!(per_queue(&got, "rx_queue_", "_xdp_tx"), q);
+            assert_eq!(per_queue(&got, "tx_queue_", "_xdp_xmit"), q);
+        }
+    }
+
+    #[test]
+    fn stats_of_a_real_veth_stay_consistent_while_its_queues_change() {
+        // The race of review item 7 for real: `ethtool -L` in a loop while stats() reads.
+        // Every read is the whole set of one queue count or an error (values are all zero on
+        // an idle veth, so consistency here is about the names).
+        require_root();
+        let ns = Netns::new(format!("skua-ethtool-race-{}", std::process::id()));
+        ns.veth("skr0", "skr1", 16);
+        /// Stops the flipper when dropped: also when a read panics, else the scope would
+        /// wait for the flipper forever.
+        struct Stop(Arc<AtomicBool>);
+        impl Drop for Stop {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let (reads, errors, ioctls, flips) = std::thread::scope(|s| {
+            let stop = Stop(Arc::new(AtomicBool::new(false)));
+            let flag = Arc::clone(&stop.0);
+            let ns = &ns;
+            let flipper = s.spawn(move || {
+                let mut flips = 0;
+                // Bounded on its own too.
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while !flag.load(Ordering::Relaxed) && Instant::now() < deadline {
+                    let q = if flips % 2 == 0 { 1 } else { 16 };
+                    ns.exec(&format!("ethtool -L skr0 rx {q} tx {q}"));
+                    flips += 1;
+                }
+                flips
+            });
+            let (reads, errors, ioctls) = ns.enter(|| {
+                let (mut reads, mut errors) = (0, 0);
+                let mut k = Counting(Kernel, 0);
+                let deadline = Instant::now() + Duration::from_secs(2);
+                while Instant::now() < deadline {
+                    match stats_with(&mut k, "skr0") {
+                        Ok(got) => {
+                            let q = per_queue(&got, "tx_queue_", "_xdp_xmit");
+                            let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+                            assert_eq!(names, veth_names(q), "not the set of {q} queues");
+                            reads += 1;
+                        }
+                        Err(e) => {
+                            assert!(e.to_string().contains("changed during"), "{e}");
+                            errors += 1;
+                        }
+                    }
+                }
+                (reads, errors, k.1)
+            });
+            drop(stop);
+            (reads, errors, ioctls, flipper.join().unwrap())
+        });
+        // Three ioctls per read that found the set unchanged; more were retries.
+        let retries = ioctls.saturating_sub(3 * (reads + errors));
+        eprintln!(
+            "{reads} consistent reads, {errors} errors, {retries} extra ioctls (retries), \
+             {flips} queue changes"
+        );
+        assert!(flips > 2, "the queue count changed while reading");
+        assert!(reads > 0, "{reads} consistent reads, {errors} errors");
     }
 }
