@@ -51,8 +51,11 @@ pub struct StateFile {
 /// `\DDD`, also where an escape already precedes them (`\'` means `'` and becomes `\039`).
 /// An escape is otherwise copied as it is, so every `\` in the result is followed by a
 /// printable character other than `'`: the lexer, which keeps `\x` as two characters,
-/// can never take the closing quote for part of the value. Only for values in RFC 1035
-/// presentation format, where `\DDD` is the byte DDD and `\X` the character X.
+/// can never take the closing quote for part of the value. For values in RFC 1035
+/// presentation format, where `\DDD` is the byte DDD and `\X` the character X, without raw
+/// control bytes (canonical text, as `skua_engine::text::rr_to_string` writes, has none): a
+/// raw tab separates fields outside an RFC 1035 quoted string and is a byte inside one, so
+/// its escape keeps the line one value but may change what the value means.
 pub fn quote(value: &str) -> String {
     fn plain(b: u8) -> bool {
         b != b'\'' && (0x20..0x7f).contains(&b)

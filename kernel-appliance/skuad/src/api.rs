@@ -790,40 +790,23 @@ pub fn tls_config(cert: &str, key: &str) -> Result<tokio_rustls::rustls::ServerC
     Ok(c)
 }
 
-/// Serves the API over HTTPS on `listener` until `stop` resolves. The certificate is the
-/// one of the configuration in force when a connection arrives, so a reload after a
-/// renewal switches to the new certificate without a restart.
-pub async fn serve_tls(
-    listener: tokio::net::TcpListener,
-    ctl: Arc<Control>,
-    stop: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let c = ctl.clone();
-    let tls: crate::httpd::TlsSource = Some(Arc::new(move || c.api.load().tls.clone()));
-    crate::httpd::serve(
-        listener,
-        router(ctl.clone()),
-        ctl.api_conns.clone(),
-        tls,
-        stop,
-    )
-    .await
-}
-
-/// Serves the API on `listener` until `stop` resolves.
+/// Serves the API on `listener` until `stop` resolves: HTTPS when the configuration in
+/// force at start has a certificate (the certificate of the configuration in force when a
+/// connection arrives is used, so a reload after a renewal switches to the new certificate
+/// without a restart), else HTTP.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     ctl: Arc<Control>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    crate::httpd::serve(
-        listener,
-        router(ctl.clone()),
-        ctl.api_conns.clone(),
-        None,
-        stop,
-    )
-    .await
+    let tls: crate::httpd::TlsSource = if ctl.api.load().tls.is_some() {
+        let c = ctl.clone();
+        Some(Arc::new(move || c.api.load().tls.clone()))
+    } else {
+        None
+    };
+    let (router, conns) = (router(ctl.clone()), ctl.api_conns.clone());
+    crate::httpd::serve(listener, router, conns, tls, stop).await
 }
 
 #[cfg(test)]

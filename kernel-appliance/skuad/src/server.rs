@@ -433,13 +433,13 @@ pub fn run(source: Source, xdp_opts: &crate::xdp::XdpOptions) -> Result<(), Stri
             let stop = async move {
                 let _ = rx.wait_for(|s| *s).await;
             };
-            if ctl.api.load().tls.is_some() {
-                log::info(format_args!("api: listening on https://{addr}"));
-                tokio::spawn(api::serve_tls(l, ctl.clone(), stop));
+            let scheme = if ctl.api.load().tls.is_some() {
+                "https"
             } else {
-                log::info(format_args!("api: listening on http://{addr}"));
-                tokio::spawn(api::serve(l, ctl.clone(), stop));
-            }
+                "http"
+            };
+            log::info(format_args!("api: listening on {scheme}://{addr}"));
+            tokio::spawn(api::serve(l, ctl.clone(), stop));
         }
         // Summaries of refused API requests, when their window ends.
         let c = ctl.clone();

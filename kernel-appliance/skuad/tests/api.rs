@@ -1141,9 +1141,22 @@ fn socket2_connect(src: std::net::IpAddr, dst: SocketAddr) -> Option<std::net::T
     if r != 0 {
         return None;
     }
+    // Bounded: a server that stops accepting fills its backlog, and a blocking connect would
+    // then wait for SYN retries (minutes) instead of failing the test.
+    s.set_nonblocking(true).ok()?;
     // SAFETY: `b` is a valid sockaddr_in of `len` bytes, alive across the call.
     let r = unsafe { libc::connect(fd, std::ptr::from_ref(&b).cast(), len) };
-    (r == 0).then_some(s)
+    if r != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINPROGRESS) {
+        return None;
+    }
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, alive across the call.
+    let n = unsafe { libc::poll(&mut pfd, 1, 300) };
+    (n == 1 && s.take_error().ok()?.is_none()).then_some(s)
 }
 
 /// A record with quotes added through the API is served, and after a restart it is

@@ -1023,6 +1023,17 @@ impl Skuad {
     }
 
     /// Asserts the XDP plane runs on `ifname`: the self-test passed and nothing fell back.
+    /// The log says the program holds precompiled answers (within 5 s).
+    fn assert_answers_precompiled(&self) {
+        assert!(
+            wait_until(Duration::from_secs(5), || self
+                .log()
+                .contains("answers precompiled into the program")),
+            "no answers were precompiled:\n{}",
+            self.log()
+        );
+    }
+
     fn assert_xdp_serving(&self, ifname: &str) {
         let log = self.log();
         assert!(
@@ -1721,13 +1732,7 @@ fn program_answers_follow_reloads() {
     let conf = Conf::new("reload", &[pair.srv_v4(), pair.srv_v6()]);
     let mut d = Skuad::start(&pair.srv, &conf, &[]);
     d.assert_xdp_serving(SRV_IF);
-    assert!(
-        wait_until(Duration::from_secs(5), || d
-            .log()
-            .contains("answers precompiled into the program")),
-        "no answers were precompiled:\n{}",
-        d.log()
-    );
+    d.assert_answers_precompiled();
 
     // A precompiled name: answered by the program, not by the queue.
     let c0 = d.counters(&[SRV_IF]);
@@ -1960,13 +1965,7 @@ fn wildcard_listener_answers_only_own_unicast_addresses() {
     let conf = Conf::new("wildcard", &["0.0.0.0".into(), "::".into()]);
     let mut d = Skuad::start(&pair.srv, &conf, &[]);
     d.assert_xdp_serving(SRV_IF);
-    assert!(
-        wait_until(Duration::from_secs(5), || d
-            .log()
-            .contains("answers precompiled into the program")),
-        "no answers were precompiled:\n{}",
-        d.log()
-    );
+    d.assert_answers_precompiled();
     let iface = [SRV_IF];
     let (srv_mac, cli_mac) = (mac_of(&pair.srv, SRV_IF), mac_of(&pair.cli, CLI_IF));
     let (cli4, srv4): (Ipv4Addr, Ipv4Addr) = (

@@ -820,7 +820,6 @@ mod netlink {
     const RTM_SETLINK: u16 = 19;
     const IFINFOMSG_LEN: usize = 16;
     const NLA_F_NESTED: u16 = 1 << 15;
-    const NLA_TYPE_MASK: u16 = !(NLA_F_NESTED | (1 << 14));
     const IFLA_XDP: u16 = 43;
     const IFLA_XDP_FD: u16 = 1;
     const IFLA_XDP_FLAGS: u16 = 3;
@@ -1104,14 +1103,5 @@ mod netlink {
         })
     }
 
-    /// Iterates `(type, value)` over netlink attributes, stopping at the first bad one.
-    fn attrs_of(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
-        std::iter::from_fn(move || {
-            let len = usize::from(u16::from_ne_bytes([*b.first()?, *b.get(1)?]));
-            let kind = u16::from_ne_bytes([*b.get(2)?, *b.get(3)?]) & NLA_TYPE_MASK;
-            let value = b.get(4..len)?;
-            b = b.get(len.next_multiple_of(4)..).unwrap_or_default();
-            Some((kind, value))
-        })
-    }
+    use crate::ifaddr::attrs_of;
 }

@@ -275,7 +275,7 @@ fn parse_addr(body: &[u8]) -> Option<IfAddr> {
 }
 
 /// Iterates `(type, value)` over netlink attributes, stopping at the first bad one.
-fn attrs_of(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+pub(crate) fn attrs_of(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
     std::iter::from_fn(move || {
         let len = usize::from(u16::from_ne_bytes([*b.first()?, *b.get(1)?]));
         let kind = u16::from_ne_bytes([*b.get(2)?, *b.get(3)?]) & NLA_TYPE_MASK;

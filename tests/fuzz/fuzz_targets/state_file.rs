@@ -3,8 +3,11 @@
 //!
 //! 1. Input read as a record: whenever the engine accepts it, its canonical text written
 //!    into a state file reads back as exactly one record, the same one.
-//! 2. Input read as a state file: the reader never panics, and whatever it accepts,
-//!    rendered again, reads back as the same zones and records.
+//! 2. Input read as a state file: the reader never panics, and whatever it accepts, put in
+//!    canonical form as skuad does after reading and rendered again, reads back as the same
+//!    zones and records. (Raw text is not re-rendered as it is: a raw tab separates fields
+//!    outside an RFC 1035 quoted string and is a byte inside one, so no escape of it keeps
+//!    its meaning in both places; skuad only ever writes canonical text, which has none.)
 #![no_main]
 
 use std::path::Path;
@@ -39,28 +42,36 @@ fuzz_target!(|data: &[u8]| {
     }
 
     if let Ok(f) = state::parse(text, path) {
-        let zones: Vec<(&str, &str)> = f
+        let canon = |v: &str| {
+            parse_rr(v, None, 3600).ok().map(|mut rr| {
+                rr.owner = rr.owner.to_lowercase();
+                rr
+            })
+        };
+        let records: Vec<_> = f.records.iter().filter_map(|r| canon(&r.value)).collect();
+        let texts: Vec<String> = records.iter().map(rr_to_string).collect();
+        let zones: Vec<(String, String)> = f
             .zones
             .iter()
-            .map(|z| (z.value.0.as_str(), z.value.1.as_str()))
+            .filter_map(|z| {
+                let n = skua_engine::name::WireName::parse(&z.value.0, None).ok()?;
+                Some((n.to_lowercase().to_string(), z.value.1.clone()))
+            })
             .collect();
         let again = state::render(
-            zones.iter().copied(),
-            f.records.iter().map(|r| r.value.as_str()),
+            zones.iter().map(|(n, t)| (n.as_str(), t.as_str())),
+            texts.iter().map(String::as_str),
         );
         let g = state::parse(&again, path).expect("a rendered state file parses");
-        assert_eq!(f.zones.len(), g.zones.len());
-        assert_eq!(f.records.len(), g.records.len());
-        for (a, b) in f.records.iter().zip(&g.records) {
-            assert_eq!(
-                parse_rr(&a.value, None, 3600).ok(),
-                parse_rr(&b.value, None, 3600).ok()
-            );
+        assert_eq!(g.records.len(), records.len());
+        for (rr, b) in records.iter().zip(&g.records) {
+            assert_eq!(canon(&b.value).as_ref(), Some(rr));
         }
-        for (a, b) in f.zones.iter().zip(&g.zones) {
-            let n = |s: &str| skua_engine::name::WireName::parse(s, None).ok();
-            assert_eq!(n(&a.value.0), n(&b.value.0));
-            assert_eq!(a.value.1, b.value.1);
+        assert_eq!(g.zones.len(), zones.len());
+        for ((n, t), b) in zones.iter().zip(&g.zones) {
+            let parsed = skua_engine::name::WireName::parse(&b.value.0, None).ok();
+            assert_eq!(parsed.map(|p| p.to_string()).as_ref(), Some(n));
+            assert_eq!(&b.value.1, t);
         }
     }
 });
