@@ -8,8 +8,10 @@
 //! What it does not do: parse DNS, own sockets' lifetimes (callers pass `&UdpSocket`),
 //! AF_XDP (a separate crate), or anything async.
 //!
-//! This is the only crate of the daemon with `unsafe` code: each block is a single libc call
-//! whose pointers come from live, correctly sized Rust buffers owned by [`Batch`].
+//! With skua-xdp, the only crate of the daemon with `unsafe` code: each block is a single
+//! libc call whose pointers come from live, correctly sized Rust buffers ([`Batch`], socket
+//! addresses); the ethtool queries hand the kernel buffers that end at a guard page, because
+//! the kernel writes as many entries as a set holds at the time of the call ([`ethtool`]).
 
 pub mod ethtool;
 
