@@ -263,10 +263,6 @@ async fn authenticate(
         } else {
             "missing bearer token (Authorization: Bearer TOKEN)"
         };
-        crate::log::warn(format_args!(
-            "api: {source}: {} {route}: {why}",
-            req.method()
-        ));
         refused(&ctl, source, "anonymous", req.method(), &route, why);
         let mut r = ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", why).into_response();
         r.headers_mut().insert(

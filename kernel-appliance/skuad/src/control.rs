@@ -516,10 +516,32 @@ impl Control {
         route: &str,
         reason: &str,
     ) {
-        for r in self
+        let due = self
             .refusals
-            .note(source, actor, method, route, reason, Instant::now())
-        {
+            .note(source, actor, method, route, reason, Instant::now());
+        self.record_refusals(due);
+    }
+
+    /// Logs and audits refusal records: like the audit log, the daemon's log gets one line
+    /// per source, actor and window, not one per refused request.
+    fn record_refusals(&self, records: Vec<crate::auth::RefusalRecord>) {
+        for r in records {
+            let d = &r.detail;
+            if d["aggregated"] == true {
+                log::warn(format_args!(
+                    "api: {} ({}): {} more refused requests in the last {} s: {}",
+                    r.source, r.actor, d["count"], d["window_seconds"], d["reasons"]
+                ));
+            } else {
+                log::warn(format_args!(
+                    "api: {} ({}): {} {}: {} (more refusals this minute are counted, not logged one by one)",
+                    r.source,
+                    r.actor,
+                    d["method"].as_str().unwrap_or(""),
+                    d["route"].as_str().unwrap_or(""),
+                    d["reason"].as_str().unwrap_or("")
+                ));
+            }
             self.record(
                 skua_audit::kind::AUTH_FAILURE,
                 &r.actor,
@@ -537,14 +559,7 @@ impl Control {
         } else {
             self.refusals.due(Instant::now())
         };
-        for r in due {
-            self.record(
-                skua_audit::kind::AUTH_FAILURE,
-                &r.actor,
-                Some(r.source),
-                r.detail,
-            );
-        }
+        self.record_refusals(due);
     }
 
     /// The current view.

@@ -14,8 +14,8 @@
 //! - **Deadlines**: the request head must arrive within [`HEADER_TIMEOUT`] of the connection
 //!   becoming idle (hyper's header-read timer, which also ends idle keep-alive); a request
 //!   body within [`BODY_TIMEOUT`] (the handlers read it with a deadline); a connection on
-//!   which nothing moves in either direction for [`STALL_TIMEOUT`] (a client that stops
-//!   reading its response) is closed; a TLS handshake must end within [`HANDSHAKE_TIMEOUT`].
+//!   which nothing moves in either direction for [`STALL_TIMEOUT`] while no handler is at
+//!   work on it (a client that stops reading its response) is closed; a TLS handshake must end within [`HANDSHAKE_TIMEOUT`].
 //! - **Accept errors** (`EMFILE` when the process is out of descriptors) are logged once per
 //!   [`ERROR_LOG_INTERVAL`] with their count, and the loop backs off, instead of a line every
 //!   few milliseconds.
@@ -352,7 +352,11 @@ async fn connection(
             tokio::time::sleep(Duration::from_secs(1)).await;
             let now = u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
             let last = admitted.last.load(Ordering::Relaxed);
-            if now.saturating_sub(last) >= STALL_TIMEOUT.as_millis() as u64 {
+            // A handler at work (a reload of a large configuration, an audit
+            // verification) moves no bytes and is not a stall.
+            if admitted.busy.load(Ordering::Acquire) == 0
+                && now.saturating_sub(last) >= STALL_TIMEOUT.as_millis() as u64
+            {
                 return;
             }
         }
