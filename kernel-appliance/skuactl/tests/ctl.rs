@@ -637,18 +637,20 @@ fn exit_codes() {
     expect(&o, 0);
     assert!(!o.stdout.contains("ro.example.net."));
 
-    // 4 too: past the failed-authentication limit (429), even with a good token.
+    // 4 too: past the failed-authentication limit (429) for another wrong token; a good
+    // token still works (failures are throttled, the operator is never locked out).
     let dir2 = Dir::new("limit");
     let d2 = start(&dir2.0, "  auth-fail-limit: 2\n");
     for _ in 0..2 {
         expect(&at(&d2, &["status"], Some("wrong-token-0123456789")), 4);
     }
-    let o = at(&d2, &["status"], Some(tok("admin")));
+    let o = at(&d2, &["status"], Some("wrong-token-0123456789"));
     expect(&o, 4);
     assert!(
         o.stderr.starts_with("skuactl: too_many_auth_failures: "),
         "{o:?}"
     );
+    expect(&at(&d2, &["status"], Some(tok("admin"))), 0);
 }
 
 /// `https://` with `--ca-file`: the API's self-signed certificate as the only trust anchor.
