@@ -18,7 +18,7 @@ use hickory_proto::rr::{DNSClass, RData, Record, RecordType};
 use hickory_proto::serialize::binary::BinEncodable;
 
 use crate::acl::AclAction;
-use crate::engine::{DropReason, Engine, Found, Outcome, ReplyInfo, Request, Transport};
+use crate::exchange::{DropReason, Found, Outcome, ReplyInfo, Request, Tables, Transport};
 use crate::rr::rtype;
 use crate::rrl::AnswerRrl;
 use crate::wire::{self, HEADER_LEN, Query, flags, rcode};
@@ -43,7 +43,7 @@ fn drop_malformed() -> Outcome {
 /// `access-control: refuse`: a bare 12-byte REFUSED header (no question, no OPT), as
 /// Unbound sends: a refused client learns nothing, and the reply is never larger than the
 /// query (no amplification).
-pub(crate) fn refuse(_e: &Engine, query: &[u8], out: &mut [u8]) -> Outcome {
+pub(crate) fn refuse(_e: &dyn Tables, query: &[u8], out: &mut [u8]) -> Outcome {
     if query.len() < HEADER_LEN || query[2] & 0x80 != 0 {
         return drop_malformed();
     }
@@ -80,7 +80,7 @@ fn header_only(ra: bool, query: &[u8], rc: u8, out: &mut [u8]) -> Outcome {
 
 /// The general path. Fills `meta` for the rate limiter.
 pub(crate) fn handle(
-    e: &Engine,
+    e: &dyn Tables,
     req: &Request,
     acl: AclAction,
     query: &[u8],
@@ -224,7 +224,7 @@ pub(crate) fn handle(
 
 /// CHAOS-class server identification (the `id.server` / `version.bind` convention,
 /// RFC 4892 §2), honouring `hide-identity` / `hide-version`.
-fn chaos(e: &Engine, resp: Message, q: &HQuery, limit: usize, out: &mut [u8]) -> Outcome {
+fn chaos(e: &dyn Tables, resp: Message, q: &HQuery, limit: usize, out: &mut [u8]) -> Outcome {
     let qt = q.query_type();
     let name = q.name().to_lowercase().to_ascii();
     let text = match name.as_str() {

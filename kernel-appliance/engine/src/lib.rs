@@ -42,6 +42,7 @@ extern crate std;
 
 pub mod acl;
 pub mod engine;
+mod exchange;
 mod general;
 pub mod localzone;
 pub mod name;
