@@ -679,6 +679,33 @@ fn is_hot(q: &Query<'_>) -> bool {
         && !matches!(q.qtype, rtype::OPT | 249..=255)
 }
 
+/// The general path reaches the tables through this interface only.
+impl Tables for Engine {
+    fn config(&self) -> &EngineConfig {
+        Engine::config(self)
+    }
+
+    fn find(&self, lower: &[u8], qtype: u16) -> Found<'_> {
+        Engine::find(self, lower, qtype)
+    }
+
+    fn first_positive_type(&self, lower: &[u8]) -> Option<u16> {
+        Engine::first_positive_type(self, lower)
+    }
+
+    fn emit(
+        &self,
+        q: &Query<'_>,
+        acl: AclAction,
+        a: &Answer<'_>,
+        transport: Transport,
+        out: &mut [u8],
+        hot: bool,
+    ) -> Outcome {
+        Engine::emit(self, q, acl, a, transport, out, hot)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -739,7 +766,7 @@ mod tests {
     }
 
     const LOCAL: Request = Request {
-        src: IpAddr::V4(core::net::Ipv4Addr::LOCALHOST),
+        src: core::net::IpAddr::V4(core::net::Ipv4Addr::LOCALHOST),
         transport: Transport::Udp,
         now: 0,
     };
@@ -814,32 +841,5 @@ mod tests {
             panic!()
         };
         assert_eq!(info.rcode, 5);
-    }
-}
-
-/// The general path reaches the tables through this interface only.
-impl Tables for Engine {
-    fn config(&self) -> &EngineConfig {
-        Engine::config(self)
-    }
-
-    fn find(&self, lower: &[u8], qtype: u16) -> Found<'_> {
-        Engine::find(self, lower, qtype)
-    }
-
-    fn first_positive_type(&self, lower: &[u8]) -> Option<u16> {
-        Engine::first_positive_type(self, lower)
-    }
-
-    fn emit(
-        &self,
-        q: &Query<'_>,
-        acl: AclAction,
-        a: &Answer<'_>,
-        transport: Transport,
-        out: &mut [u8],
-        hot: bool,
-    ) -> Outcome {
-        Engine::emit(self, q, acl, a, transport, out, hot)
     }
 }

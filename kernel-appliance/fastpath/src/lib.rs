@@ -12,7 +12,10 @@
 //! [`Verdict::Kernel`]); ARP/NDP; routing (the reply leaves by the port it came in on, to
 //! the MAC it came from). It never answers a frame sent to an Ethernet broadcast or
 //! multicast address, nor one sent to an IP broadcast or multicast address
-//! ([`Drop::NotUnicast`]): the reply would come from that address.
+//! ([`Drop::NotUnicast`]): the reply would come from that address. Nor does it answer a
+//! frame *from* such an address, or from an unspecified one ([`Drop::NotUnicastSource`]: an
+//! Ethernet source with the group bit, an IPv4 source of 0.0.0.0, 224/4 or 240/4, an IPv6
+//! source of `::` or ff00::/8): the reply would go to that address.
 //!
 //! `#![no_std]`, no allocation, `#![forbid(unsafe_code)]`. No input makes it panic.
 
@@ -61,11 +64,15 @@ pub enum Drop {
     /// Sent to an Ethernet group address (broadcast, multicast) or to an IP broadcast or
     /// multicast address: never answered here (see [`handle_frame`]).
     NotUnicast = 8,
+    /// Sent from an Ethernet group address, or from an unspecified, broadcast or multicast
+    /// IP address: never answered here, the reply would go to that address (see
+    /// [`handle_frame`]).
+    NotUnicastSource = 9,
 }
 
 impl Drop {
     /// Number of reasons.
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 10;
     /// Every reason, in counter order.
     pub const ALL: [Self; Self::COUNT] = [
         Self::Truncated,
@@ -77,6 +84,7 @@ impl Drop {
         Self::NoRoom,
         Self::RateLimited,
         Self::NotUnicast,
+        Self::NotUnicastSource,
     ];
 
     /// Metric label.
@@ -91,6 +99,7 @@ impl Drop {
             Self::NoRoom => "no_room",
             Self::RateLimited => "rate_limited",
             Self::NotUnicast => "not_unicast",
+            Self::NotUnicastSource => "not_unicast_source",
         }
     }
 }
@@ -190,11 +199,14 @@ fn udp_checksum_ok(frame: &[u8], u: &Udp, udp_len: usize) -> bool {
     be16(frame, u.udp_off + 6) == csum_fold(pseudo)
 }
 
-/// True for an address a reply must never come from: IPv4 limited broadcast (RFC 919) and
-/// the rest of 240/4, IPv4 multicast (224/4, RFC 1112), IPv6 multicast (ff00::/8, RFC 4291
-/// §2.7), and the unspecified addresses. A subnet's directed broadcast (RFC 922) cannot be
-/// told from a unicast address without the interface's prefixes: the XDP program's maps never
-/// hold one (`skua_xdp::ifaddr::answerable`), so it never reaches this path.
+/// True for an address a reply must never come from nor go to: IPv4 limited broadcast (RFC
+/// 919) and the rest of 240/4, IPv4 multicast (224/4, RFC 1112), IPv6 multicast (ff00::/8,
+/// RFC 4291 §2.7), and the unspecified addresses. The XDP program (`bpf/skua_xdp.bpf.c`)
+/// applies the same test to sources. A subnet's directed broadcast (RFC 922) cannot be told
+/// from a unicast address without the interface's prefixes: as a destination, the XDP
+/// program's maps never hold one (`skua_xdp::ifaddr::answerable`), so it never reaches this
+/// path; as a source it is not caught (the reply then goes to the sender's unicast MAC only,
+/// not to the subnet).
 fn never_unicast(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(a) => a.is_unspecified() || a.octets()[0] >= 224,
@@ -351,6 +363,16 @@ pub fn handle_frame(
     // that address. The XDP program passes both to the kernel; this is the second line.
     if frame[0] & 1 != 0 || never_unicast(server.ip()) {
         return Verdict::Drop(Drop::NotUnicast);
+    }
+    // Nor is a query from such an address: the reply would go to it. A group address is
+    // never a valid source, neither an Ethernet one (the I/G bit of the source MAC, IEEE
+    // 802) nor an IP one (RFC 1122 §3.2.1.3: an IPv4 source is never broadcast or multicast,
+    // and 0.0.0.0 only while a host learns its address; RFC 4291 §2.7: an IPv6 multicast
+    // address is never a source, and `::` only before an address is assigned, §2.5.2); the
+    // kernel drops such IP sources as martians. The XDP program passes these to the kernel
+    // too, counted as `pass_bad_source`.
+    if frame[6] & 1 != 0 || never_unicast(client.ip()) {
+        return Verdict::Drop(Drop::NotUnicastSource);
     }
     let payload_off = u.udp_off + UDP_HLEN;
     let qlen = u.payload_len;

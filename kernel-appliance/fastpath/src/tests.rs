@@ -375,3 +375,164 @@ fn broadcast_and_multicast_are_never_answered() {
         assert_eq!(*d as usize, i, "{}", d.as_str());
     }
 }
+
+#[test]
+fn queries_from_group_or_unspecified_sources_are_never_answered() {
+    let q = dns_query(A_STATIC, 1);
+    let frame_from = |src_mac: [u8; 6], vlan: Option<u16>, src: &str, dst: &str| {
+        let mut buf = vec![0u8; 4096];
+        let len = build_udp_frame(
+            &mut buf,
+            src_mac,
+            SERVER_MAC,
+            vlan,
+            src.parse().unwrap(),
+            dst.parse().unwrap(),
+            &q,
+        )
+        .unwrap();
+        (buf, len)
+    };
+    for (what, mac, vlan, src, dst) in [
+        // IEEE 802: the I/G bit of a source MAC is never set; a reply would go to a group.
+        (
+            "broadcast source MAC",
+            [0xff; 6],
+            None,
+            "127.0.0.1:40000",
+            "127.0.0.2:53",
+        ),
+        (
+            "IPv4 multicast source MAC",
+            [0x01, 0, 0x5e, 0, 0, 0xfb],
+            None,
+            "127.0.0.1:40000",
+            "127.0.0.2:53",
+        ),
+        (
+            "IPv6 multicast source MAC",
+            [0x33, 0x33, 0, 0, 0, 1],
+            None,
+            "[::1]:40000",
+            "[::2]:53",
+        ),
+        (
+            "group bit only, tagged",
+            [0x03, 0, 0, 0, 0, 2],
+            Some(7),
+            "127.0.0.1:40000",
+            "127.0.0.2:53",
+        ),
+        // RFC 1122 §3.2.1.3: never a broadcast or multicast IPv4 source; 0.0.0.0 only
+        // while the host learns its address.
+        ("0.0.0.0", CLIENT_MAC, None, "0.0.0.0:40000", "127.0.0.2:53"),
+        (
+            "255.255.255.255",
+            CLIENT_MAC,
+            None,
+            "255.255.255.255:40000",
+            "127.0.0.2:53",
+        ),
+        (
+            "224.0.0.251",
+            CLIENT_MAC,
+            None,
+            "224.0.0.251:5353",
+            "127.0.0.2:53",
+        ),
+        (
+            "239.255.255.250",
+            CLIENT_MAC,
+            Some(7),
+            "239.255.255.250:1900",
+            "127.0.0.2:53",
+        ),
+        (
+            "240.0.0.1",
+            CLIENT_MAC,
+            None,
+            "240.0.0.1:40000",
+            "127.0.0.2:53",
+        ),
+        // RFC 4291 §2.7: never an IPv6 multicast source; `::` only before an address is
+        // assigned (§2.5.2).
+        ("::", CLIENT_MAC, None, "[::]:40000", "[::2]:53"),
+        ("ff02::1", CLIENT_MAC, None, "[ff02::1]:40000", "[::2]:53"),
+        (
+            "ff05::1:3",
+            CLIENT_MAC,
+            Some(7),
+            "[ff05::1:3]:547",
+            "[::2]:53",
+        ),
+    ] {
+        let (mut buf, len) = frame_from(mac, vlan, src, dst);
+        let orig = buf[..len].to_vec();
+        assert_eq!(
+            run(&mut buf, len),
+            Verdict::Drop(Drop::NotUnicastSource),
+            "{what}"
+        );
+        assert_eq!(&buf[..len], &orig[..], "{what}: frame modified");
+    }
+    // A group destination is reported first when both ends are wrong.
+    let (mut buf, len) = frame_from(CLIENT_MAC, None, "0.0.0.0:68", "255.255.255.255:53");
+    assert_eq!(run(&mut buf, len), Verdict::Drop(Drop::NotUnicast));
+    // The unicast neighbours of those ranges are answered.
+    for src in [
+        "223.255.255.254:40000",
+        "0.0.0.1:40000",
+        "[::1]:40000",
+        "[fe80::1]:40000",
+        "[feff::1]:40000",
+    ] {
+        let dst = if src.starts_with('[') {
+            "[::2]:53"
+        } else {
+            "127.0.0.2:53"
+        };
+        let (mut buf, len) = frame_from(CLIENT_MAC, None, src, dst);
+        let orig = buf.clone();
+        let Verdict::Reply { len: rl, .. } = run(&mut buf, len) else {
+            panic!("{src}: not answered");
+        };
+        check_reply(&buf, rl, &orig[..len], &q);
+    }
+    assert_eq!(
+        Drop::ALL[Drop::NotUnicastSource as usize].as_str(),
+        "not_unicast_source"
+    );
+}
+
+/// The fuzz target's find (tests/fuzz/seeds/frame_zero_source_ip): an IPv4 query from
+/// 0.0.0.0, unchecked UDP checksum, which was answered to 0.0.0.0.
+#[test]
+fn fuzz_find_query_from_0_0_0_0() {
+    let mut buf = vec![0u8; 2048];
+    let f: [u8; 77] = [
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x08, 0x00, 0x45,
+        0x00, 0x00, 0x3e, 0x00, 0x00, 0x00, 0x00, 0x40, 0x11, 0x7c, 0xac, 0x00, 0x00, 0x00, 0x00,
+        0x7f, 0x01, 0x7f, 0x02, 0x9c, 0x12, 0x02, 0x30, 0x00, 0x2a, 0x00, 0x00, 0x01, 0x60, 0x2f,
+        0x00, 0x02, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xfb, 0x00, 0x00, 0xfa, 0xff, 0xfe, 0x00,
+        0x00, 0x14, 0x00, 0x00, 0x00, 0x00, 0x02, 0x75, 0x00, 0x40, 0xff, 0xff, 0x3e, 0x00, 0xff,
+        0xff, 0x32,
+    ];
+    buf[..f.len()].copy_from_slice(&f);
+    assert_eq!(
+        run(&mut buf, f.len()),
+        Verdict::Drop(Drop::NotUnicastSource)
+    );
+    assert_eq!(&buf[..f.len()], &f[..]);
+    // The same frame from a unicast source is answered (so the test pins the source check).
+    buf[..f.len()].copy_from_slice(&f);
+    buf[26..30].copy_from_slice(&[0x7f, 0, 0, 1]);
+    let c = !csum_fold(csum_add(0, &{
+        let mut h = [0u8; 20];
+        h.copy_from_slice(&buf[14..34]);
+        h[10] = 0;
+        h[11] = 0;
+        h
+    }));
+    buf[24..26].copy_from_slice(&c.to_be_bytes());
+    assert!(matches!(run(&mut buf, f.len()), Verdict::Reply { .. }));
+}
