@@ -324,13 +324,34 @@ pub fn allowed_client(engine: &Engine, v6: bool) -> Option<IpAddr> {
 /// The first address of every rule whose client may get answers in the program, most
 /// specific rule first. The action is checked on the address itself: a more specific rule
 /// of another kind may cover the first address of a block.
+///
+/// Only addresses a query may come from: the program and `skua-fastpath` never answer an
+/// unspecified, broadcast or multicast source (`Drop::NotUnicastSource`), so a self-test
+/// frame from one would fail. For a block whose first address is unspecified (`0.0.0.0/0`,
+/// `::/0`) the second one is taken.
 fn answerable_clients(engine: &Engine) -> impl Iterator<Item = IpAddr> + '_ {
     engine
         .acl()
         .rules()
         .filter(|r| answerable(r.2))
-        .map(|(addr, _, _)| to_ip(addr))
+        .filter_map(|(addr, prefix, _)| {
+            let second = (prefix < 128).then(|| addr.wrapping_add(1));
+            [Some(addr), second]
+                .into_iter()
+                .flatten()
+                .map(to_ip)
+                .find(|ip| can_be_source(*ip))
+        })
         .filter(|ip| answerable(engine.acl().check(*ip)))
+}
+
+/// False for a source skua-fastpath refuses to answer (its `never_unicast`): IPv4 0.0.0.0
+/// and 224.0.0.0 up, IPv6 `::` and ff00::/8.
+fn can_be_source(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(a) => !a.is_unspecified() && a.octets()[0] < 224,
+        IpAddr::V6(a) => !a.is_unspecified() && !a.is_multicast(),
+    }
 }
 
 #[cfg(test)]
@@ -531,6 +552,41 @@ mod tests {
         let c = compile(&e, 10);
         assert!(c.answers.is_empty());
         assert_eq!(c.acl.len(), 1);
+    }
+
+    #[test]
+    fn self_test_clients_can_be_sources() {
+        let mut b = EngineBuilder::new();
+        *b.acl_mut() = skua_engine::acl::Acl::empty();
+        for nb in ["0.0.0.0/0", "::/0", "224.0.0.0/4", "ff00::/8"] {
+            b.acl_mut().insert(nb.parse().unwrap(), AclAction::Allow);
+        }
+        b.local_data(parse_rr("a.test. 60 IN A 198.18.0.1", None, 60).unwrap(), 0);
+        let e = b.build().unwrap();
+        // The first address of 0.0.0.0/0 and ::/0 is no source: the second one is taken.
+        assert_eq!(allowed_client(&e, false), Some("0.0.0.1".parse().unwrap()));
+        assert_eq!(allowed_client(&e, true), Some("::1".parse().unwrap()));
+        // Multicast blocks give no client at all.
+        assert!(answerable_clients(&e).all(can_be_source));
+        assert!(!compile(&e, 10).answers.is_empty());
+        // A probe from that client is answered by the fast path.
+        let q = query(1, RD, b"\x01a\x04test\x00", 1, None);
+        let mut f = vec![0u8; 512];
+        let len = skua_fastpath::build_udp_frame(
+            &mut f,
+            [2, 0, 0, 0, 0, 1],
+            [2, 0, 0, 0, 0, 2],
+            None,
+            std::net::SocketAddr::new(allowed_client(&e, false).unwrap(), 5353),
+            "198.18.0.53:53".parse().unwrap(),
+            &q,
+        )
+        .unwrap();
+        let mut scratch = vec![0u8; 512];
+        assert!(matches!(
+            skua_fastpath::handle_frame(&e, 0, &mut f, len, &mut scratch),
+            skua_fastpath::Verdict::Reply { .. }
+        ));
     }
 
     #[test]
