@@ -5,7 +5,8 @@
  *
  * It redirects exactly one kind of frame to user space: a well-formed UDP datagram to the
  * configured port (53) and to one of our unicast addresses (skua_dst4/skua_dst6), in an
- * Ethernet frame to a unicast MAC (optionally with one VLAN tag), over IPv4 without options
+ * Ethernet frame to a unicast MAC (optionally with one VLAN tag), from a unicast MAC and a
+ * source address a reply can go to (not_unicast_source() below), over IPv4 without options
  * and unfragmented, or over IPv6 with no extension header.
  * Everything else goes to the kernel stack (XDP_PASS), so ARP, ICMP, NDP, SSH, DNS over TCP,
  * fragments and anything unusual keep working exactly as without this program. Only frames
@@ -223,6 +224,34 @@ static __always_inline int drop_malformed(void)
 static __always_inline __u32 bytes_from(struct xdp_md *ctx, __u32 l3_off)
 {
 	return (__u32)bpf_xdp_get_buff_len(ctx) - l3_off;
+}
+
+/*!
+ * \brief True when a query from this source must not be answered: the reply, the same frame
+ *        turned around, would go to a group or unspecified address.
+ *
+ * The same test as skua-fastpath's handle_frame() (Drop::NotUnicastSource, with its
+ * never_unicast()), which must never be asked to answer what the program would not:
+ * - an Ethernet source with the group bit (the I/G bit, bit 0 of the first octet): never a
+ *   valid source (IEEE 802);
+ * - IPv4: 0.0.0.0, and everything from 224.0.0.0 up: multicast 224/4 (RFC 1112), 240/4 and
+ *   the limited broadcast 255.255.255.255 (RFC 919). RFC 1122 §3.2.1.3: a source is never a
+ *   broadcast or multicast address, and 0.0.0.0 only while a host learns its address;
+ * - IPv6: :: and multicast ff00::/8 (RFC 4291 §2.7: never a source; §2.5.2: :: only before
+ *   an address is assigned).
+ * \param saddr  the IPv4 source (network order), or NULL for IPv6.
+ * \param saddr6 the IPv6 source, or NULL for IPv4.
+ */
+static __always_inline int not_unicast_source(const struct ethhdr *eth, const __u8 *saddr,
+					      const struct in6_addr *saddr6)
+{
+	if (eth->h_source[0] & 1)
+		return 1;
+	if (saddr)
+		return saddr[0] >= 224 || (saddr[0] | saddr[1] | saddr[2] | saddr[3]) == 0;
+	return saddr6->s6_addr[0] == 0xff ||
+	       (saddr6->s6_addr32[0] | saddr6->s6_addr32[1] | saddr6->s6_addr32[2] |
+		saddr6->s6_addr32[3]) == 0;
 }
 
 /* --- answers in the program (SKUA_F_ANSWER) ----------------------------------------------- */
@@ -774,6 +803,12 @@ int skua_xdp(struct xdp_md *ctx)
 		 */
 		if (group || !bpf_map_lookup_elem(&SKUA_MAP_DST4, &ip->daddr))
 			return pass(SKUA_STAT_PASS_OTHER_DEST);
+		/*
+		 * Ours, but from a source no reply may go to: the kernel's (it drops most of
+		 * these as martians), never the XSK's or the answer path's.
+		 */
+		if (not_unicast_source(eth, (const __u8 *)&ip->saddr, 0))
+			return pass(SKUA_STAT_PASS_BAD_SOURCE);
 
 		/*
 		 * RFC 791 §3.1: Total Length covers header and data. It must hold the UDP
@@ -811,6 +846,8 @@ int skua_xdp(struct xdp_md *ctx)
 			return pass(SKUA_STAT_PASS_OTHER_PORT);
 		if (group || !bpf_map_lookup_elem(&SKUA_MAP_DST6, &ip6->daddr))
 			return pass(SKUA_STAT_PASS_OTHER_DEST);
+		if (not_unicast_source(eth, 0, &ip6->saddr))
+			return pass(SKUA_STAT_PASS_BAD_SOURCE);
 
 		/* RFC 8200 §3: Payload Length counts everything after the fixed header. */
 		payload_len = skua_ntohs(ip6->payload_len);

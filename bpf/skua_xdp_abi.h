@@ -74,6 +74,7 @@ enum skua_xdp_stat {
 	SKUA_STAT_PASS_DISABLED,     /*!< SKUA_F_ENABLED clear */
 	SKUA_STAT_DROP_MALFORMED,    /*!< to our port but truncated / inconsistent lengths / IHL < 5 */
 	SKUA_STAT_ANSWERED,          /*!< answered in the program from skua_answers (XDP_TX or redirect) */
+	SKUA_STAT_PASS_BAD_SOURCE,   /*!< UDP to our port and address from a source that cannot be answered: group source MAC, unspecified/broadcast/multicast source IP */
 	SKUA_STAT_MAX
 };
 

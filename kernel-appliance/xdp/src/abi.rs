@@ -208,11 +208,16 @@ pub enum Stat {
     DropMalformed = 10,
     /// Answered in the program from [`MAP_ANSWERS`] (`XDP_TX` or redirect to the ingress device).
     Answered = 11,
+    /// UDP to our port and address from a source that cannot be answered (the reply would go
+    /// to a group or unspecified address): a group source MAC, or an unspecified, broadcast
+    /// or multicast source IP (IPv4 0.0.0.0 and 224.0.0.0 up, IPv6 `::` and ff00::/8).
+    /// Passed to the kernel; `skua-fastpath` drops the same frames as `not_unicast_source`.
+    PassBadSource = 12,
 }
 
 impl Stat {
     /// Number of counters (`SKUA_STAT_MAX`).
-    pub const COUNT: usize = 12;
+    pub const COUNT: usize = 13;
 
     /// All counters, in index order.
     pub const ALL: [Self; Self::COUNT] = [
@@ -228,6 +233,7 @@ impl Stat {
         Self::PassDisabled,
         Self::DropMalformed,
         Self::Answered,
+        Self::PassBadSource,
     ];
 
     /// Index into the stats map and into arrays of `COUNT` values.
@@ -250,6 +256,7 @@ impl Stat {
             Self::PassDisabled => "pass_disabled",
             Self::DropMalformed => "drop_malformed",
             Self::Answered => "answered",
+            Self::PassBadSource => "pass_bad_source",
         }
     }
 }
@@ -260,7 +267,7 @@ const _: () = {
     assert!(offset_of!(XdpConfig, flags) == 2);
     assert!(offset_of!(XdpConfig, pad) == 4);
     assert!(size_of::<Stat>() == size_of::<u32>());
-    assert!(Stat::Answered as usize + 1 == Stat::COUNT);
+    assert!(Stat::PassBadSource as usize + 1 == Stat::COUNT);
     assert!(size_of::<AnswerKey>() == 4 + ANSWER_NAME_MAX);
     assert!(offset_of!(AnswerKey, qtype) == 0);
     assert!(offset_of!(AnswerKey, name_len) == 2);

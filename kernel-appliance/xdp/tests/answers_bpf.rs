@@ -3,7 +3,8 @@
 //! The answer map is compiled from an engine ([`skua_xdp::answers::compile`]) and loaded into
 //! the real program; then thousands of crafted frames (IPv4/IPv6, VLAN tags, 0x20 case, header
 //! flags, EDNS shapes, clients under every ACL action, good, zero, partial and broken
-//! checksums, Ethernet padding, unknown names) run through `BPF_PROG_TEST_RUN`. Every frame
+//! checksums, Ethernet padding, unknown names, destinations and sources that are not unicast)
+//! run through `BPF_PROG_TEST_RUN`. Every frame
 //! the program answers (`XDP_TX`) must be byte for byte the frame `skua-fastpath` builds with
 //! the engine; every frame it does not answer must leave the program unchanged.
 //!
@@ -16,7 +17,7 @@ use skua_engine::localzone::LocalZoneType;
 use skua_engine::name::WireName;
 use skua_engine::text::parse_rr;
 use skua_engine::{Engine, EngineBuilder};
-use skua_fastpath::{Verdict, build_udp_frame, handle_frame};
+use skua_fastpath::{Drop, Verdict, build_udp_frame, handle_frame};
 use skua_xdp::abi::{F_ANSWER, F_TX_REDIRECT, Stat, XdpConfig};
 use skua_xdp::answers::{compile, query};
 use skua_xdp::bpf::{XDP_REDIRECT, XDP_TX, XdpProgram};
@@ -244,9 +245,53 @@ fn not_ours(rng: &mut Rng, src: IpAddr) -> (IpAddr, [u8; 6]) {
     }
 }
 
+/// A source no reply may go to (the reply would go to a group or unspecified address), in
+/// place of `src`: a group source MAC (IEEE 802) with `src`, or a source address of `src`'s
+/// family that is unspecified, broadcast or multicast (RFC 1122 §3.2.1.3, RFC 4291 §2.7).
+fn bad_source(rng: &mut Rng, src: IpAddr) -> ([u8; 6], IpAddr) {
+    let mac = [0x02, 0, 0, 0, 0, 0x0c];
+    if rng.chance(30) {
+        return (group_mac(rng), src);
+    }
+    let ip = match src {
+        IpAddr::V4(_) => match rng.below(4) {
+            0 => Ipv4Addr::UNSPECIFIED,
+            1 => Ipv4Addr::BROADCAST,
+            // Multicast 224/4, then the rest of 240/4.
+            2 => Ipv4Addr::from(0xe000_0000 | (rng.next() as u32 & 0x0fff_ffff)),
+            _ => Ipv4Addr::from(0xf000_0000 | (rng.next() as u32 & 0x0fff_ffff)),
+        }
+        .into(),
+        IpAddr::V6(_) => match rng.below(3) {
+            0 => Ipv6Addr::UNSPECIFIED,
+            1 => Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1),
+            _ => Ipv6Addr::from((0xffu128 << 120) | (u128::from(rng.next()) << 8)),
+        }
+        .into(),
+    };
+    (mac, ip)
+}
+
+/// A random frame and what the program must do with it.
+struct Case {
+    bytes: Vec<u8>,
+    dest: Dest,
+    /// From a source no reply may go to ([`bad_source`]).
+    bad_source: bool,
+    /// The IPv4 header or UDP checksum was broken on purpose.
+    broken_checksum: bool,
+}
+
 /// Frame around `payload`, mostly to us, sometimes to a group MAC or an address that is not
-/// ours; then perhaps a VLAN tag, Ethernet padding, a zero, partial or broken UDP checksum.
-fn frame(rng: &mut Rng, src: IpAddr, payload: &[u8]) -> (Vec<u8>, Dest) {
+/// ours, sometimes from a source that cannot be answered; then perhaps a VLAN tag, Ethernet
+/// padding, a zero, partial or broken UDP checksum.
+fn frame(rng: &mut Rng, src: IpAddr, payload: &[u8]) -> Case {
+    let bad = rng.chance(4);
+    let (src_mac, src) = if bad {
+        bad_source(rng, src)
+    } else {
+        ([0x02, 0, 0, 0, 0, 0x0c], src)
+    };
     let (kind, dst, dst_mac) = match rng.below(100) {
         0..=4 => (Dest::GroupMac, server_for(src), group_mac(rng)),
         5..=9 => {
@@ -259,7 +304,7 @@ fn frame(rng: &mut Rng, src: IpAddr, payload: &[u8]) -> (Vec<u8>, Dest) {
     let mut buf = vec![0u8; 2048];
     let len = build_udp_frame(
         &mut buf,
-        [0x02, 0, 0, 0, 0, 0x0c],
+        src_mac,
         dst_mac,
         vlan,
         SocketAddr::new(src, 1024 + rng.below(60000) as u16),
@@ -270,6 +315,7 @@ fn frame(rng: &mut Rng, src: IpAddr, payload: &[u8]) -> (Vec<u8>, Dest) {
     buf.truncate(len);
     let l3 = if vlan.is_some() { 18 } else { 14 };
     let uo = l3 + if src.is_ipv4() { 20 } else { 40 };
+    let mut broken_checksum = false;
     match rng.below(20) {
         0 if src.is_ipv4() => {
             buf[uo + 6] = 0;
@@ -291,8 +337,14 @@ fn frame(rng: &mut Rng, src: IpAddr, payload: &[u8]) -> (Vec<u8>, Dest) {
             }
             buf[uo + 6..uo + 8].copy_from_slice(&(sum as u16).to_be_bytes());
         }
-        2 => buf[uo + 7] ^= 0x40,
-        3 if src.is_ipv4() => buf[l3 + 11] ^= 1, // IPv4 header checksum
+        2 => {
+            buf[uo + 7] ^= 0x40;
+            broken_checksum = true;
+        }
+        3 if src.is_ipv4() => {
+            buf[l3 + 11] ^= 1; // IPv4 header checksum
+            broken_checksum = true;
+        }
         _ => {}
     }
     if buf.len() < 60 || rng.chance(10) {
@@ -300,7 +352,12 @@ fn frame(rng: &mut Rng, src: IpAddr, payload: &[u8]) -> (Vec<u8>, Dest) {
         let pad = 60usize.saturating_sub(buf.len()).max(rng.below(8) as usize);
         buf.extend(std::iter::repeat_n(0u8, pad));
     }
-    (buf, kind)
+    Case {
+        bytes: buf,
+        dest: kind,
+        bad_source: bad,
+        broken_checksum,
+    }
 }
 
 fn program(engine: &Engine) -> XdpProgram {
@@ -348,7 +405,7 @@ fn program_answers_are_the_engines_byte_for_byte() {
         1,
     ));
     let mut rng = Rng(0x5eed_5c0a_0000_0001);
-    let (mut tx, mut other, mut not_ours) = (0usize, 0usize, 0u64);
+    let (mut tx, mut other, mut not_ours, mut bad_sources) = (0usize, 0usize, 0u64, 0u64);
     let before = p.stats().unwrap();
     let mut scratch = vec![0u8; 4096];
     for i in 0..6000 {
@@ -356,7 +413,12 @@ fn program_answers_are_the_engines_byte_for_byte() {
         let v6 = rng.chance(30);
         let src = client(&mut rng, v6);
         let q = random_query(&mut rng, name, *qtype);
-        let (f, dest) = frame(&mut rng, src, &q);
+        let Case {
+            bytes: f,
+            dest,
+            bad_source,
+            broken_checksum,
+        } = frame(&mut rng, src, &q);
         let (action, out) = p.test_run_output(&f).unwrap();
         let mut reference = vec![0u8; 2048];
         reference[..f.len()].copy_from_slice(&f);
@@ -369,6 +431,37 @@ fn program_answers_are_the_engines_byte_for_byte() {
                 (action, &out),
                 (skua_xdp::bpf::XDP_PASS, &f),
                 "case {i}: {dest:?} frame not passed untouched\nframe {f:02x?}"
+            );
+        }
+        if bad_source {
+            // Never answered nor redirected, whatever else is wrong with the frame: passed
+            // to the kernel untouched (counted as pass_bad_source when it is to us: the
+            // destination is judged first). skua-fastpath drops it as NotUnicastSource, or
+            // earlier for a broken checksum or a destination that is not unicast.
+            if dest == Dest::Ours {
+                bad_sources += 1;
+            }
+            assert_eq!(
+                (action, &out),
+                (skua_xdp::bpf::XDP_PASS, &f),
+                "case {i}: frame from a bad source not passed untouched\nframe {f:02x?}"
+            );
+            let want = if broken_checksum {
+                matches!(
+                    verdict,
+                    Verdict::Drop(Drop::BadUdpChecksum | Drop::BadIpChecksum)
+                )
+            } else if dest == Dest::Ours {
+                verdict == Verdict::Drop(Drop::NotUnicastSource)
+            } else {
+                matches!(
+                    verdict,
+                    Verdict::Drop(Drop::NotUnicast | Drop::NotUnicastSource)
+                )
+            };
+            assert!(
+                want,
+                "case {i}: fast path on a bad source: {verdict:?}\nframe {f:02x?}"
             );
         }
         // skua-fastpath never answers a group MAC either (it drops the frame as NotUnicast,
@@ -402,11 +495,23 @@ fn program_answers_are_the_engines_byte_for_byte() {
     assert_eq!(answered as usize, tx);
     let other_dest = after[Stat::PassOtherDest.index()] - before[Stat::PassOtherDest.index()];
     assert_eq!(other_dest, not_ours, "pass_other_dest = frames not to us");
+    let passed_bad = after[Stat::PassBadSource.index()] - before[Stat::PassBadSource.index()];
+    assert_eq!(
+        passed_bad, bad_sources,
+        "pass_bad_source = frames to us from a bad source"
+    );
+    let seen = after[Stat::Seen.index()] - before[Stat::Seen.index()];
+    assert_eq!(seen, 6000);
     eprintln!(
         "{tx} answered in the program, {other} left to the engine ({not_ours} of them not to \
-         one of our unicast addresses)"
+         one of our unicast addresses, {bad_sources} to us from a source that cannot be \
+         answered)"
     );
     assert!(not_ours > 300, "only {not_ours} frames not to us");
+    assert!(
+        bad_sources > 120,
+        "only {bad_sources} frames from a bad source"
+    );
     // The random mix is mostly answerable: a program that never answers fails here.
     // About 30 % of the mix is answerable by design (see random_query, client, frame).
     assert!(tx > 1200, "only {tx} of 6000 answered in the program");
@@ -449,6 +554,31 @@ fn program_leaves_what_it_must_to_the_engine() {
         (skua_xdp::bpf::XDP_PASS, group.clone()),
         "broadcast MAC"
     );
+    // A query from a source no reply may go to is never answered (the fuzz target's find:
+    // a reply to 0.0.0.0), nor one from a group source MAC.
+    let before = p.stats().unwrap()[Stat::PassBadSource.index()];
+    for (what, f) in [
+        (
+            "source 0.0.0.0",
+            plain_frame(IpAddr::V4(Ipv4Addr::UNSPECIFIED), &ok),
+        ),
+        (
+            "source ::",
+            plain_frame(IpAddr::V6(Ipv6Addr::UNSPECIFIED), &ok),
+        ),
+        ("group source MAC", {
+            let mut f = plain_frame(allowed, &ok);
+            f[6] |= 1;
+            f
+        }),
+    ] {
+        assert_eq!(
+            p.test_run_output(&f).unwrap(),
+            (skua_xdp::bpf::XDP_PASS, f.clone()),
+            "{what}"
+        );
+    }
+    assert_eq!(p.stats().unwrap()[Stat::PassBadSource.index()] - before, 3);
     let mut tc = ok.clone();
     tc[2] |= 0x02;
     assert_ne!(send(allowed, &tc), XDP_TX, "TC set");

@@ -150,6 +150,27 @@ fn to_mac(mut f: Vec<u8>, mac: [u8; 6]) -> Vec<u8> {
 
 const BROADCAST_MAC: [u8; 6] = [0xff; 6];
 
+/// The frame with another Ethernet source.
+fn from_mac(mut f: Vec<u8>, mac: [u8; 6]) -> Vec<u8> {
+    f[6..12].copy_from_slice(&mac);
+    f
+}
+
+/// The untagged IPv4 frame from another source address (header checksum redone).
+fn from4(mut f: Vec<u8>, src: Ipv4Addr) -> Vec<u8> {
+    f[IP + 12..IP + 16].copy_from_slice(&src.octets());
+    f[IP + 10..IP + 12].fill(0);
+    let c = checksum(&f[IP..IP + 20]);
+    f[IP + 10..IP + 12].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+/// The untagged IPv6 frame from another source address.
+fn from6(mut f: Vec<u8>, src: Ipv6Addr) -> Vec<u8> {
+    f[IP + 8..IP + 24].copy_from_slice(&src.octets());
+    f
+}
+
 fn set16(mut f: Vec<u8>, at: usize, v: u16) -> Vec<u8> {
     f[at..at + 2].copy_from_slice(&v.to_be_bytes());
     f
@@ -258,6 +279,32 @@ fn verdicts_for_dns_and_everything_else() {
         ("IPv6 multicast MAC", to_mac(v6.clone(), [0x33, 0x33, 0, 0, 0, 1]), PassOtherDest),
         ("group bit only", to_mac(v6.clone(), [0x03, 0, 0, 0, 0, 1]), PassOtherDest),
         ("802.1Q, broadcast MAC", tagged(&to_mac(v4.clone(), BROADCAST_MAC), ETH_P_8021Q), PassOtherDest),
+        // Ours, but from a source no reply may go to (it would go to a group or unspecified
+        // address): a group source MAC (IEEE 802), IPv4 0.0.0.0 / broadcast / multicast /
+        // 240/4 (RFC 1122 §3.2.1.3), IPv6 :: / multicast (RFC 4291 §2.7). Passed to the kernel.
+        ("group source MAC, IPv4", from_mac(v4.clone(), [0x03, 0, 0, 0, 0, 2]), PassBadSource),
+        ("broadcast source MAC, IPv6", from_mac(v6.clone(), BROADCAST_MAC), PassBadSource),
+        ("802.1Q, multicast source MAC", tagged(&from_mac(v4.clone(), [0x01, 0, 0x5e, 0, 0, 1]), ETH_P_8021Q), PassBadSource),
+        ("source 0.0.0.0", from4(v4.clone(), Ipv4Addr::UNSPECIFIED), PassBadSource),
+        ("source 255.255.255.255", from4(v4.clone(), Ipv4Addr::BROADCAST), PassBadSource),
+        ("source 224.0.0.251", from4(v4.clone(), Ipv4Addr::new(224, 0, 0, 251)), PassBadSource),
+        ("source 239.255.255.255", from4(v4.clone(), Ipv4Addr::new(239, 255, 255, 255)), PassBadSource),
+        ("source 240.0.0.1", from4(v4.clone(), Ipv4Addr::new(240, 0, 0, 1)), PassBadSource),
+        ("source ::", from6(v6.clone(), Ipv6Addr::UNSPECIFIED), PassBadSource),
+        ("source ff02::1", from6(v6.clone(), Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1)), PassBadSource),
+        ("802.1ad, source ff05::1:3", tagged(&from6(v6.clone(), Ipv6Addr::new(0xff05, 0, 0, 0, 0, 0, 1, 3)), ETH_P_8021AD), PassBadSource),
+        // Checked before the lengths: such a frame is the kernel's to judge.
+        ("source 0.0.0.0, UDP length 2000", set16(from4(v4.clone(), Ipv4Addr::UNSPECIFIED), UDP4 + 4, 2000), PassBadSource),
+        // Their unicast neighbours are ours.
+        ("source 0.0.0.1", from4(v4.clone(), Ipv4Addr::new(0, 0, 0, 1)), Redirected),
+        ("source 223.255.255.255", from4(v4.clone(), Ipv4Addr::new(223, 255, 255, 255)), Redirected),
+        ("source ::1", from6(v6.clone(), Ipv6Addr::LOCALHOST), Redirected),
+        ("source feff::1", from6(v6.clone(), Ipv6Addr::new(0xfeff, 0, 0, 0, 0, 0, 0, 1)), Redirected),
+        ("source MAC 02:..", from_mac(v4.clone(), [0x02, 0xff, 0xff, 0xff, 0xff, 0xff]), Redirected),
+        // The port and the destination are judged first.
+        ("bad source, other port", from4(udp4(OUR_V4, 80), Ipv4Addr::UNSPECIFIED), PassOtherPort),
+        ("bad source, other dest", from4(udp4(OTHER_V4, 53), Ipv4Addr::UNSPECIFIED), PassOtherDest),
+        ("bad source, broadcast MAC", to_mac(from_mac(v4.clone(), BROADCAST_MAC), BROADCAST_MAC), PassOtherDest),
         // Other traffic to group MACs keeps its own counter.
         ("broadcast ARP", to_mac(ether(ETH_P_ARP, &arp), BROADCAST_MAC), PassNotIp),
         ("broadcast, other port", to_mac(udp4(OUR_V4, 67), BROADCAST_MAC), PassOtherPort),
@@ -371,6 +418,11 @@ fn redirect_with_a_socket_in_the_xskmap() {
             "malformed with socket",
             udp4(OUR_V4, 53)[..UDP4 + 4].to_vec(),
             DropMalformed,
+        ),
+        (
+            "bad source with socket",
+            from4(udp4(OUR_V4, 53), Ipv4Addr::UNSPECIFIED),
+            PassBadSource,
         ),
     ];
     check_all(&p, &cases, XDP_REDIRECT);
