@@ -368,9 +368,10 @@ pub fn handle_frame(
     // never a valid source, neither an Ethernet one (the I/G bit of the source MAC, IEEE
     // 802) nor an IP one (RFC 1122 §3.2.1.3: an IPv4 source is never broadcast or multicast,
     // and 0.0.0.0 only while a host learns its address; RFC 4291 §2.7: an IPv6 multicast
-    // address is never a source, and `::` only before an address is assigned, §2.5.2); the
-    // kernel drops such IP sources as martians. The XDP program passes these to the kernel
-    // too, counted as `pass_bad_source`.
+    // address is never a source, and `::` only before an address is assigned, §2.5.2). The
+    // kernel drops most of them on input (IPv4 broadcast, multicast and 0/8 sources as
+    // martians, IPv6 multicast sources in ipv6_rcv). The XDP program passes all of them to
+    // the kernel, counted as `pass_bad_source`.
     if frame[6] & 1 != 0 || never_unicast(client.ip()) {
         return Verdict::Drop(Drop::NotUnicastSource);
     }
