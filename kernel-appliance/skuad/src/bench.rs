@@ -137,28 +137,6 @@ fn parse_args(args: &[String]) -> Result<Opts, String> {
     Ok(o)
 }
 
-/// Encodes one query: ID, RD, one question, optional OPT.
-pub fn encode_query(
-    id: u16,
-    name: &WireName,
-    qtype: u16,
-    edns: Option<u16>,
-    dnssec_ok: bool,
-) -> Vec<u8> {
-    let mut p = Vec::with_capacity(12 + name.len() + 4 + 11);
-    p.extend_from_slice(&id.to_be_bytes());
-    p.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, u8::from(edns.is_some())]);
-    p.extend_from_slice(name.as_bytes());
-    p.extend_from_slice(&qtype.to_be_bytes());
-    p.extend_from_slice(&[0, 1]);
-    if let Some(size) = edns {
-        p.extend_from_slice(&[0, 0, 0x29]);
-        p.extend_from_slice(&size.to_be_bytes());
-        p.extend_from_slice(&[0, 0, if dnssec_ok { 0x80 } else { 0 }, 0, 0, 0]);
-    }
-    p
-}
-
 /// Reads a queryperf file into (name, type) pairs.
 pub fn read_queries(text: &str) -> Result<Vec<(WireName, u16)>, String> {
     let mut out = Vec::new();
@@ -214,7 +192,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
         .as_ref()
         .and_then(|c| c.parent().map(PathBuf::from));
     let rss0 = skua_netio::rss_bytes().unwrap_or(0);
-    let loaded = crate::load::load_config(cfg, base).map_err(|e| e.to_string())?;
+    let loaded = crate::control::load::load_config(cfg, base).map_err(|e| e.to_string())?;
     skua_netio::release_free_memory();
     let rss1 = skua_netio::rss_bytes().unwrap_or(0);
     let engine = loaded.engine;
@@ -236,7 +214,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
     let packets: Vec<Vec<u8>> = qs
         .iter()
         .enumerate()
-        .map(|(i, (n, t))| encode_query(i as u16, n, *t, o.edns, o.dnssec_ok))
+        .map(|(i, (n, t))| crate::base::query::encode_query(i as u16, n, *t, o.edns, o.dnssec_ok))
         .collect();
     let sources: Vec<std::net::IpAddr> = (0..o.sources)
         .map(|i| std::net::IpAddr::V4(std::net::Ipv4Addr::from(0xc612_0000u32 + i)))
@@ -251,7 +229,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
         .rrl
         .clone()
         .or(config_rrl)
-        .map(|c| Arc::new(Rrl::new(c, crate::load::rrl_seed())));
+        .map(|c| Arc::new(Rrl::new(c, crate::control::load::rrl_seed())));
     if let Some(t) = &table {
         engine.set_rrl(Some(t.clone()));
     }
@@ -304,12 +282,12 @@ impl Run<'_> {
         let mut s = Stats::default();
         let start = Instant::now();
         let mut k = 0usize;
-        let mut now = crate::clock::now_secs();
+        let mut now = crate::base::clock::now_secs();
         for _ in 0..self.iterations {
             for p in self.packets {
                 // A dataplane reads the clock once per batch; so does the bench.
                 if k.is_multiple_of(64) {
-                    now = crate::clock::now_secs();
+                    now = crate::base::clock::now_secs();
                 }
                 let req = Request {
                     src: self.sources[k % self.sources.len()],

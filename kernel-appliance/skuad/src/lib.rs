@@ -1,20 +1,26 @@
 //! # skuad: the Skua resolver daemon
 //!
-//! What it does: reads an `unbound.conf`-style file ([`load`]), compiles it into a
-//! [`skua_engine::Engine`], and serves it over kernel sockets ([`server`]): UDP with one
-//! `SO_REUSEPORT` socket per worker thread and batched `recvmmsg`/`sendmmsg`, TCP per
-//! RFC 7766 (pipelining, idle timeout, connection limit). SIGHUP reloads without dropping a
-//! query; a configuration that fails to load is rejected and the old one keeps serving.
-//! [`bench`] runs the engine in-process over a query file (after BIND 10's query_bench).
+//! What it does: reads an `unbound.conf`-style file, compiles it into a
+//! [`skua_engine::Engine`], and serves it over kernel sockets (UDP with one `SO_REUSEPORT`
+//! socket per worker thread and batched `recvmmsg`/`sendmmsg`, TCP per RFC 7766) and AF_XDP.
+//! SIGHUP and the API reload without dropping a query; a configuration that fails to load is
+//! rejected and the old one keeps serving. [`bench`] runs the engine in-process over a query
+//! file (after BIND 10's query_bench).
 //!
-//! With [`xdp`], it also runs the AF_XDP dataplane (skua-xdp) on the interfaces holding the
-//! served addresses, with a self-test and a fall back to the kernel sockets.
+//! The process is built in layers; each imports only the layers below it (none imports one
+//! above, so no module circle):
 //!
-//! The control plane: [`control`] (reloads and API writes compiled off the hot path and
-//! swapped atomically; listeners rebound without loss by [`listeners`]; API changes kept in
-//! the [`state`] file), the REST API ([`api`], tokens and roles in [`auth`], Prometheus text
-//! in [`metrics`]), the audit trail ([`audit`]). Response rate limiting is the engine's
-//! (`skua_engine::rrl`); skuad gives it a table and a clock ([`clock`]).
+//! - [`supervisor`] wires the process: loads the configuration, starts the dataplanes, the
+//!   control core and the API, turns signals into control operations, stops in order.
+//! - [`api`]: the REST API (routes, HTTP server, metrics rendering). It depends on the
+//!   control core; the control core never names it (the API's own settings are reloaded
+//!   through [`control::Reconfigure`]).
+//! - [`control`]: the control core: configuration loading, reloads and API writes (compiled
+//!   off the hot path, swapped atomically), the state file, tokens and roles, the audit log.
+//!   No HTTP, no sockets: it drives the dataplanes through [`base::planes::Dataplanes`].
+//! - [`dataplane`]: the kernel-socket listeners and AF_XDP. They see only the serving handle
+//!   ([`base::serving::Serving`]: the engine in force, counters, stop) and their settings.
+//! - [`base`]: the serving handle, settings, the dataplane interface, log, clock.
 //!
 //! What it does not do yet: forwarding and recursion (queries outside local data are
 //! REFUSED), ACME, privilege dropping.
@@ -22,17 +28,8 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
-pub mod audit;
-pub mod auth;
+pub mod base;
 pub mod bench;
-pub mod clock;
 pub mod control;
-pub mod httpd;
-pub mod listeners;
-pub mod load;
-pub mod log;
-pub mod metrics;
-pub mod notify;
-pub mod server;
-pub mod state;
-pub mod xdp;
+pub mod dataplane;
+pub mod supervisor;

@@ -24,7 +24,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut config: Option<PathBuf> = None;
     let mut check = false;
-    let mut xdp = skuad::xdp::XdpOptions::default();
+    let mut xdp = skuad::dataplane::xdp::XdpOptions::default();
     let mut i = 0;
     if args.first().map(String::as_str) == Some("bench") {
         return match skuad::bench::main(&args[1..]) {
@@ -52,8 +52,8 @@ fn main() -> ExitCode {
                     i += 1;
                 }
             }
-            "--no-xdp" => xdp.policy = skuad::xdp::XdpPolicy::Off,
-            "--xdp-required" => xdp.policy = skuad::xdp::XdpPolicy::Required,
+            "--no-xdp" => xdp.policy = skuad::dataplane::xdp::XdpPolicy::Off,
+            "--xdp-required" => xdp.policy = skuad::dataplane::xdp::XdpPolicy::Required,
             "--xdp-copy" => xdp.copy_only = true,
             "--xdp-interface" => {
                 i += 1;
@@ -114,8 +114,8 @@ fn main() -> ExitCode {
         i += 1;
     }
     let source = match config {
-        Some(p) => skuad::server::Source::File(p),
-        None => skuad::server::Source::Default,
+        Some(p) => skuad::control::source::Source::File(p),
+        None => skuad::control::source::Source::Default,
     };
     if check {
         return match source.load() {
@@ -137,13 +137,13 @@ fn main() -> ExitCode {
             }
         };
     }
-    if matches!(source, skuad::server::Source::Default) {
+    if matches!(source, skuad::control::source::Source::Default) {
         eprintln!(
             "skuad: no --config given: serving the embedded demo configuration on 127.0.0.1:5353 (UDP and TCP).\n\
              skuad: try   dig @127.0.0.1 -p 5353 www.skua.test   or   dig @127.0.0.1 -p 5353 +tcp skua.test MX"
         );
     }
-    match skuad::server::run(source, &xdp) {
+    match skuad::supervisor::run(source, &xdp) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("skuad: {e}");

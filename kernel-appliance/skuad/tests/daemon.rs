@@ -916,7 +916,7 @@ fn embedded_default_serves() {
     );
 
     // A copy of it on a free port.
-    const DEFAULT: &str = include_str!("../src/default.conf");
+    const DEFAULT: &str = include_str!("../src/control/default.conf");
     assert!(DEFAULT.contains("port: 5353\n"));
     let dir = TestDir::new("default");
     let d = Daemon::start(&dir, |p| {

@@ -1,4 +1,4 @@
-//! The control plane's state machine: reloads and API writes, one at a time.
+//! The control core: reloads and API writes, one at a time.
 //!
 //! Both end the same way: a configuration (the main file, plus the API's [`Overlay`]) is
 //! compiled into a new engine **off the hot path** (a blocking thread), and only a
@@ -9,6 +9,18 @@
 //!
 //! Reads (`GET` endpoints) use a [`View`] snapshot swapped in with the engine; they never
 //! wait for a reload.
+//!
+//! It knows nothing of HTTP or sockets: the dataplanes are handed to it as a
+//! [`Dataplanes`] (engine swap, listener settings, state, counters), and the parts above it
+//! whose settings a reload changes (the API) register a [`Reconfigure`]. Callers (the API,
+//! the supervisor's signal handler) name the actor and source of each operation for the
+//! audit log ([`audit`]); who may do what is [`auth`].
+
+pub mod audit;
+pub mod auth;
+pub mod load;
+pub mod source;
+pub mod state;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -21,14 +33,15 @@ use serde::Serialize;
 use skua_engine::Engine;
 use skua_engine::rrl::{Rrl, RrlConfig};
 
-use crate::audit::Audit;
-use crate::auth::{FailLimiter, RefusalLog, Tokens};
-use crate::listeners::Listeners;
-use crate::load::{self, Loaded, Settings};
-use crate::server::{Shared, Source};
-use crate::state::{self, Overlay, ZoneEntry};
-use crate::xdp::{Started, XdpOptions, XdpPlane};
-use crate::{api, log};
+use crate::base::log;
+use crate::base::planes::{DataplaneState, Dataplanes};
+use crate::base::serving::Serving;
+use crate::base::settings::Settings;
+use audit::Audit;
+use auth::{Access, RefusalLog};
+use load::Loaded;
+use source::Source;
+use state::{Overlay, ZoneEntry};
 
 /// A rate-limiting table and the options it was made for.
 pub struct RrlTable {
@@ -53,7 +66,7 @@ pub fn rrl_table(prev: Option<RrlTable>, cfg: Option<RrlConfig>) -> Option<RrlTa
                 if cfg.log_only { ", log only" } else { "" }
             ));
             Some(RrlTable {
-                table: Arc::new(Rrl::new(cfg.clone(), crate::load::rrl_seed())),
+                table: Arc::new(Rrl::new(cfg.clone(), load::rrl_seed())),
                 config: cfg,
             })
         }
@@ -296,54 +309,43 @@ struct Inner {
     settings: Settings,
 }
 
-/// API settings that a reload can change.
-pub struct ApiState {
-    /// HTTPS configuration, when `tls-cert:`/`tls-key:` are set.
-    pub tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
-    /// Tokens.
-    pub tokens: Tokens,
-    /// Failed authentications per source per minute before 429.
-    pub fail_limiter: FailLimiter,
-    /// Largest request body.
-    pub max_body: usize,
+/// A part of the process above the control core whose settings come from the
+/// configuration (the API: its certificate, limits, listeners; later the encrypted
+/// listeners). A reload asks each to [`prepare`](Self::prepare) its new settings before
+/// anything changes (an error rejects the whole reload, the old configuration keeps
+/// serving) and commits them once the new engine serves.
+pub trait Reconfigure: Send + Sync {
+    /// Checks and builds the settings for `cfg` (blocking: may read files). Nothing changes
+    /// until the returned value is committed.
+    fn prepare(&self, cfg: &skua_config::Config) -> Result<Box<dyn Prepared>, String>;
 }
 
-/// Status of the AF_XDP dataplane, for `/health`.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-#[serde(tag = "state", content = "reason", rename_all = "snake_case")]
-pub enum DataplaneState {
-    /// Kernel sockets only, by choice (`--no-xdp`) or because no interface qualifies.
-    Sockets,
-    /// AF_XDP running, self-test passed.
-    Xdp,
-    /// XDP was wanted, its start or self-test failed; kernel sockets serve.
-    Degraded(String),
+/// Settings prepared by a [`Reconfigure`], put in force by [`Prepared::commit`].
+pub trait Prepared: Send {
+    /// Puts them in force.
+    fn commit(self: Box<Self>);
 }
 
-/// The control plane.
+/// The control core.
 pub struct Control {
     /// Where the configuration comes from.
     pub source: Source,
-    /// The dataplane's shared state (engine, counters).
-    pub shared: Arc<Shared>,
+    /// The serving handle (engine, counters).
+    pub serving: Arc<Serving>,
+    /// The dataplanes.
+    planes: Arc<dyn Dataplanes>,
+    /// Parts above the core reconfigured by reloads.
+    reconfigure: Mutex<Vec<Arc<dyn Reconfigure>>>,
     /// Start of the process.
     pub started: Instant,
     inner: tokio::sync::Mutex<Inner>,
     view: ArcSwap<View>,
-    /// API settings (tokens, limits).
-    pub api: ArcSwap<ApiState>,
-    /// The XDP plane, when running.
-    pub plane: Mutex<Option<XdpPlane>>,
-    /// The kernel-socket listeners.
-    pub listeners: Mutex<Option<Listeners>>,
+    /// Tokens and the failed-authentication limit, for every way in (API, control socket).
+    pub access: ArcSwap<Access>,
     /// The audit log, when configured.
     pub audit: Mutex<Option<Audit>>,
     /// The rate-limiting table in use and its options.
     pub rrl: Mutex<Option<RrlTable>>,
-    /// How XDP was asked for (to restart it when the served addresses change).
-    pub xdp_opts: XdpOptions,
-    /// AF_XDP state.
-    pub dataplane: Mutex<DataplaneState>,
     /// Reloads that succeeded.
     pub reloads_ok: AtomicU64,
     /// Reloads rejected.
@@ -354,8 +356,6 @@ pub struct Control {
     pub writes_failed: AtomicU64,
     /// Refused API requests waiting to be summarised in the audit log.
     refusals: RefusalLog,
-    /// The API's open connections and their caps.
-    pub api_conns: Arc<crate::httpd::Tracker>,
 }
 
 /// The window over which refused API requests from one source are summarised in one audit
@@ -373,7 +373,7 @@ pub fn state_path(cfg: &skua_config::Config, base: Option<&Path>) -> Option<Path
             _ => p,
         });
     }
-    let p = PathBuf::from(api::DEFAULT_STATE_FILE);
+    let p = PathBuf::from(state::DEFAULT_STATE_FILE);
     p.parent().is_some_and(Path::is_dir).then_some(p)
 }
 
@@ -461,49 +461,137 @@ fn effective_config(cfg: &skua_config::Config, l: &Loaded) -> serde_json::Value 
     })
 }
 
+/// A configuration loaded at start, before anything serves: the main file, the state
+/// file merged in, compiled, with its tokens, audit log and rate-limiting table.
+pub struct Boot {
+    /// The main configuration (the API reads its `api:` clause).
+    pub config: skua_config::Config,
+    /// What the dataplanes serve.
+    pub settings: Settings,
+    engine: Option<Engine>,
+    dir: Option<PathBuf>,
+    overlay: Overlay,
+    state_path: Option<PathBuf>,
+    view: View,
+    access: Access,
+    rrl: Option<RrlTable>,
+    audit: Option<Audit>,
+}
+
+impl Boot {
+    /// Loads `source` and the state file it names, compiles them, and logs the warnings
+    /// and a summary. An error says what could not be loaded.
+    pub fn load(source: &Source) -> Result<Boot, String> {
+        let (cfg, dir) = source
+            .parse()
+            .map_err(|e| format!("cannot load configuration: {e}"))?;
+        let state_path = state_path(&cfg, dir.as_deref());
+        let overlay = match &state_path {
+            Some(p) => {
+                Overlay::load(p).map_err(|e| format!("cannot load the API state file: {e}"))?
+            }
+            None => Overlay::default(),
+        };
+        let mut merged = cfg.clone();
+        if let Some(p) = &state_path {
+            overlay.merge_into(&mut merged.server, p);
+        }
+        let loaded = load::load_config(merged.clone(), dir.clone())
+            .map_err(|e| format!("cannot load configuration: {e}"))?;
+        let access = Access::from_config(&cfg).map_err(|e| format!("api: {e}"))?;
+        let audit = Audit::open(&cfg.audit, dir.as_deref())?;
+        log::set_verbosity(loaded.settings.verbosity);
+        for w in &loaded.warnings {
+            log::warn(format_args!("{w}"));
+        }
+        log::info(format_args!(
+            "loaded {} records, {} names in {:.1} ms ({} KiB of answer tables)",
+            loaded.records,
+            loaded.engine.name_count(),
+            loaded.elapsed.as_secs_f64() * 1e3,
+            loaded.engine.heap_bytes() / 1024
+        ));
+        let view = make_view(&merged, &loaded, state_path.as_deref());
+        drop(merged);
+        let Loaded {
+            mut engine,
+            settings,
+            rrl,
+            ..
+        } = loaded;
+        let rrl = rrl_table(None, rrl);
+        engine.set_rrl(rrl.as_ref().map(|t| t.table.clone()));
+        Ok(Boot {
+            config: cfg,
+            settings,
+            engine: Some(engine),
+            dir,
+            overlay,
+            state_path,
+            view,
+            access,
+            rrl,
+            audit,
+        })
+    }
+
+    /// The compiled engine, for the serving handle (once).
+    pub fn take_engine(&mut self) -> Option<Engine> {
+        self.engine.take()
+    }
+}
+
 impl Control {
-    /// The control plane of a daemon that just loaded `base` (+ `overlay`) from `source`.
-    #[allow(clippy::too_many_arguments)]
+    /// The control core of a daemon that just loaded `boot` from `source` and serves its
+    /// engine through `planes`.
     pub fn new(
         source: Source,
-        shared: Arc<Shared>,
-        base: skua_config::Config,
-        base_dir: Option<PathBuf>,
-        settings: Settings,
-        overlay: Overlay,
-        state_path: Option<PathBuf>,
-        view: View,
-        api: ApiState,
+        serving: Arc<Serving>,
+        planes: Arc<dyn Dataplanes>,
+        boot: Boot,
         started: Instant,
-        xdp_opts: XdpOptions,
     ) -> Self {
-        let base_api = base.api.clone();
         Control {
             source,
-            shared,
+            serving,
+            planes,
+            reconfigure: Mutex::new(Vec::new()),
             started,
             inner: tokio::sync::Mutex::new(Inner {
-                base,
-                base_dir,
-                overlay,
-                state_path,
-                settings,
+                base: boot.config,
+                base_dir: boot.dir,
+                overlay: boot.overlay,
+                state_path: boot.state_path,
+                settings: boot.settings,
             }),
-            view: ArcSwap::from_pointee(view),
-            api: ArcSwap::from_pointee(api),
-            plane: Mutex::new(None),
-            listeners: Mutex::new(None),
-            audit: Mutex::new(None),
-            rrl: Mutex::new(None),
-            xdp_opts,
-            dataplane: Mutex::new(DataplaneState::Sockets),
+            view: ArcSwap::from_pointee(boot.view),
+            access: ArcSwap::from_pointee(boot.access),
+            audit: Mutex::new(boot.audit),
+            rrl: Mutex::new(boot.rrl),
             reloads_ok: AtomicU64::new(0),
             reloads_failed: AtomicU64::new(0),
             writes_ok: AtomicU64::new(0),
             writes_failed: AtomicU64::new(0),
             refusals: RefusalLog::new(REFUSAL_WINDOW),
-            api_conns: crate::httpd::Tracker::new(crate::httpd::Caps::of(&base_api)),
         }
+    }
+
+    /// Registers a part whose settings reloads change (see [`Reconfigure`]).
+    pub fn add_reconfigure(&self, r: Arc<dyn Reconfigure>) {
+        self.reconfigure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(r);
+    }
+
+    /// The state of the dataplanes, for `/health`.
+    pub fn dataplane_state(&self) -> DataplaneState {
+        self.planes.state()
+    }
+
+    /// The dataplanes (counters for metrics).
+    pub fn planes(&self) -> &dyn Dataplanes {
+        &*self.planes
     }
 
     /// Notes a refused API request (no or bad token, role too low, throttled) and records
@@ -524,7 +612,7 @@ impl Control {
 
     /// Logs and audits refusal records: like the audit log, the daemon's log gets one line
     /// per source, actor and window, not one per refused request.
-    fn record_refusals(&self, records: Vec<crate::auth::RefusalRecord>) {
+    fn record_refusals(&self, records: Vec<auth::RefusalRecord>) {
         for r in records {
             let d = &r.detail;
             if d["aggregated"] == true {
@@ -569,12 +657,12 @@ impl Control {
 
     /// The engine serving now.
     pub fn engine(&self) -> Arc<Engine> {
-        self.shared.engine.load_full()
+        self.serving.engine.load_full()
     }
 
     /// Engine generation.
     pub fn generation(&self) -> u64 {
-        self.shared.generation.load(Ordering::Acquire)
+        self.serving.generation()
     }
 
     /// Gives `engine` the rate-limiting table of `cfg`: the one in use when the options did
@@ -634,17 +722,7 @@ impl Control {
     /// Swaps `engine` in, with the XDP plane's answers suspended around the swap (so no
     /// client gets an old answer from the program after a new one from a worker).
     fn swap_engine(&self, engine: Engine) {
-        let engine = Arc::new(engine);
-        let plane = self.plane.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(p) = plane.as_ref() {
-            p.suspend_answers();
-        }
-        self.shared.engine.store(engine.clone());
-        self.shared.generation.fetch_add(1, Ordering::Release);
-        if let Some(p) = plane.as_ref() {
-            p.resume_answers(&engine);
-        }
-        drop(plane);
+        self.planes.swap(&self.serving, Arc::new(engine));
         skua_netio::release_free_memory();
     }
 
@@ -670,6 +748,11 @@ impl Control {
         let t0 = Instant::now();
         let mut inner = self.inner.lock().await;
         let source = self.source.clone();
+        let hooks = self
+            .reconfigure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let res = tokio::task::spawn_blocking(move || -> Result<_, String> {
             let (cfg, dir) = source.parse().map_err(|e| e.to_string())?;
             let state_path = state_path(&cfg, dir.as_deref());
@@ -682,12 +765,18 @@ impl Control {
                 overlay.merge_into(&mut merged.server, p);
             }
             let loaded = load::load_config(merged.clone(), dir.clone()).map_err(|e| e.0)?;
-            let api = api::api_state(&cfg)?;
-            Ok((cfg, dir, state_path, overlay, merged, loaded, api))
+            let access = Access::from_config(&cfg)?;
+            let prepared = hooks
+                .iter()
+                .map(|h| h.prepare(&cfg))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((
+                cfg, dir, state_path, overlay, merged, loaded, access, prepared,
+            ))
         })
         .await
         .map_err(|e| CtlError::Internal(format!("reload task: {e}")))?;
-        let (cfg, dir, state_path, overlay, merged, loaded, api) = match res {
+        let (cfg, dir, state_path, overlay, merged, loaded, access, prepared) = match res {
             Ok(v) => v,
             Err(e) => {
                 self.reloads_failed.fetch_add(1, Ordering::Relaxed);
@@ -706,8 +795,10 @@ impl Control {
         self.attach_rrl(&mut engine, loaded.rrl);
         self.swap_engine(engine);
         self.view.store(Arc::new(view));
-        self.api.store(Arc::new(api));
-        self.api_conns.set_caps(crate::httpd::Caps::of(&cfg.api));
+        self.access.store(Arc::new(access));
+        for p in prepared {
+            p.commit();
+        }
         let mut listener_error = None;
         if new_settings != inner.settings {
             // Blocking work (binding, draining retired sockets for a few hundred ms, joining
@@ -725,19 +816,6 @@ impl Control {
         {
             log::error(format_args!("audit: {e}"));
             listener_error.get_or_insert(format!("audit log: {e}"));
-        }
-        let (o, n) = (&inner.base.api, &cfg.api);
-        if o.enable != n.enable
-            || o.interfaces
-                .iter()
-                .map(|l| &l.value)
-                .ne(n.interfaces.iter().map(|l| &l.value))
-            || o.port != n.port
-            || o.tls_cert.is_some() != n.tls_cert.is_some()
-        {
-            log::warn(format_args!(
-                "reload: the API's own listeners (api: enable/interface/port, TLS on or off) change at restart; tokens, limits and certificates changed now"
-            ));
         }
         inner.base = cfg;
         inner.base_dir = dir;
@@ -759,38 +837,9 @@ impl Control {
         })
     }
 
-    /// Makes listeners (and the XDP plane, which serves the same addresses and sends
-    /// through the first socket of each) match new settings.
+    /// Makes the dataplanes match new settings.
     fn apply_settings(&self, s: &Settings) -> Result<(), String> {
-        let mut guard = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(l) = guard.as_mut() else {
-            return Ok(());
-        };
-        let r = l.apply(s);
-        let udp_changed = match &r {
-            Ok(c) => c.udp_changed(),
-            Err(_) => true,
-        };
-        if udp_changed {
-            let slow = l.slow_sockets();
-            drop(guard);
-            let mut plane = self.plane.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(mut p) = plane.take() {
-                log::info(format_args!("xdp: restarting for the new listeners"));
-                p.shutdown();
-            }
-            let state = match crate::xdp::start(s, &self.xdp_opts, &self.shared, &slow) {
-                Ok(Started::Running(p)) => {
-                    *plane = Some(p);
-                    DataplaneState::Xdp
-                }
-                Ok(Started::NotUsed) => DataplaneState::Sockets,
-                Ok(Started::FellBack(why)) => DataplaneState::Degraded(why),
-                Err(e) => DataplaneState::Degraded(e),
-            };
-            *self.dataplane.lock().unwrap_or_else(|e| e.into_inner()) = state;
-        }
-        r.map(|_| ())
+        self.planes.apply(s)
     }
 
     /// Applies API changes: all or nothing, audited and persisted before served.

@@ -50,9 +50,9 @@ use skua_xdp::ifaddr::{self, AddrEvents, IfAddr};
 use skua_xdp::socket::{XskConfig, XskSocket};
 use skua_xdp::worker::{EngineSource, QueueStats};
 
-use crate::load::Settings;
-use crate::log;
-use crate::server::Shared;
+use crate::base::log;
+use crate::base::serving::Serving;
+use crate::base::settings::Settings;
 
 /// Whether and how to run the XDP dataplane.
 #[derive(Clone, Debug)]
@@ -96,7 +96,7 @@ impl Default for XdpOptions {
     }
 }
 
-struct Engines(Arc<Shared>);
+struct Engines(Arc<Serving>);
 
 impl EngineSource for Engines {
     fn current(&self) -> Arc<Engine> {
@@ -510,7 +510,7 @@ pub enum Started {
 pub fn start(
     settings: &Settings,
     opts: &XdpOptions,
-    shared: &Arc<Shared>,
+    shared: &Arc<Serving>,
     slow: &[UdpSocket],
 ) -> Result<Started, String> {
     if opts.policy == XdpPolicy::Off {
@@ -543,7 +543,7 @@ const ON_LOOPBACK: &str = "the served addresses are on loopback";
 fn try_start(
     settings: &Settings,
     opts: &XdpOptions,
-    shared: &Arc<Shared>,
+    shared: &Arc<Serving>,
     slow: &[UdpSocket],
 ) -> Result<XdpPlane, String> {
     let Some(first) = settings.udp.first() else {
@@ -739,7 +739,7 @@ fn try_start(
                         &st,
                         &stop,
                         100,
-                        crate::clock::now_secs,
+                        crate::base::clock::now_secs,
                     );
                 })
                 .map_err(|e| format!("cannot start worker: {e}"))?;
@@ -892,7 +892,7 @@ fn self_test(plane: &XdpPlane, ifaces: &[skua_netio::Interface], port: u16) -> R
         };
         let mac = skua_netio::mac_address(name).unwrap_or([0; 6]);
         let src = SocketAddr::new(dst, 65000);
-        let query = crate::bench::encode_query(
+        let query = crate::base::query::encode_query(
             0x5e1f,
             &skua_engine::name::WireName::parse("self-test.skua.", None)
                 .map_err(|e| log::chain(&e))?,

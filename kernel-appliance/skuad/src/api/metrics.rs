@@ -18,7 +18,7 @@ fn r(a: &AtomicU64) -> u64 {
 
 /// Totals of the kernel-socket workers (UDP and TCP).
 pub fn socket_totals(ctl: &Control) -> Totals {
-    ctl.shared.totals()
+    ctl.serving.totals()
 }
 
 fn totals_json(t: &Totals) -> serde_json::Value {
@@ -48,44 +48,39 @@ fn totals_json(t: &Totals) -> serde_json::Value {
 /// `/stats`.
 pub fn stats_json(ctl: &Control) -> serde_json::Value {
     let sock = socket_totals(ctl);
-    let plane = ctl.plane.lock().unwrap_or_else(|e| e.into_inner());
-    let queues: Vec<_> = plane
-        .as_ref()
-        .map(|p| {
-            p.workers
-                .iter()
-                .map(|w| {
-                    let s = &w.stats;
-                    let drops: serde_json::Map<_, _> = skua_fastpath::Drop::ALL
-                        .iter()
-                        .map(|d| (d.as_str().to_string(), json!(r(&s.dropped[*d as usize]))))
-                        .collect();
-                    json!({
-                        "interface": w.ifname, "queue": w.queue,
-                        "rx": r(&s.rx), "answered": r(&s.answered), "hot": r(&s.hot),
-                        "slow_path": r(&s.slow_path), "not_dns": r(&s.not_dns),
-                        "tx_ring_full": r(&s.tx_ring_full), "dropped": drops,
-                        "slipped": r(&s.slipped),
-                        "rrl_would_drop": r(&s.rrl_would_drop), "rrl_would_slip": r(&s.rrl_would_slip),
-                        "kernel": {
-                            "rx_dropped": r(&s.xsk.rx_dropped),
-                            "rx_ring_full": r(&s.xsk.rx_ring_full),
-                            "fill_ring_empty": r(&s.xsk.rx_fill_ring_empty_descs),
-                            "rx_invalid_descs": r(&s.xsk.rx_invalid_descs),
-                            "tx_invalid_descs": r(&s.xsk.tx_invalid_descs),
-                        },
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let programs = plane
-        .as_ref()
-        .map(|p| p.program_stats())
-        .unwrap_or_default();
-    let programs: Vec<_> = programs
+    let queues: Vec<_> = ctl
+        .planes()
+        .queues()
         .iter()
-        .map(|(ifname, st)| {
+        .map(|w| {
+            let s = &w.stats;
+            let drops: serde_json::Map<_, _> = skua_fastpath::Drop::ALL
+                .iter()
+                .map(|d| (d.as_str().to_string(), json!(r(&s.dropped[*d as usize]))))
+                .collect();
+            json!({
+                "interface": w.ifname, "queue": w.queue,
+                "rx": r(&s.rx), "answered": r(&s.answered), "hot": r(&s.hot),
+                "slow_path": r(&s.slow_path), "not_dns": r(&s.not_dns),
+                "tx_ring_full": r(&s.tx_ring_full), "dropped": drops,
+                "slipped": r(&s.slipped),
+                "rrl_would_drop": r(&s.rrl_would_drop), "rrl_would_slip": r(&s.rrl_would_slip),
+                "kernel": {
+                    "rx_dropped": r(&s.xsk.rx_dropped),
+                    "rx_ring_full": r(&s.xsk.rx_ring_full),
+                    "fill_ring_empty": r(&s.xsk.rx_fill_ring_empty_descs),
+                    "rx_invalid_descs": r(&s.xsk.rx_invalid_descs),
+                    "tx_invalid_descs": r(&s.xsk.tx_invalid_descs),
+                },
+            })
+        })
+        .collect();
+    let programs: Vec<_> = ctl
+        .planes()
+        .programs()
+        .iter()
+        .map(|p| {
+            let (ifname, st) = (&p.ifname, &p.counters);
             let m: serde_json::Map<_, _> = st
                 .iter()
                 .map(|(k, v)| ((*k).to_string(), json!(v)))
@@ -135,15 +130,16 @@ impl Prom {
 pub fn prometheus(ctl: &Control) -> String {
     let mut p = Prom(String::with_capacity(8192));
     let sock = socket_totals(ctl);
-    let plane = ctl.plane.lock().unwrap_or_else(|e| e.into_inner());
-    let workers = plane.as_ref().map(|p| p.workers.as_slice()).unwrap_or(&[]);
+    let workers = ctl.planes().queues();
     let xdp_sum = |f: fn(&skua_xdp::worker::QueueStats) -> &AtomicU64| -> u64 {
         workers.iter().map(|w| r(f(&w.stats))).sum()
     };
-    let prog = plane
-        .as_ref()
-        .map(|p| p.program_stats())
-        .unwrap_or_default();
+    let prog: Vec<_> = ctl
+        .planes()
+        .programs()
+        .into_iter()
+        .map(|p| (p.ifname, p.counters))
+        .collect();
     let prog_answered: u64 = prog
         .iter()
         .flat_map(|(_, st)| st.iter())
@@ -223,7 +219,7 @@ pub fn prometheus(ctl: &Control) -> String {
         );
     }
     let mut xdp_t = Totals::default();
-    for w in workers {
+    for w in &workers {
         w.stats.replies.sum_into(&mut xdp_t);
     }
     for (i, n) in xdp_t.rcode.iter().enumerate() {
@@ -352,7 +348,7 @@ pub fn prometheus(ctl: &Control) -> String {
         "counter",
         "AF_XDP queue counters (ours and the kernel's XDP_STATISTICS).",
     );
-    for w in workers {
+    for w in &workers {
         let q = w.queue.to_string();
         let s = &w.stats;
         for (what, v) in [

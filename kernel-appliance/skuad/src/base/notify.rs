@@ -42,7 +42,7 @@ mod tests {
         // set_var is unsafe in edition 2024 (other test threads read the environment): the
         // notification comes from a child test process that gets the variable at spawn.
         let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "notify::tests::child_sends", "--nocapture"])
+            .args(["--exact", &child_test_name(), "--nocapture"])
             .env("NOTIFY_SOCKET", &path)
             .env("SKUAD_NOTIFY_CHILD", "1")
             .output()
@@ -54,6 +54,13 @@ mod tests {
         let n = rx.recv(&mut buf).unwrap();
         assert_eq!(&buf[..n], b"READY=1\nSTATUS=test");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The harness's name of [`child_sends`] (this module's path without the crate name).
+    fn child_test_name() -> String {
+        let module = module_path!();
+        let module = module.split_once("::").map_or(module, |(_, m)| m);
+        format!("{module}::child_sends")
     }
 
     #[test]

@@ -8,6 +8,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 static VERBOSITY: AtomicU8 = AtomicU8::new(1);
 
+/// Repeated errors of one kind (accept failures, typically out of descriptors) are logged
+/// at most this often, with their count.
+pub const ERROR_LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Sets the level.
 pub fn set_verbosity(v: u8) {
     VERBOSITY.store(v, Ordering::Relaxed);

@@ -17,7 +17,7 @@
 //!   which nothing moves in either direction for [`STALL_TIMEOUT`] while no handler is at
 //!   work on it (a client that stops reading its response) is closed; a TLS handshake must end within [`HANDSHAKE_TIMEOUT`].
 //! - **Accept errors** (`EMFILE` when the process is out of descriptors) are logged once per
-//!   [`ERROR_LOG_INTERVAL`] with their count, and the loop backs off, instead of a line every
+//!   [`ERROR_LOG_INTERVAL`](crate::base::log::ERROR_LOG_INTERVAL) with their count, and the loop backs off, instead of a line every
 //!   few milliseconds.
 
 use std::collections::HashMap;
@@ -33,8 +33,8 @@ use axum::extract::ConnectInfo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 
-use crate::auth::source_key;
-use crate::log;
+use crate::base::log;
+use crate::control::auth::source_key;
 
 /// Time for a request head, counted from when the connection is idle (accepted, or done
 /// with its previous request).
@@ -45,8 +45,6 @@ pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 pub const STALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Time for a TLS handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Accept errors are logged at most this often.
-pub const ERROR_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Connection caps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -288,7 +286,7 @@ pub async fn serve(
                 Ok(v) => v,
                 Err(e) => {
                     errors += 1;
-                    if last_log.is_none_or(|t| t.elapsed() >= ERROR_LOG_INTERVAL) {
+                    if last_log.is_none_or(|t| t.elapsed() >= crate::base::log::ERROR_LOG_INTERVAL) {
                         log::warn(format_args!(
                             "api: accept: {e} ({errors} accept errors since the last report; the API's connections are capped at {})",
                             tracker.caps.lock().unwrap_or_else(|e| e.into_inner()).total

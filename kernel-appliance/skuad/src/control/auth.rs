@@ -1,4 +1,4 @@
-//! API authentication: bearer tokens with roles, stored hashed, compared in constant time,
+//! Authentication: bearer tokens with roles, stored hashed, compared in constant time,
 //! and a per-source limit on failed attempts.
 //!
 //! A token is configured as `token: "NAME ROLE SECRET"` in the `api:` clause, where SECRET
@@ -194,6 +194,37 @@ impl Tokens {
             }
         }
         found
+    }
+}
+
+/// Who may get in, for every way into the control core: the tokens and the limit on failed
+/// attempts. Swapped whole by a reload.
+pub struct Access {
+    /// Tokens.
+    pub tokens: Tokens,
+    /// Failed authentications per source per minute before 429.
+    pub fail_limiter: FailLimiter,
+}
+
+impl Access {
+    /// From the `api:` clause: tokens (with `env:`/`file:` secrets read and hashed now) and
+    /// the failed-authentication limit. An error names the file and line.
+    pub fn from_config(cfg: &skua_config::Config) -> Result<Access, String> {
+        let env = |v: &str| std::env::var(v).ok();
+        let mut tokens = Vec::new();
+        for t in &cfg.api.tokens {
+            tokens.push(Token::parse(&t.value, &env).map_err(|e| format!("{}: {e}", t.loc))?);
+        }
+        let mut names = std::collections::HashSet::new();
+        for (t, l) in tokens.iter().zip(&cfg.api.tokens) {
+            if !names.insert(t.name.clone()) {
+                return Err(format!("{}: token name '{}' is used twice", l.loc, t.name));
+            }
+        }
+        Ok(Access {
+            tokens: Tokens(tokens),
+            fail_limiter: FailLimiter::new(cfg.api.auth_fail_limit.max(1), Duration::from_secs(60)),
+        })
     }
 }
 

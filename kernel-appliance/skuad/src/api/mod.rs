@@ -13,9 +13,15 @@
 //! `conflict` (409), `invalid_config` (422: the change or reload does not compile; nothing
 //! changed), `unavailable` (503), `internal` (500).
 
+pub mod httpd;
+pub mod metrics;
+
 use std::net::SocketAddr;
+use std::ops::Deref;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -28,13 +34,12 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use crate::auth::{FailLimiter, Role, Token, Tokens};
-use crate::control::{ApiState, Change, Control, CtlError, DataplaneState};
-
-/// The state file unless `api: state-file:` says otherwise (used when its directory exists).
-pub const DEFAULT_STATE_FILE: &str = "/var/lib/skua/api-state.conf";
+use crate::base::planes::DataplaneState;
+use crate::control::auth::Role;
+use crate::control::{Change, Control, CtlError, Prepared, Reconfigure};
+use httpd::{Caps, Tracker};
 /// The OpenAPI document, kept in the repository.
-pub const OPENAPI: &str = include_str!("../../../docs/openapi.json");
+pub const OPENAPI: &str = include_str!("../../../../docs/openapi.json");
 
 /// Every route: method, path (axum syntax), role needed (`None`: no token).
 pub const ROUTES: &[(&str, &str, Option<Role>)] = &[
@@ -57,32 +62,119 @@ pub const ROUTES: &[(&str, &str, Option<Role>)] = &[
     ("POST", "/audit/verify", Some(Role::Admin)),
 ];
 
-/// Builds the API settings from a configuration: tokens (with `env:`/`file:` secrets read
-/// and hashed now), the failed-authentication limit and the body limit.
-pub fn api_state(cfg: &skua_config::Config) -> Result<ApiState, String> {
-    let env = |v: &str| std::env::var(v).ok();
-    let mut tokens = Vec::new();
-    for t in &cfg.api.tokens {
-        tokens.push(Token::parse(&t.value, &env).map_err(|e| format!("{}: {e}", t.loc))?);
+/// The API's own settings that a reload changes: its certificate and body limit.
+struct Http {
+    /// HTTPS configuration, when `tls-cert:`/`tls-key:` are set.
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    /// Largest request body.
+    max_body: usize,
+}
+
+impl Http {
+    fn from_config(cfg: &skua_config::Config) -> Result<Http, String> {
+        let tls = match (&cfg.api.tls_cert, &cfg.api.tls_key) {
+            (Some(c), Some(k)) => Some(Arc::new(
+                tls_config(&c.value, &k.value).map_err(|e| format!("{}: {e}", c.loc))?,
+            )),
+            _ => None,
+        };
+        Ok(Http {
+            tls,
+            max_body: cfg.api.max_body,
+        })
     }
-    let mut names = std::collections::HashSet::new();
-    for (t, l) in tokens.iter().zip(&cfg.api.tokens) {
-        if !names.insert(t.name.clone()) {
-            return Err(format!("{}: token name '{}' is used twice", l.loc, t.name));
+}
+
+/// What the API's listeners look like; a change needs a restart.
+#[derive(PartialEq, Eq)]
+struct Shape {
+    enable: bool,
+    interfaces: Vec<String>,
+    port: u16,
+    tls: bool,
+}
+
+impl Shape {
+    fn of(cfg: &skua_config::Config) -> Shape {
+        let a = &cfg.api;
+        Shape {
+            enable: a.enable,
+            interfaces: a.interfaces.iter().map(|l| l.value.clone()).collect(),
+            port: a.port,
+            tls: a.tls_cert.is_some(),
         }
     }
-    let tls = match (&cfg.api.tls_cert, &cfg.api.tls_key) {
-        (Some(c), Some(k)) => Some(Arc::new(
-            tls_config(&c.value, &k.value).map_err(|e| format!("{}: {e}", c.loc))?,
-        )),
-        _ => None,
-    };
-    Ok(ApiState {
-        tls,
-        tokens: Tokens(tokens),
-        fail_limiter: FailLimiter::new(cfg.api.auth_fail_limit.max(1), Duration::from_secs(60)),
-        max_body: cfg.api.max_body,
-    })
+}
+
+/// The REST API: the control core it serves, its own settings and its connections. Its
+/// handlers reach the control core through `Deref`.
+pub struct Api {
+    ctl: Arc<Control>,
+    http: Arc<ArcSwap<Http>>,
+    /// The API's open connections and their caps.
+    conns: Arc<Tracker>,
+    shape: Shape,
+}
+
+impl Deref for Api {
+    type Target = Control;
+    fn deref(&self) -> &Control {
+        &self.ctl
+    }
+}
+
+impl Api {
+    /// The API over `ctl` with the settings of `cfg` (an error names the file and line),
+    /// registered with the control core so that reloads change its certificate, limits and
+    /// caps.
+    pub fn new(ctl: Arc<Control>, cfg: &skua_config::Config) -> Result<Arc<Api>, String> {
+        let api = Arc::new(Api {
+            ctl: ctl.clone(),
+            http: Arc::new(ArcSwap::from_pointee(Http::from_config(cfg)?)),
+            conns: Tracker::new(Caps::of(&cfg.api)),
+            shape: Shape::of(cfg),
+        });
+        ctl.add_reconfigure(api.clone());
+        Ok(api)
+    }
+
+    /// Whether it serves HTTPS.
+    pub fn is_tls(&self) -> bool {
+        self.http.load().tls.is_some()
+    }
+}
+
+/// New API settings, prepared by a reload.
+struct NewHttp {
+    http: Arc<ArcSwap<Http>>,
+    next: Http,
+    conns: Arc<Tracker>,
+    caps: Caps,
+    restart_needed: bool,
+}
+
+impl Prepared for NewHttp {
+    fn commit(self: Box<Self>) {
+        self.http.store(Arc::new(self.next));
+        self.conns.set_caps(self.caps);
+        if self.restart_needed {
+            crate::base::log::warn(format_args!(
+                "reload: the API's own listeners (api: enable/interface/port, TLS on or off) change at restart; tokens, limits and certificates changed now"
+            ));
+        }
+    }
+}
+
+impl Reconfigure for Api {
+    fn prepare(&self, cfg: &skua_config::Config) -> Result<Box<dyn Prepared>, String> {
+        Ok(Box::new(NewHttp {
+            http: self.http.clone(),
+            next: Http::from_config(cfg).map_err(|e| format!("api: {e}"))?,
+            conns: self.conns.clone(),
+            caps: Caps::of(&cfg.api),
+            restart_needed: Shape::of(cfg) != self.shape,
+        }))
+    }
 }
 
 /// An API error response.
@@ -124,7 +216,7 @@ impl From<CtlError> for ApiError {
     }
 }
 
-type Ctl = State<Arc<Control>>;
+type Ctl = State<Arc<Api>>;
 
 /// A query string, with a JSON error (`invalid_request`) instead of axum's plain-text one.
 struct Q<T>(T);
@@ -195,16 +287,9 @@ fn required_role(method: &Method, path: Option<&str>) -> Option<Role> {
 }
 
 /// Notes a refused request for the audit log (aggregated per source and window: see
-/// [`crate::auth::RefusalLog`]).
-fn refused(
-    ctl: &Arc<Control>,
-    source: SocketAddr,
-    actor: &str,
-    method: &Method,
-    route: &str,
-    reason: &str,
-) {
-    let c = ctl.clone();
+/// [`crate::control::auth::RefusalLog`]).
+fn refused(ctl: &Api, source: SocketAddr, actor: &str, method: &Method, route: &str, reason: &str) {
+    let c = ctl.ctl.clone();
     let (actor, method, route, reason) = (
         actor.to_string(),
         // A client may send any token as a method (RFC 9110 §9.1): bounded before it reaches
@@ -231,7 +316,7 @@ async fn authenticate(
         req.extensions_mut().insert(Caller { name: None, source });
         return next.run(req).await;
     };
-    let api = ctl.api.load();
+    let access = ctl.access.load();
     let now = Instant::now();
     let presented = req
         .headers()
@@ -239,11 +324,11 @@ async fn authenticate(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
-    let token = presented.and_then(|p| api.tokens.check(p));
+    let token = presented.and_then(|p| access.tokens.check(p));
     let Some(token) = token else {
         // Only failures are throttled: a valid token passes whatever this source did.
-        if api.fail_limiter.blocked(source.ip(), now) {
-            api.fail_limiter.fail(source.ip(), now);
+        if access.fail_limiter.blocked(source.ip(), now) {
+            access.fail_limiter.fail(source.ip(), now);
             refused(
                 &ctl,
                 source,
@@ -259,7 +344,7 @@ async fn authenticate(
             )
             .into_response();
         }
-        api.fail_limiter.fail(source.ip(), now);
+        access.fail_limiter.fail(source.ip(), now);
         let why = if presented.is_some() {
             "unknown token"
         } else {
@@ -297,7 +382,7 @@ async fn authenticate(
 
 /// Reads a JSON body within the configured limit into `T` (unknown fields rejected).
 async fn json_body<T: DeserializeOwned>(
-    ctl: &Control,
+    ctl: &Api,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<T, ApiError> {
@@ -311,11 +396,8 @@ async fn json_body<T: DeserializeOwned>(
             ));
         }
     }
-    let limit = ctl.api.load().max_body;
-    let read = tokio::time::timeout(
-        crate::httpd::BODY_TIMEOUT,
-        axum::body::to_bytes(body, limit),
-    );
+    let limit = ctl.http.load().max_body;
+    let read = tokio::time::timeout(httpd::BODY_TIMEOUT, axum::body::to_bytes(body, limit));
     let bytes: Bytes = read
         .await
         .map_err(|_| {
@@ -324,7 +406,7 @@ async fn json_body<T: DeserializeOwned>(
                 "request_timeout",
                 format!(
                     "the request body did not arrive within {} s",
-                    crate::httpd::BODY_TIMEOUT.as_secs()
+                    httpd::BODY_TIMEOUT.as_secs()
                 ),
             )
         })?
@@ -346,11 +428,7 @@ async fn json_body<T: DeserializeOwned>(
 }
 
 async fn health(State(ctl): Ctl) -> Response {
-    let dp = ctl
-        .dataplane
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
+    let dp = ctl.dataplane_state();
     let ok = !matches!(dp, DataplaneState::Degraded(_));
     let body = json!({
         "status": if ok { "ok" } else { "degraded" },
@@ -372,11 +450,7 @@ async fn openapi() -> Response {
 
 async fn status(State(ctl): Ctl) -> Response {
     let v = ctl.view();
-    let dp = ctl
-        .dataplane
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
+    let dp = ctl.dataplane_state();
     axum::Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "uptime_seconds": ctl.started.elapsed().as_secs(),
@@ -398,7 +472,7 @@ async fn status(State(ctl): Ctl) -> Response {
 }
 
 async fn stats(State(ctl): Ctl) -> Response {
-    axum::Json(crate::metrics::stats_json(&ctl)).into_response()
+    axum::Json(metrics::stats_json(&ctl)).into_response()
 }
 
 async fn metrics(State(ctl): Ctl) -> Response {
@@ -407,15 +481,16 @@ async fn metrics(State(ctl): Ctl) -> Response {
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        crate::metrics::prometheus(&ctl),
+        metrics::prometheus(&ctl),
     )
         .into_response()
 }
 
 async fn config(State(ctl): Ctl) -> Response {
     let v = ctl.view();
-    let api = ctl.api.load();
-    let tokens: Vec<_> = api
+    let tokens: Vec<_> = ctl
+        .access
+        .load()
         .tokens
         .0
         .iter()
@@ -425,7 +500,7 @@ async fn config(State(ctl): Ctl) -> Response {
         "source": ctl.source.describe(),
         "files": v.files,
         "effective": v.effective,
-        "api": {"tokens": tokens, "max_body": api.max_body},
+        "api": {"tokens": tokens, "max_body": ctl.http.load().max_body},
         "warnings": v.warnings,
     }))
     .into_response()
@@ -486,7 +561,7 @@ fn check_zone_name(name: &str) -> Result<(), ApiError> {
 
 async fn zone(State(ctl): Ctl, P(name): P<String>) -> Result<Response, ApiError> {
     check_zone_name(&name)?;
-    let canon = crate::state::canonical_zone(&name)
+    let canon = crate::control::state::canonical_zone(&name)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", e))?;
     let v = ctl.view();
     let Some(z) = v.zones.iter().find(|z| z.name == canon) else {
@@ -502,7 +577,7 @@ async fn zone(State(ctl): Ctl, P(name): P<String>) -> Result<Response, ApiError>
         .local_data
         .iter()
         .filter(|r| {
-            skua_engine::name::WireName::parse(crate::state::rr_owner(&r.rr), None)
+            skua_engine::name::WireName::parse(crate::control::state::rr_owner(&r.rr), None)
                 .is_ok_and(|n| n.is_subdomain_of(&apex))
         })
         .collect();
@@ -583,8 +658,10 @@ async fn records(State(ctl): Ctl, Q(q): Q<RecordQuery>) -> Result<Response, ApiE
         .local_data
         .iter()
         .filter(|r| match &zone {
-            Some(z) => skua_engine::name::WireName::parse(crate::state::rr_owner(&r.rr), None)
-                .is_ok_and(|n| n.is_subdomain_of(z)),
+            Some(z) => {
+                skua_engine::name::WireName::parse(crate::control::state::rr_owner(&r.rr), None)
+                    .is_ok_and(|n| n.is_subdomain_of(z))
+            }
             None => true,
         })
         .collect();
@@ -633,7 +710,7 @@ async fn remove_record(
 async fn reload(State(ctl): Ctl, axum::Extension(caller): Who) -> Result<Response, ApiError> {
     let (actor, src) = who(&caller);
     let a = ctl.reload(actor, src).await?;
-    crate::log::info(format_args!(
+    crate::base::log::info(format_args!(
         "reloaded through the API: {} records in {:.1} ms",
         a.records, a.elapsed_ms
     ));
@@ -704,7 +781,7 @@ async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> ApiError {
 }
 
 /// The API's router.
-pub fn router(ctl: Arc<Control>) -> Router {
+pub fn router(ctl: Arc<Api>) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/openapi.json", get(openapi))
@@ -734,7 +811,7 @@ pub fn router(ctl: Arc<Control>) -> Router {
 pub async fn bind(cfg: &skua_config::Config) -> Result<Vec<tokio::net::TcpListener>, String> {
     let a = &cfg.api;
     if !a.enable {
-        crate::log::info(format_args!("api: disabled (api: enable: no)"));
+        crate::base::log::info(format_args!("api: disabled (api: enable: no)"));
         return Ok(Vec::new());
     }
     if a.interfaces.is_empty() {
@@ -742,7 +819,7 @@ pub async fn bind(cfg: &skua_config::Config) -> Result<Vec<tokio::net::TcpListen
         return match tokio::net::TcpListener::bind(addr).await {
             Ok(l) => Ok(vec![l]),
             Err(e) => {
-                crate::log::warn(format_args!(
+                crate::base::log::warn(format_args!(
                     "api: cannot listen on {addr} (the default): {e}; the REST API is off (set api: interface:)"
                 ));
                 Ok(Vec::new())
@@ -751,8 +828,8 @@ pub async fn bind(cfg: &skua_config::Config) -> Result<Vec<tokio::net::TcpListen
     }
     let mut out = Vec::new();
     for i in &a.interfaces {
-        let addr =
-            crate::load::parse_addr(&i.value, a.port).map_err(|e| format!("{}: {e}", i.loc))?;
+        let addr = crate::control::load::parse_addr(&i.value, a.port)
+            .map_err(|e| format!("{}: {e}", i.loc))?;
         let l = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| format!("{}: cannot listen on {addr}: {e}", i.loc))?;
@@ -773,8 +850,8 @@ pub fn tls_config(cert: &str, key: &str) -> Result<tokio_rustls::rustls::ServerC
     if certs.is_empty() {
         return Err(format!("tls-cert {cert}: no certificate in the file"));
     }
-    let pem =
-        crate::auth::read_secret(std::path::Path::new(key)).map_err(|e| format!("tls-key: {e}"))?;
+    let pem = crate::control::auth::read_secret(std::path::Path::new(key))
+        .map_err(|e| format!("tls-key: {e}"))?;
     let key =
         PrivateKeyDer::from_pem_slice(pem.as_bytes()).map_err(|e| format!("tls-key {key}: {e}"))?;
     let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
@@ -794,17 +871,17 @@ pub fn tls_config(cert: &str, key: &str) -> Result<tokio_rustls::rustls::ServerC
 /// without a restart), else HTTP.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    ctl: Arc<Control>,
+    api: Arc<Api>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let tls: crate::httpd::TlsSource = if ctl.api.load().tls.is_some() {
-        let c = ctl.clone();
-        Some(Arc::new(move || c.api.load().tls.clone()))
+    let tls: httpd::TlsSource = if api.is_tls() {
+        let h = api.http.clone();
+        Some(Arc::new(move || h.load().tls.clone()))
     } else {
         None
     };
-    let (router, conns) = (router(ctl.clone()), ctl.api_conns.clone());
-    crate::httpd::serve(listener, router, conns, tls, stop).await
+    let (router, conns) = (router(api.clone()), api.conns.clone());
+    httpd::serve(listener, router, conns, tls, stop).await
 }
 
 #[cfg(test)]

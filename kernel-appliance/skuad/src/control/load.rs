@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use skua_config::{Config, Loc};
+
+use crate::base::settings::Settings;
 use skua_engine::acl::{AclAction, Netblock};
 use skua_engine::localzone::LocalZoneType;
 use skua_engine::name::WireName;
@@ -18,33 +20,6 @@ use skua_engine::{Engine, EngineBuilder, text};
 
 /// The embedded default configuration: loopback port 5353, a demo zone.
 pub const DEFAULT_CONFIG: &str = include_str!("default.conf");
-
-/// Where and how to listen (changes need a restart; reload only swaps the engine).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Settings {
-    /// UDP addresses.
-    pub udp: Vec<SocketAddr>,
-    /// TCP addresses.
-    pub tcp: Vec<SocketAddr>,
-    /// Worker threads (one UDP socket per thread and address, SO_REUSEPORT).
-    pub threads: usize,
-    /// Use SO_REUSEPORT.
-    pub reuseport: bool,
-    /// SO_RCVBUF request.
-    pub rcvbuf: Option<usize>,
-    /// SO_SNDBUF request.
-    pub sndbuf: Option<usize>,
-    /// TCP idle timeout (RFC 7766 §6.2.3).
-    pub tcp_idle: Duration,
-    /// Concurrent TCP connections.
-    pub tcp_limit: usize,
-    /// Log level (0 errors, 1 operational, 2+ details).
-    pub verbosity: u8,
-    /// CPUs to pin the UDP workers to, in order.
-    pub cpus: Option<Vec<usize>>,
-    /// Largest UDP reply.
-    pub max_udp_size: u16,
-}
 
 /// What a load produced.
 pub struct Loaded {

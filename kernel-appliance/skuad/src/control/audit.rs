@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use skua_audit::{AuditKey, AuditLog, FsyncPolicy, OpenOptions};
 
-use crate::log;
+use crate::base::log;
 
 /// An open audit log and the keys that verify it.
 pub struct Audit {

@@ -24,19 +24,10 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use tokio::sync::Semaphore;
 
-use crate::load::Settings;
-use crate::log;
-use crate::server::{self, Shared, WorkerStats};
-
-/// TCP parameters read at each accept.
-pub struct TcpParams {
-    /// Idle timeout (RFC 7766 §6.2.3).
-    pub idle: Duration,
-    /// Concurrent connections.
-    pub limit: Arc<Semaphore>,
-    /// The limit's size.
-    pub limit_n: usize,
-}
+use crate::base::log;
+use crate::base::serving::{Serving, WorkerStats};
+use crate::base::settings::Settings;
+use crate::dataplane::sockets::{self, TcpParams};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct UdpKey {
@@ -99,7 +90,7 @@ impl Changes {
 
 /// The running listeners.
 pub struct Listeners {
-    shared: Arc<Shared>,
+    shared: Arc<Serving>,
     udp: Vec<UdpGroup>,
     tcp: Vec<TcpEntry>,
     tcp_params: Arc<ArcSwap<TcpParams>>,
@@ -113,7 +104,7 @@ const DRAIN: Duration = Duration::from_millis(300);
 
 impl Listeners {
     /// Binds every listener of `s` (TCP listeners need a Tokio runtime context).
-    pub fn start(s: &Settings, shared: Arc<Shared>) -> Result<Self, String> {
+    pub fn start(s: &Settings, shared: Arc<Serving>) -> Result<Self, String> {
         let tcp_stats = Arc::new(WorkerStats::default());
         shared.register(tcp_stats.clone());
         let mut l = Listeners {
@@ -180,7 +171,7 @@ impl Listeners {
             let tx_size = usize::from(s.max_udp_size);
             let h = std::thread::Builder::new()
                 .name(format!("udp-{idx}"))
-                .spawn(move || server::udp_worker(sock, sh, stats, st, idx, cpu, tx_size))?;
+                .spawn(move || sockets::udp_worker(sock, sh, stats, st, idx, cpu, tx_size))?;
             workers.push(h);
         }
         Ok(UdpGroup {
@@ -197,7 +188,7 @@ impl Listeners {
         let l = std::net::TcpListener::from(fd);
         l.set_nonblocking(true)?;
         let l = tokio::net::TcpListener::from_std(l)?;
-        let task = tokio::spawn(server::tcp_accept(
+        let task = tokio::spawn(sockets::tcp_accept(
             l,
             self.shared.clone(),
             self.tcp_stats.clone(),

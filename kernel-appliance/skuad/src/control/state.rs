@@ -16,6 +16,9 @@ use skua_engine::localzone::LocalZoneType;
 use skua_engine::name::WireName;
 use skua_engine::text;
 
+/// The state file unless `api: state-file:` says otherwise (used when its directory exists).
+pub const DEFAULT_STATE_FILE: &str = "/var/lib/skua/api-state.conf";
+
 /// A local zone added through the API.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct ZoneEntry {

@@ -1,0 +1,14 @@
+//! The ground floor: what every layer may use and that uses no other layer.
+//!
+//! The serving handle ([`serving`]) shared by the dataplanes and the control core, the
+//! listener settings ([`settings`]), the interface the control core drives the dataplanes
+//! through ([`planes`]), logging ([`log`]), the clock ([`clock`]), service-manager
+//! notification ([`notify`]) and query encoding ([`query`]).
+
+pub mod clock;
+pub mod log;
+pub mod notify;
+pub mod planes;
+pub mod query;
+pub mod serving;
+pub mod settings;

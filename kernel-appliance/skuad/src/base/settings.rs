@@ -1,0 +1,34 @@
+//! What the dataplanes are told to serve: addresses, threads, buffers, limits.
+//!
+//! The control core derives it from the configuration ([`crate::control::load`]); the
+//! dataplanes read it and nothing else of the configuration.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Where and how to listen (changes need a restart; reload only swaps the engine).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// UDP addresses.
+    pub udp: Vec<SocketAddr>,
+    /// TCP addresses.
+    pub tcp: Vec<SocketAddr>,
+    /// Worker threads (one UDP socket per thread and address, SO_REUSEPORT).
+    pub threads: usize,
+    /// Use SO_REUSEPORT.
+    pub reuseport: bool,
+    /// SO_RCVBUF request.
+    pub rcvbuf: Option<usize>,
+    /// SO_SNDBUF request.
+    pub sndbuf: Option<usize>,
+    /// TCP idle timeout (RFC 7766 §6.2.3).
+    pub tcp_idle: Duration,
+    /// Concurrent TCP connections.
+    pub tcp_limit: usize,
+    /// Log level (0 errors, 1 operational, 2+ details).
+    pub verbosity: u8,
+    /// CPUs to pin the UDP workers to, in order.
+    pub cpus: Option<Vec<usize>>,
+    /// Largest UDP reply.
+    pub max_udp_size: u16,
+}

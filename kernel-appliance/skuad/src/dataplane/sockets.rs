@@ -1,0 +1,223 @@
+//! The kernel-socket dataplane's workers: UDP (one `SO_REUSEPORT` socket per thread,
+//! batched `recvmmsg`/`sendmmsg`) and TCP (RFC 7766). [`super::listeners`] starts, rebinds
+//! and stops them; they read the engine from the [`Serving`] handle only.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use skua_engine::{Outcome, Request, Transport};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, mpsc};
+
+use crate::base::log;
+use crate::base::serving::{Serving, WorkerStats};
+
+/// TCP parameters read at each accept.
+pub struct TcpParams {
+    /// Idle timeout (RFC 7766 §6.2.3).
+    pub idle: Duration,
+    /// Concurrent connections.
+    pub limit: Arc<Semaphore>,
+    /// The limit's size.
+    pub limit_n: usize,
+}
+
+/// Datagrams per `recvmmsg`/`sendmmsg`.
+const BATCH: usize = 64;
+/// Receive buffer per datagram: queries are small; a longer one is truncated and answered
+/// FORMERR (its tail is lost anyway).
+const RX_BUF: usize = 4096;
+/// Send buffer of accepted TCP connections.
+const TCP_SNDBUF: usize = 64 * 1024;
+/// How often blocked UDP workers look at the stop flag.
+const POLL: Duration = Duration::from_millis(200);
+
+fn inform(o: &Outcome, peer: SocketAddr, q: &[u8]) {
+    let informs = match o {
+        Outcome::Reply { info, .. } => info.inform,
+        Outcome::Drop { inform, .. } => *inform,
+    };
+    if informs {
+        log::info(format_args!(
+            "inform: {peer} asked {}",
+            log::describe_query(q)
+        ));
+    }
+}
+
+/// One kernel-socket UDP worker: runs until the daemon or its group stops.
+pub(crate) fn udp_worker(
+    sock: UdpSocket,
+    shared: Arc<Serving>,
+    stats: Arc<WorkerStats>,
+    stop: Arc<AtomicBool>,
+    idx: usize,
+    cpu: Option<usize>,
+    tx_size: usize,
+) {
+    if let Some(cpu) = cpu
+        && let Err(e) = skua_netio::pin_to_cpu(cpu)
+    {
+        log::warn(format_args!("worker {idx}: cannot pin to CPU {cpu}: {e}"));
+    }
+    if let Err(e) = sock.set_read_timeout(Some(POLL)) {
+        log::warn(format_args!("worker {idx}: SO_RCVTIMEO: {e}"));
+    }
+    let mut rx = skua_netio::Batch::new(BATCH, RX_BUF);
+    let mut tx = skua_netio::Batch::new(BATCH, tx_size);
+    let stats = &*stats;
+    while !shared.stop.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
+        let n = match rx.recv(&sock) {
+            Ok(n) => n,
+            Err(e) => {
+                log::warn(format_args!("worker {idx}: recvmmsg: {e}"));
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        if n == 0 {
+            continue;
+        }
+        let t0 = Instant::now();
+        // One clock read per batch (rate limiting counts whole seconds).
+        let now = crate::base::clock::now_secs();
+        let engine = shared.engine.load();
+        for i in 0..n {
+            let Some((q, peer)) = rx.get(i) else { continue };
+            let Some(out) = tx.next_buf() else { break };
+            let req = Request {
+                src: peer.ip(),
+                transport: Transport::Udp,
+                now,
+            };
+            let o = engine.handle_query(&req, q, out);
+            stats.record(&o);
+            inform(&o, peer, q);
+            if let Outcome::Reply { len, .. } = o {
+                tx.push(len, peer);
+            }
+        }
+        if !tx.is_empty()
+            && let Err(e) = tx.send(&sock)
+        {
+            log::warn(format_args!("worker {idx}: sendmmsg: {e}"));
+        }
+        stats.record_latency(t0.elapsed().as_nanos() as u64, n as u64);
+    }
+}
+
+/// One TCP connection: pipelined queries (RFC 7766 §6.2.1.1), replies written by a separate
+/// task so that a slow reader does not stall query processing, idle timeout per message
+/// (§6.2.3: a client that stops mid-message is disconnected).
+async fn tcp_conn(
+    stream: TcpStream,
+    peer: SocketAddr,
+    shared: Arc<Serving>,
+    stats: Arc<WorkerStats>,
+    idle: Duration,
+) {
+    let _ = stream.set_nodelay(true);
+    // Replies of a pipelining client fit easily; a client that never reads fills this and
+    // then the write timeout disconnects it (instead of megabytes of autotuned buffer).
+    let _ = skua_netio::set_send_buffer(&stream, TCP_SNDBUF);
+    let (mut rd, mut wr) = stream.into_split();
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
+    // A client that stops reading its replies must not hold the connection (and its slot)
+    // forever: writes get the idle timeout too.
+    let writer = tokio::spawn(async move {
+        while let Some(buf) = rx.recv().await {
+            match tokio::time::timeout(idle, wr.write_all(&buf)).await {
+                Ok(Ok(())) => {}
+                _ => break,
+            }
+        }
+        let _ = tokio::time::timeout(idle, wr.shutdown()).await;
+    });
+    let stats = &*stats;
+    let mut q = vec![0u8; 65535];
+    let mut out = vec![0u8; 2 + 65535];
+    loop {
+        let mut len = [0u8; 2];
+        match tokio::time::timeout(idle, rd.read_exact(&mut len)).await {
+            Ok(Ok(_)) => {}
+            _ => break,
+        }
+        let n = usize::from(u16::from_be_bytes(len));
+        match tokio::time::timeout(idle, rd.read_exact(&mut q[..n])).await {
+            Ok(Ok(_)) => {}
+            _ => break,
+        }
+        let engine = shared.engine.load();
+        let req = Request {
+            src: peer.ip(),
+            transport: Transport::Tcp,
+            now: crate::base::clock::now_secs(),
+        };
+        let o = engine.handle_query(&req, &q[..n], &mut out[2..]);
+        stats.record(&o);
+        inform(&o, peer, &q[..n]);
+        match o {
+            Outcome::Reply { len, .. } => {
+                // Cannot truncate: replies are at most 65535 bytes.
+                out[..2].copy_from_slice(&(len as u16).to_be_bytes());
+                match tokio::time::timeout(idle, tx.send(out[..2 + len].to_vec())).await {
+                    Ok(Ok(())) => {}
+                    _ => break,
+                }
+            }
+            // A denied client over TCP: close, as Unbound does.
+            Outcome::Drop {
+                reason: skua_engine::engine::DropReason::Acl,
+                ..
+            } => break,
+            Outcome::Drop { .. } => {}
+        }
+    }
+    drop(tx);
+    let _ = writer.await;
+}
+
+/// Accepts TCP connections on `listener` until aborted, with the parameters in force at
+/// each accept.
+pub(crate) async fn tcp_accept(
+    listener: TcpListener,
+    shared: Arc<Serving>,
+    stats: Arc<WorkerStats>,
+    params: Arc<ArcSwap<TcpParams>>,
+) {
+    let (mut errors, mut last_log) = (0u64, None::<Instant>);
+    loop {
+        let p = params.load_full();
+        // Take a slot before accepting: past the limit, clients wait in the backlog instead
+        // of being accepted and starved (RFC 7766 §6.2.2).
+        let Ok(permit) = p.limit.clone().acquire_owned().await else {
+            return;
+        };
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let (shared, stats, idle) = (shared.clone(), stats.clone(), p.idle);
+                tokio::spawn(async move {
+                    tcp_conn(stream, peer, shared, stats, idle).await;
+                    drop(permit);
+                });
+            }
+            Err(e) => {
+                // Out of descriptors (EMFILE), typically: one line per interval with the
+                // count, not one per retry.
+                errors += 1;
+                if last_log.is_none_or(|t: Instant| t.elapsed() >= log::ERROR_LOG_INTERVAL) {
+                    log::warn(format_args!(
+                        "tcp accept: {e} ({errors} accept errors since the last report)"
+                    ));
+                    last_log = Some(Instant::now());
+                    errors = 0;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}

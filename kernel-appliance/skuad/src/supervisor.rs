@@ -1,0 +1,245 @@
+//! The supervisor: wires the process and runs it until SIGTERM/SIGINT.
+//!
+//! It loads the configuration, starts the dataplanes ([`crate::dataplane`]), hands them to
+//! the control core ([`crate::control`]), opens the API ([`crate::api`]) on top, then turns
+//! signals into control operations (SIGHUP reloads, SIGUSR1 logs the counters) and stops
+//! everything in order. It is the only module that knows every layer.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crate::api::{self, Api};
+use crate::base::planes::{DataplaneState, Dataplanes};
+use crate::base::serving::Serving;
+use crate::base::settings::Settings;
+use crate::base::{log, notify};
+use crate::control::source::Source;
+use crate::control::{Boot, Control};
+use crate::dataplane::Planes;
+use crate::dataplane::xdp::XdpOptions;
+
+/// Runs the daemon until SIGTERM/SIGINT.
+pub fn run(source: Source, xdp_opts: &XdpOptions) -> Result<(), String> {
+    let started = Instant::now();
+    log::install_bridge();
+    let mut boot = Boot::load(&source)?;
+    check_descriptors(&boot.settings, &boot.config.api);
+    let engine = boot
+        .take_engine()
+        .ok_or_else(|| "internal: no engine loaded".to_string())?;
+    skua_netio::release_free_memory();
+    // The runtime and the signal handlers come first: a SIGHUP or SIGTERM that arrives as
+    // soon as we answer must find its handler, not the default action (which kills).
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("tcp")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start runtime: {e}"))?;
+    let sigs = {
+        use tokio::signal::unix::{SignalKind, signal};
+        let _guard = rt.enter();
+        let mk =
+            |k: SignalKind| signal(k).map_err(|e| format!("cannot install signal handler: {e}"));
+        Signals {
+            usr1: mk(SignalKind::user_defined1())?,
+            hup: mk(SignalKind::hangup())?,
+            term: mk(SignalKind::terminate())?,
+            int: mk(SignalKind::interrupt())?,
+        }
+    };
+    let serving = Arc::new(Serving::new(engine));
+    let settings = boot.settings.clone();
+    let cfg = boot.config.clone();
+    let planes = {
+        let _guard = rt.enter();
+        Arc::new(Planes::start_sockets(
+            &settings,
+            serving.clone(),
+            xdp_opts.clone(),
+        )?)
+    };
+    let stop_planes = || {
+        serving.stop.store(true, Ordering::Relaxed);
+        let _guard = rt.enter();
+        planes.stop();
+    };
+    let api_listeners = match rt.block_on(api::bind(&cfg)) {
+        Ok(l) => l,
+        Err(e) => {
+            stop_planes();
+            return Err(format!("api: {e}"));
+        }
+    };
+    let ctl = Arc::new(Control::new(
+        source,
+        serving.clone(),
+        planes.clone(),
+        boot,
+        started,
+    ));
+    let api = match Api::new(ctl.clone(), &cfg) {
+        Ok(a) => a,
+        Err(e) => {
+            stop_planes();
+            return Err(format!("api: {e}"));
+        }
+    };
+    // XDP comes after the sockets: the kernel path is always there to fall back to, and
+    // what the XDP program passes (TCP, fragments, other queues) lands on it.
+    let state = match planes.start_xdp(&settings) {
+        Ok(s) => s,
+        Err(e) => {
+            stop_planes();
+            return Err(e);
+        }
+    };
+    let on_xdp = state == DataplaneState::Xdp;
+    ctl.record(
+        skua_audit::kind::START,
+        "system",
+        None,
+        serde_json::json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "config": ctl.source.describe(),
+            "dataplane": state,
+            "generation": ctl.generation(),
+        }),
+    );
+    let result = rt.block_on(async {
+        let (api_stop, api_stopped) = tokio::sync::watch::channel(false);
+        for l in api_listeners {
+            let mut rx = api_stopped.clone();
+            let addr = l.local_addr().map_err(|e| e.to_string())?;
+            let stop = async move {
+                let _ = rx.wait_for(|s| *s).await;
+            };
+            let scheme = if api.is_tls() { "https" } else { "http" };
+            log::info(format_args!("api: listening on {scheme}://{addr}"));
+            tokio::spawn(api::serve(l, api.clone(), stop));
+        }
+        // Summaries of refused API requests, when their window ends.
+        let c = ctl.clone();
+        let mut ticker = tokio::time::interval(Duration::from_secs(5));
+        let flusher = tokio::spawn(async move {
+            loop {
+                ticker.tick().await;
+                let c = c.clone();
+                let _ = tokio::task::spawn_blocking(move || c.flush_refusals(false)).await;
+            }
+        });
+        notify::notify(&format!(
+            "READY=1\nSTATUS=serving on {} ({})",
+            settings
+                .udp
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
+            if on_xdp { "AF_XDP" } else { "kernel sockets" }
+        ));
+        let r = signals(sigs, &ctl, &*planes).await;
+        let _ = api_stop.send(true);
+        flusher.abort();
+        r
+    });
+    stop_planes();
+    rt.shutdown_timeout(Duration::from_millis(500));
+    ctl.flush_refusals(true);
+    let t = serving.totals();
+    ctl.record(
+        skua_audit::kind::STOP,
+        "system",
+        None,
+        serde_json::json!({"queries": t.queries, "replies": t.replies, "result": result.as_ref().err()}),
+    );
+    log::info(format_args!("stopped: {}", socket_summary(&serving)));
+    result
+}
+
+/// Warns when the process's descriptor limit is below what the configured caps can use at
+/// once: DNS over TCP (`incoming-num-tcp` × threads), the API's connections, and a margin
+/// for sockets, files and AF_XDP. The appliance's unit sets `LimitNOFILE=65536`; a shell's
+/// default (1024) is fine for the defaults too.
+fn check_descriptors(settings: &Settings, api: &skua_config::Api) {
+    let Some(soft) = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3).map(str::to_string))
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+    else {
+        return;
+    };
+    let need = settings.tcp_limit as u64 * settings.tcp.len().max(1) as u64
+        + if api.enable {
+            u64::from(api.max_connections) * api.interfaces.len().max(1) as u64
+        } else {
+            0
+        }
+        + 256;
+    if soft < need {
+        log::warn(format_args!(
+            "the descriptor limit is {soft}, below the {need} that DNS over TCP (incoming-num-tcp), the API (max-connections) and the sockets can use at once: raise it (LimitNOFILE=, ulimit -n) or lower those caps"
+        ));
+    }
+}
+
+/// Kernel-socket counters, one line.
+fn socket_summary(serving: &Serving) -> String {
+    let t = serving.totals();
+    let dropped: u64 = t.dropped.iter().sum();
+    format!(
+        "{} queries, {} replies ({} hot path), {} dropped (kernel sockets)",
+        t.queries, t.replies, t.hot, dropped
+    )
+}
+
+/// The signals the daemon handles, registered before it starts answering.
+struct Signals {
+    usr1: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+/// SIGHUP reloads (a bad configuration is rejected and the old one keeps serving);
+/// SIGUSR1 logs the counters; SIGTERM and SIGINT stop.
+async fn signals(sigs: Signals, ctl: &Arc<Control>, planes: &dyn Dataplanes) -> Result<(), String> {
+    let Signals {
+        mut usr1,
+        mut hup,
+        mut term,
+        mut int,
+    } = sigs;
+    loop {
+        tokio::select! {
+            _ = hup.recv() => {
+                notify::notify("RELOADING=1");
+                match ctl.reload("signal", None).await {
+                    Ok(a) => log::info(format_args!("reloaded: {} records in {:.1} ms", a.records, a.elapsed_ms)),
+                    Err(e) => log::error(format_args!("reload rejected, still serving the previous configuration: {}", e.message())),
+                }
+                // Old or new, a configuration is serving again.
+                notify::notify("READY=1");
+            }
+            _ = usr1.recv() => {
+                log::info(format_args!("stats: {}", socket_summary(&ctl.serving)));
+                for line in planes.summary() {
+                    log::info(format_args!("{line}"));
+                }
+            }
+            _ = term.recv() => {
+                notify::notify("STOPPING=1");
+                return Ok(());
+            }
+            _ = int.recv() => {
+                notify::notify("STOPPING=1");
+                return Ok(());
+            }
+        }
+    }
+}
