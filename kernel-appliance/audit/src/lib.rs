@@ -86,6 +86,7 @@ pub use key::AuditKey;
 pub use log::{AuditLog, FsyncPolicy, OpenOptions, Opened, Recovered};
 /// The JSON crate of [`Entry::detail`] and [`AuditLog::append`]'s `detail`.
 pub use serde_json;
+pub use time::rfc3339_millis;
 pub use verify::{BadEntry, CheckpointFile, PartialTail, Reason, Report, tail, verify};
 
 /// Entry kinds. The daemon's are suggestions; the reserved ones are written by this crate.

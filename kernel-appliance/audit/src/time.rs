@@ -4,7 +4,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// `t` as RFC 3339 in UTC with milliseconds: `2026-05-01T12:00:00.123Z`. Times before 1970
 /// (a clock gone wrong) are written as the epoch.
-pub(crate) fn rfc3339_millis(t: SystemTime) -> String {
+pub fn rfc3339_millis(t: SystemTime) -> String {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs();
     let (year, month, day) = civil_from_days(secs / 86_400);
