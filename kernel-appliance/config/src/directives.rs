@@ -490,6 +490,9 @@ pub(crate) enum ApiKey {
     StateFile,
     MaxConnections,
     MaxConnectionsPerSource,
+    ControlSocket,
+    ControlSocketGroup,
+    ControlSocketGroupRole,
 }
 
 impl ApiKey {
@@ -517,6 +520,9 @@ const API: &[(&str, ApiKey)] = &[
         "max-connections-per-source",
         ApiKey::MaxConnectionsPerSource,
     ),
+    ("control-socket", ApiKey::ControlSocket),
+    ("control-socket-group", ApiKey::ControlSocketGroup),
+    ("control-socket-group-role", ApiKey::ControlSocketGroupRole),
 ];
 
 /// The `api:` directive named `name`, if known.

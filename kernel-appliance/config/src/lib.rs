@@ -92,11 +92,24 @@ pub mod state;
 #[cfg(test)]
 mod tests;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub use model::{
     Api, Audit, AuditFsync, AuthZone, Config, Error, Loc, Located, Rrl, Server, Warning,
 };
+
+/// The local control socket skuad makes when `control-socket:` is not set, and where
+/// `skuactl` looks first: `/run/skua/control.sock` for root (the appliance, a system
+/// service), else `$XDG_RUNTIME_DIR/skua/control.sock` (a user's own runtime directory,
+/// mode 0700 by systemd-logind), else none.
+pub fn default_control_socket(euid: u32, xdg_runtime_dir: Option<&str>) -> Option<PathBuf> {
+    if euid == 0 {
+        return Some(PathBuf::from("/run/skua/control.sock"));
+    }
+    xdg_runtime_dir
+        .filter(|d| d.starts_with('/'))
+        .map(|d| Path::new(d).join("skua/control.sock"))
+}
 
 /// Reads the configuration file at `path` and every file it includes.
 ///

@@ -374,6 +374,18 @@ pub struct Api {
     /// `max-connections-per-source:`, 1-4096: API connections open at once from one source
     /// (an IPv4 address, an IPv6 /64). Default 8.
     pub max_connections_per_source: u32,
+    /// `control-socket:` path as written: the local control socket (UNIX, the API's routes
+    /// with the caller known by its credentials, no token). `None` (the default): the
+    /// daemon decides (`/run/skua/control.sock` as root, else under `$XDG_RUNTIME_DIR`);
+    /// `Some("")` after `control-socket: no` or `""`: none.
+    pub control_socket: Option<Located<String>>,
+    /// `control-socket-group:` a group name or number: the socket is made mode 0660 with
+    /// that group and its members get [`control_socket_group_role`](Self::control_socket_group_role).
+    /// `None` (the default): mode 0600, the daemon's user and root only.
+    pub control_socket_group: Option<Located<String>>,
+    /// `control-socket-group-role:` one of `read`, `dns`, `operator`, `admin`: the role of
+    /// the group's members on the control socket. Default `operator`.
+    pub control_socket_group_role: String,
 }
 
 impl Default for Api {
@@ -390,6 +402,9 @@ impl Default for Api {
             state_file: None,
             max_connections: 64,
             max_connections_per_source: 8,
+            control_socket: None,
+            control_socket_group: None,
+            control_socket_group_role: "operator".into(),
         }
     }
 }

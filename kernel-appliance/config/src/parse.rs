@@ -505,6 +505,40 @@ impl Parser {
             ApiKey::MaxConnectionsPerSource => {
                 a.max_connections_per_source = ranged(name, &vals[0], 1, 4096, loc)? as u32;
             }
+            ApiKey::ControlSocket => {
+                let t = text();
+                let off = t.is_empty() || t == "no";
+                if !off && !t.starts_with('/') {
+                    return Err(Error::at(
+                        loc,
+                        format!("'{name}:' '{t}' must be an absolute path, or no"),
+                    ));
+                }
+                a.control_socket = Some(located(if off { String::new() } else { t }));
+            }
+            ApiKey::ControlSocketGroup => {
+                let t = text();
+                if t.is_empty() || t.contains([':', '/', ' ']) {
+                    return Err(Error::at(
+                        loc,
+                        format!("'{name}:' '{t}' is not a group name or number"),
+                    ));
+                }
+                a.control_socket_group = Some(located(t));
+            }
+            ApiKey::ControlSocketGroupRole => {
+                let t = text();
+                if !TOKEN_ROLES.contains(&t.as_str()) {
+                    return Err(Error::at(
+                        loc,
+                        format!(
+                            "'{name}:' role '{t}' is not one of {}",
+                            TOKEN_ROLES.join(", ")
+                        ),
+                    ));
+                }
+                a.control_socket_group_role = t;
+            }
         }
         Ok(n)
     }

@@ -1476,3 +1476,49 @@ api:
     assert_eq!(c.api.port, 9000);
     assert_eq!(c.server.port, 53);
 }
+
+#[test]
+fn control_socket_directives() {
+    let a = parse("").api;
+    assert_eq!(
+        (
+            &a.control_socket,
+            &a.control_socket_group,
+            a.control_socket_group_role.as_str()
+        ),
+        (&None, &None, "operator")
+    );
+    let a = parse(
+        "api:
+  control-socket: /run/skua/ctl.sock
+  control-socket-group: skua
+  control-socket-group-role: read
+",
+    )
+    .api;
+    let s = a.control_socket.as_ref().unwrap();
+    assert_eq!((s.value.as_str(), s.loc.line), ("/run/skua/ctl.sock", 2));
+    assert_eq!(a.control_socket_group.unwrap().value, "skua");
+    assert_eq!(a.control_socket_group_role, "read");
+    for off in ["no", "\"\""] {
+        let a = parse(&format!("api:\n  control-socket: {off}\n")).api;
+        assert_eq!(a.control_socket.unwrap().value, "");
+    }
+    for (text, want) in [
+        (
+            "api:\n  control-socket: run/ctl.sock\n",
+            ":2: 'control-socket:' 'run/ctl.sock' must be an absolute path, or no",
+        ),
+        (
+            "api:\n\n  control-socket-group: a:b\n",
+            ":3: 'control-socket-group:' 'a:b' is not a group name or number",
+        ),
+        (
+            "api:\n  control-socket-group-role: root\n",
+            ":2: 'control-socket-group-role:' role 'root' is not one of read, dns, operator, admin",
+        ),
+    ] {
+        let e = err(text);
+        assert!(e.ends_with(want), "{e}");
+    }
+}

@@ -1,4 +1,6 @@
-//! A blocking client of skuad's REST API (ureq; rustls with the ring provider for `https://`).
+//! A blocking client of skuad's REST API: over HTTP(S) (ureq; rustls with the ring provider
+//! for `https://`), or over skuad's local control socket (HTTP/1.1 on a UNIX socket, no
+//! token: skuad knows the caller by its credentials).
 //!
 //! Every outcome falls in one of the classes that `skuactl`'s exit codes tell apart: a
 //! response the API accepted (2xx), a refusal or failure the API reported
@@ -6,6 +8,9 @@
 //! 429), or no API at all (connection refused, timeout, not HTTP). The token travels only in
 //! the `Authorization: Bearer` header and is never part of an error message.
 
+use std::io::{Read as _, Write as _};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -93,11 +98,17 @@ impl Reply {
     }
 }
 
-/// The client: base URL, token, HTTP agent.
+/// The client: where the API is, and the token for HTTP.
 pub struct Client {
-    agent: ureq::Agent,
-    base: String,
+    to: To,
     token: Option<String>,
+}
+
+enum To {
+    /// An HTTP(S) base URL and its agent.
+    Http { agent: ureq::Agent, base: String },
+    /// The local control socket.
+    Local { path: PathBuf, timeout: Duration },
 }
 
 impl Client {
@@ -151,10 +162,24 @@ impl Client {
             .build()
             .new_agent();
         Ok(Self {
-            agent,
-            base: base.to_string(),
+            to: To::Http {
+                agent,
+                base: base.to_string(),
+            },
             token,
         })
+    }
+
+    /// A client of the local control socket at `path` (no token: skuad takes the caller's
+    /// credentials from the socket).
+    pub fn local(path: &Path, timeout: Duration) -> Self {
+        Self {
+            to: To::Local {
+                path: path.to_path_buf(),
+                timeout,
+            },
+            token: None,
+        }
     }
 
     /// Whether a token is set.
@@ -162,15 +187,38 @@ impl Client {
         self.token.is_some()
     }
 
-    /// The full URL of `path` (which starts with `/`).
+    /// Whether requests go through the local control socket.
+    pub fn is_local(&self) -> bool {
+        matches!(self.to, To::Local { .. })
+    }
+
+    /// The full URL of `path` (which starts with `/`); `unix:SOCKET` + `path` for the
+    /// control socket (for messages).
     pub fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
+        match &self.to {
+            To::Http { base, .. } => format!("{base}{path}"),
+            To::Local { path: p, .. } => format!("unix:{}{path}", p.display()),
+        }
+    }
+
+    fn agent(&self) -> &ureq::Agent {
+        match &self.to {
+            To::Http { agent, .. } => agent,
+            To::Local { .. } => unreachable!("HTTP requests only on an HTTP client"),
+        }
     }
 
     /// `GET path`.
     pub fn get(&self, path: &str) -> Result<Reply, ApiError> {
+        if let To::Local {
+            path: sock,
+            timeout,
+        } = &self.to
+        {
+            return local(sock, *timeout, "GET", path, None);
+        }
         let url = self.url(path);
-        let mut req = self.agent.get(&url);
+        let mut req = self.agent().get(&url);
         if let Some(t) = &self.token {
             req = req.header("Authorization", format!("Bearer {t}"));
         }
@@ -179,8 +227,15 @@ impl Client {
 
     /// `DELETE path`.
     pub fn delete(&self, path: &str) -> Result<Reply, ApiError> {
+        if let To::Local {
+            path: sock,
+            timeout,
+        } = &self.to
+        {
+            return local(sock, *timeout, "DELETE", path, None);
+        }
         let url = self.url(path);
-        let mut req = self.agent.delete(&url);
+        let mut req = self.agent().delete(&url);
         if let Some(t) = &self.token {
             req = req.header("Authorization", format!("Bearer {t}"));
         }
@@ -189,8 +244,16 @@ impl Client {
 
     /// `POST path` with a JSON body, or none.
     pub fn post(&self, path: &str, body: Option<&Value>) -> Result<Reply, ApiError> {
+        if let To::Local {
+            path: sock,
+            timeout,
+        } = &self.to
+        {
+            let body = body.map(Value::to_string);
+            return local(sock, *timeout, "POST", path, body.as_deref());
+        }
         let url = self.url(path);
-        let mut req = self.agent.post(&url);
+        let mut req = self.agent().post(&url);
         if let Some(t) = &self.token {
             req = req.header("Authorization", format!("Bearer {t}"));
         }
@@ -226,6 +289,133 @@ fn finish(
         return Ok(Reply { body });
     }
     Err(refusal(status, body))
+}
+
+/// One request over the control socket at `sock`: HTTP/1.1, `Connection: close`, the whole
+/// response read (at most [`MAX_BODY`]) within `timeout`.
+fn local(
+    sock: &Path,
+    timeout: Duration,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> Result<Reply, ApiError> {
+    let url = format!("unix:{}{path}", sock.display());
+    let unreachable = |why: String| ApiError::Unreachable {
+        url: url.clone(),
+        why,
+    };
+    let mut s = UnixStream::connect(sock).map_err(|e| unreachable(socket_error(sock, &e)))?;
+    let io = |e: std::io::Error| {
+        unreachable(
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) {
+                "timed out".into()
+            } else {
+                e.to_string()
+            },
+        )
+    };
+    s.set_read_timeout(Some(timeout)).map_err(io)?;
+    s.set_write_timeout(Some(timeout)).map_err(io)?;
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: skuad\r\nUser-Agent: skuactl/{}\r\nConnection: close\r\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    match body {
+        Some(b) => req.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}",
+            b.len()
+        )),
+        None if method == "POST" => req.push_str("Content-Length: 0\r\n\r\n"),
+        None => req.push_str("\r\n"),
+    }
+    s.write_all(req.as_bytes()).map_err(io)?;
+    let mut raw = Vec::new();
+    s.take(MAX_BODY + 65536).read_to_end(&mut raw).map_err(io)?;
+    let (status, body) = parse_response(&raw).map_err(|why| ApiError::BadResponse {
+        url: url.clone(),
+        why,
+    })?;
+    if (200..300).contains(&status) {
+        return Ok(Reply { body });
+    }
+    Err(refusal(status, body))
+}
+
+/// What a failed connect to the control socket means to an operator.
+fn socket_error(sock: &Path, e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no control socket there (is skuad running?)".into(),
+        std::io::ErrorKind::ConnectionRefused => {
+            "connection refused (nothing listens: skuad stopped and left the socket)".into()
+        }
+        std::io::ErrorKind::PermissionDenied => format!(
+            "permission denied: {} is for root, skuad's user and the group of \
+             api: control-socket-group: (or use the HTTP API with a token: --api URL)",
+            sock.display()
+        ),
+        _ => e.to_string(),
+    }
+}
+
+/// Status and body of a whole HTTP/1.1 response (`Content-Length`, chunked, or to the end).
+fn parse_response(raw: &[u8]) -> Result<(u16, String), String> {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut r = httparse::Response::new(&mut headers);
+    let head = match r.parse(raw) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Err("the response ended in its head".into()),
+        Err(e) => return Err(format!("not an HTTP response ({e})")),
+    };
+    let status = r.code.ok_or("no status")?;
+    let header = |name: &str| {
+        r.headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .and_then(|h| std::str::from_utf8(h.value).ok())
+            .map(str::trim)
+    };
+    let rest = &raw[head..];
+    let body: Vec<u8> =
+        if header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+            dechunk(rest)?
+        } else if let Some(len) = header("content-length") {
+            let n: usize = len
+                .parse()
+                .map_err(|_| format!("bad Content-Length '{len}'"))?;
+            rest.get(..n)
+                .ok_or("the response ended in its body")?
+                .to_vec()
+        } else {
+            rest.to_vec()
+        };
+    String::from_utf8(body)
+        .map(|b| (status, b))
+        .map_err(|_| "the body is not UTF-8".into())
+}
+
+/// The body of a chunked response (RFC 9112 §7.1; extensions and trailers ignored).
+fn dechunk(mut rest: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    loop {
+        let eol = rest
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .ok_or("a chunk size line is cut short")?;
+        let line = std::str::from_utf8(&rest[..eol]).map_err(|_| "bad chunk size")?;
+        let size = usize::from_str_radix(line.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|_| format!("bad chunk size '{line}'"))?;
+        rest = &rest[eol + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        let chunk = rest.get(..size).ok_or("a chunk is cut short")?;
+        out.extend_from_slice(chunk);
+        rest = rest.get(size + 2..).ok_or("a chunk is cut short")?;
+    }
 }
 
 /// An error response: the API's `{"error": {"code", "message"}}`, or (from something else
@@ -301,6 +491,22 @@ pub fn encode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn responses_over_the_control_socket() {
+        let r = parse_response(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 7\r\n\r\n{\"a\":1}",
+        )
+        .unwrap();
+        assert_eq!(r, (200, "{\"a\":1}".to_string()));
+        let r = parse_response(
+            b"HTTP/1.1 403 Forbidden\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n",
+        )
+        .unwrap();
+        assert_eq!(r, (403, "abcde".to_string()));
+        assert!(parse_response(b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\nabc").is_err());
+        assert!(parse_response(b"SSH-2.0-OpenSSH\r\n").is_err());
+    }
 
     #[test]
     fn percent_encoding() {

@@ -32,8 +32,15 @@ commands over skuad's REST API:
        skuactl record remove RR
        skuactl audit tail [-n N]      the last N entries of the audit log (role operator)
        skuactl cache flush            not implemented yet: skuad has no cache (exit 2)
+   where: skuad's local control socket when there is one (no token: skuad knows you by
+       your user: root and skuad's user are admin, members of api: control-socket-group:
+       get its role), else the HTTP API with a token
    options (anywhere on the line):
-       --api URL         the API (default http://127.0.0.1:8053, or $SKUA_API)
+       --socket PATH     the control socket (default: $SKUA_SOCKET, else
+                         /run/skua/control.sock for root, else
+                         $XDG_RUNTIME_DIR/skua/control.sock, then the other one)
+       --api URL         the HTTP API instead (default http://127.0.0.1:8053, or
+                         $SKUA_API; used when no control socket is found)
        --token-file F    read the bearer token from F (else $SKUA_TOKEN; never an argument:
                          it would show in ps)
        --ca-file F       PEM certificates that sign the API's certificate (https://)
@@ -63,7 +70,13 @@ fn usage(why: impl Into<String>) -> Fail {
 }
 
 /// Options that take a value.
-const VALUE_OPTIONS: [&str; 4] = ["--api", "--token-file", "--ca-file", "--timeout"];
+const VALUE_OPTIONS: [&str; 5] = [
+    "--api",
+    "--socket",
+    "--token-file",
+    "--ca-file",
+    "--timeout",
+];
 
 /// Whether `args` (the arguments after the program name) is one of the API commands, after
 /// any global options. `audit verify` is not: it works on a file, without the API.
@@ -94,6 +107,7 @@ fn is_inline(arg: &str, option: &str) -> bool {
 #[derive(Debug, Default, PartialEq)]
 struct Line {
     api: Option<String>,
+    socket: Option<PathBuf>,
     token_file: Option<PathBuf>,
     ca_file: Option<PathBuf>,
     timeout: Option<String>,
@@ -124,6 +138,7 @@ fn parse(args: &[String]) -> Result<Line, Fail> {
         };
         match name {
             "--api" => l.api = Some(value(&mut i)?),
+            "--socket" => l.socket = Some(value(&mut i)?.into()),
             "--token-file" => l.token_file = Some(value(&mut i)?.into()),
             "--ca-file" => l.ca_file = Some(value(&mut i)?.into()),
             "--timeout" => l.timeout = Some(value(&mut i)?),
@@ -158,7 +173,8 @@ pub fn main(args: &[String]) -> ExitCode {
     }
     let mut has_token = false;
     let r = connect(&line).and_then(|c| {
-        has_token = c.has_token();
+        // On the control socket no token is used: no hint about one.
+        has_token = c.has_token() || c.is_local();
         run(&c, &line)
     });
     match r {
@@ -203,7 +219,54 @@ fn out(text: &str) {
     let _ = o.write_all(text.as_bytes()).and_then(|()| o.flush());
 }
 
+/// The control socket to use: `--socket`, else `$SKUA_SOCKET`, else (when neither `--api`
+/// nor `$SKUA_API` asks for HTTP) the first default place that holds a socket.
+fn socket_path(line: &Line) -> Result<Option<PathBuf>, Fail> {
+    let env = |v: &str| std::env::var(v).ok().filter(|s| !s.is_empty());
+    if line.socket.is_some() && line.api.is_some() {
+        return Err(usage("--socket and --api: one or the other"));
+    }
+    if let Some(p) = &line.socket {
+        return Ok(Some(p.clone()));
+    }
+    if line.api.is_some() {
+        return Ok(None);
+    }
+    if let Some(p) = env("SKUA_SOCKET") {
+        return Ok(Some(p.into()));
+    }
+    if env("SKUA_API").is_some() {
+        return Ok(None);
+    }
+    let euid = std::fs::metadata("/proc/self")
+        .map_or(u32::MAX, |m| std::os::unix::fs::MetadataExt::uid(&m));
+    let xdg = env("XDG_RUNTIME_DIR");
+    // Ours first (the place skuad uses when run by this user), then the other.
+    let mine = skua_config::default_control_socket(euid, xdg.as_deref());
+    let other = if euid == 0 {
+        skua_config::default_control_socket(1, xdg.as_deref())
+    } else {
+        skua_config::default_control_socket(0, None)
+    };
+    Ok([mine, other].into_iter().flatten().find(|p| {
+        std::fs::symlink_metadata(p)
+            .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
+    }))
+}
+
 fn connect(line: &Line) -> Result<Client, Fail> {
+    let timeout = match &line.timeout {
+        Some(t) => t
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86400.0)
+            .map(std::time::Duration::from_secs_f64)
+            .ok_or_else(|| usage(format!("--timeout {t}: not a number of seconds")))?,
+        None => api::REQUEST_TIMEOUT,
+    };
+    if let Some(p) = socket_path(line)? {
+        return Ok(Client::local(&p, timeout));
+    }
     let base = line
         .api
         .clone()
@@ -230,15 +293,6 @@ fn connect(line: &Line) -> Result<Client, Fail> {
             Some(std::fs::read(f).map_err(|e| usage(format!("CA file {}: {e}", f.display())))?)
         }
         None => None,
-    };
-    let timeout = match &line.timeout {
-        Some(t) => t
-            .parse::<f64>()
-            .ok()
-            .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86400.0)
-            .map(std::time::Duration::from_secs_f64)
-            .ok_or_else(|| usage(format!("--timeout {t}: not a number of seconds")))?,
-        None => api::REQUEST_TIMEOUT,
     };
     Client::new(&base, token, ca.as_deref(), timeout).map_err(usage)
 }

@@ -86,6 +86,16 @@ pub fn run(source: Source, xdp_opts: &XdpOptions) -> Result<(), String> {
             return Err(format!("api: {e}"));
         }
     };
+    let control_socket = match api::local::bind(&cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            stop_planes();
+            return Err(e);
+        }
+    };
+    let _remove_socket = control_socket
+        .as_ref()
+        .map(api::local::ControlSocket::cleanup);
     // XDP comes after the sockets: the kernel path is always there to fall back to, and
     // what the XDP program passes (TCP, fragments, other queues) lands on it.
     let state = match planes.start_xdp(&settings) {
@@ -118,6 +128,13 @@ pub fn run(source: Source, xdp_opts: &XdpOptions) -> Result<(), String> {
             let scheme = if api.is_tls() { "https" } else { "http" };
             log::info(format_args!("api: listening on {scheme}://{addr}"));
             tokio::spawn(api::serve(l, api.clone(), stop));
+        }
+        if let Some(sock) = control_socket {
+            let mut rx = api_stopped.clone();
+            let stop = async move {
+                let _ = rx.wait_for(|s| *s).await;
+            };
+            tokio::spawn(sock.serve(api::router(api.clone()), stop));
         }
         // Summaries of refused API requests, when their window ends.
         let c = ctl.clone();

@@ -333,11 +333,13 @@ async fn connection(
     let close = admitted.close.clone();
     let work = async {
         match tls {
-            None => serve_http(io, peer, router, admitted.busy.clone()).await,
+            None => serve_http(io, ConnectInfo(peer), router, admitted.busy.clone()).await,
             Some(cfg) => {
                 let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(io)).await {
-                    Ok(Ok(t)) => serve_http(t, peer, router, admitted.busy.clone()).await,
+                    Ok(Ok(t)) => {
+                        serve_http(t, ConnectInfo(peer), router, admitted.busy.clone()).await
+                    }
                     Ok(Err(e)) => log::warn(format_args!("api: {peer}: TLS handshake: {e}")),
                     Err(_) => {}
                 }
@@ -367,15 +369,18 @@ async fn connection(
     drop(admitted);
 }
 
-async fn serve_http<I>(io: I, peer: SocketAddr, router: axum::Router, busy: Arc<AtomicUsize>)
+/// Serves HTTP/1.1 on one connection; every request carries `peer` (who is calling: the
+/// TCP source address, or the local socket's credentials) in its extensions.
+pub(crate) async fn serve_http<I, P>(io: I, peer: P, router: axum::Router, busy: Arc<AtomicUsize>)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    P: Clone + Send + Sync + 'static,
 {
     let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
         busy.fetch_add(1, Ordering::AcqRel);
         let guard = Busy(busy.clone());
         let mut req = req.map(Body::new);
-        req.extensions_mut().insert(ConnectInfo(peer));
+        req.extensions_mut().insert(peer.clone());
         let router = router.clone();
         async move {
             let r = tower::ServiceExt::oneshot(router, req).await;

@@ -14,6 +14,7 @@
 //! changed), `unavailable` (503), `internal` (500).
 
 pub mod httpd;
+pub mod local;
 pub mod metrics;
 
 use std::net::SocketAddr;
@@ -257,8 +258,8 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> axum::extract::FromRequestParts
 pub struct Caller {
     /// Token name (`None` on unauthenticated routes).
     pub name: Option<String>,
-    /// Source address.
-    pub source: SocketAddr,
+    /// Source address (`None` on the local control socket).
+    pub source: Option<SocketAddr>,
 }
 
 /// What a request needs, from its route and method. **Authentication is the default**: a
@@ -288,7 +289,14 @@ fn required_role(method: &Method, path: Option<&str>) -> Option<Role> {
 
 /// Notes a refused request for the audit log (aggregated per source and window: see
 /// [`crate::control::auth::RefusalLog`]).
-fn refused(ctl: &Api, source: SocketAddr, actor: &str, method: &Method, route: &str, reason: &str) {
+fn refused(
+    ctl: &Api,
+    source: Option<SocketAddr>,
+    actor: &str,
+    method: &Method,
+    route: &str,
+    reason: &str,
+) {
     let c = ctl.ctl.clone();
     let (actor, method, route, reason) = (
         actor.to_string(),
@@ -299,21 +307,72 @@ fn refused(ctl: &Api, source: SocketAddr, actor: &str, method: &Method, route: &
         reason.to_string(),
     );
     tokio::task::block_in_place(move || {
-        c.note_refusal(source.ip(), &actor, &method, &route, &reason);
+        c.note_refusal(source.map(|s| s.ip()), &actor, &method, &route, &reason);
     });
+}
+
+/// The local control socket's caller: known by its credentials (see [`local`]), no token.
+async fn authorize_local(
+    ctl: &Api,
+    peer: local::LocalPeer,
+    need: Option<Role>,
+    route: &str,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    if let Some(need) = need
+        && peer.role.is_none_or(|r| r < need)
+    {
+        let why = match peer.role {
+            Some(r) => format!("forbidden: role {r} < {need}"),
+            None => "forbidden: not root, the daemon's user or a member of control-socket-group"
+                .to_string(),
+        };
+        refused(ctl, None, &peer.actor, req.method(), route, &why);
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!(
+                "{} on the control socket: {why}; {} {route} needs {need}",
+                peer.actor,
+                req.method()
+            ),
+        )
+        .into_response();
+    }
+    req.extensions_mut().insert(Caller {
+        name: Some(peer.actor),
+        source: None,
+    });
+    next.run(req).await
 }
 
 async fn authenticate(
     State(ctl): Ctl,
-    ConnectInfo(source): ConnectInfo<SocketAddr>,
     matched: Option<MatchedPath>,
     mut req: Request,
     next: Next,
 ) -> Response {
     let path = matched.as_ref().map(|m| m.as_str().to_string());
     let route = path.clone().unwrap_or_else(|| "(no route)".to_string());
-    let Some(need) = required_role(req.method(), path.as_deref()) else {
-        req.extensions_mut().insert(Caller { name: None, source });
+    let need = required_role(req.method(), path.as_deref());
+    if let Some(peer) = req.extensions().get::<local::LocalPeer>().cloned() {
+        return authorize_local(&ctl, peer, need, &route, req, next).await;
+    }
+    let Some(ConnectInfo(source)) = req.extensions().get::<ConnectInfo<SocketAddr>>().copied()
+    else {
+        return ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "request without a peer",
+        )
+        .into_response();
+    };
+    let Some(need) = need else {
+        req.extensions_mut().insert(Caller {
+            name: None,
+            source: Some(source),
+        });
         return next.run(req).await;
     };
     let access = ctl.access.load();
@@ -331,7 +390,7 @@ async fn authenticate(
             access.fail_limiter.fail(source.ip(), now);
             refused(
                 &ctl,
-                source,
+                Some(source),
                 "anonymous",
                 req.method(),
                 &route,
@@ -350,7 +409,7 @@ async fn authenticate(
         } else {
             "missing bearer token (Authorization: Bearer TOKEN)"
         };
-        refused(&ctl, source, "anonymous", req.method(), &route, why);
+        refused(&ctl, Some(source), "anonymous", req.method(), &route, why);
         let mut r = ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", why).into_response();
         r.headers_mut().insert(
             header::WWW_AUTHENTICATE,
@@ -360,7 +419,7 @@ async fn authenticate(
     };
     if token.role < need {
         let why = format!("forbidden: role {} < {need}", token.role);
-        refused(&ctl, source, &token.name, req.method(), &route, &why);
+        refused(&ctl, Some(source), &token.name, req.method(), &route, &why);
         return ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
@@ -375,7 +434,7 @@ async fn authenticate(
     }
     req.extensions_mut().insert(Caller {
         name: Some(token.name.clone()),
-        source,
+        source: Some(source),
     });
     next.run(req).await
 }
@@ -596,7 +655,7 @@ struct NewZone {
 fn who(c: &Caller) -> (&str, Option<std::net::IpAddr>) {
     (
         c.name.as_deref().unwrap_or("anonymous"),
-        Some(c.source.ip()),
+        c.source.map(|s| s.ip()),
     )
 }
 

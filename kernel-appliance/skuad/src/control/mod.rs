@@ -358,6 +358,10 @@ pub struct Control {
     refusals: RefusalLog,
 }
 
+/// Refusals on the local control socket are counted under this address (no TCP source can
+/// have it) and recorded without a source.
+const LOCAL_SOURCE: std::net::IpAddr = std::net::IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED);
+
 /// The window over which refused API requests from one source are summarised in one audit
 /// entry (the first one of a window is recorded at once).
 pub const REFUSAL_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
@@ -595,18 +599,25 @@ impl Control {
     }
 
     /// Notes a refused API request (no or bad token, role too low, throttled) and records
-    /// what is due in the audit log (see [`RefusalLog`]). Blocking: call off async workers.
+    /// what is due in the audit log (see [`RefusalLog`]). `source`: `None` for a caller on
+    /// the local control socket (counted under the unspecified address, recorded without a
+    /// source). Blocking: call off async workers.
     pub fn note_refusal(
         &self,
-        source: std::net::IpAddr,
+        source: Option<std::net::IpAddr>,
         actor: &str,
         method: &str,
         route: &str,
         reason: &str,
     ) {
-        let due = self
-            .refusals
-            .note(source, actor, method, route, reason, Instant::now());
+        let due = self.refusals.note(
+            source.unwrap_or(LOCAL_SOURCE),
+            actor,
+            method,
+            route,
+            reason,
+            Instant::now(),
+        );
         self.record_refusals(due);
     }
 
@@ -615,27 +626,27 @@ impl Control {
     fn record_refusals(&self, records: Vec<auth::RefusalRecord>) {
         for r in records {
             let d = &r.detail;
+            let (source, from) = if r.source == LOCAL_SOURCE {
+                (None, "control socket".to_string())
+            } else {
+                (Some(r.source), r.source.to_string())
+            };
             if d["aggregated"] == true {
                 log::warn(format_args!(
                     "api: {} ({}): {} more refused requests in the last {} s: {}",
-                    r.source, r.actor, d["count"], d["window_seconds"], d["reasons"]
+                    from, r.actor, d["count"], d["window_seconds"], d["reasons"]
                 ));
             } else {
                 log::warn(format_args!(
                     "api: {} ({}): {} {}: {} (more refusals this minute are counted, not logged one by one)",
-                    r.source,
+                    from,
                     r.actor,
                     d["method"].as_str().unwrap_or(""),
                     d["route"].as_str().unwrap_or(""),
                     d["reason"].as_str().unwrap_or("")
                 ));
             }
-            self.record(
-                skua_audit::kind::AUTH_FAILURE,
-                &r.actor,
-                Some(r.source),
-                r.detail,
-            );
+            self.record(skua_audit::kind::AUTH_FAILURE, &r.actor, source, r.detail);
         }
     }
 
