@@ -36,6 +36,7 @@ rustup show active-toolchain >/dev/null
 rustup target add x86_64-unknown-none >/dev/null 2>&1 || true
 
 echo "== fmt";     cargo fmt --all -- --check
+echo "== layers";  bash tests/layers.sh
 echo "== clippy";  cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== bpf";     bash bpf/check.sh
 echo "== no_std";  cargo build --locked -p skua-engine -p skua-fastpath --target x86_64-unknown-none

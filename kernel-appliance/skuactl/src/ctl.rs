@@ -248,10 +248,15 @@ fn socket_path(line: &Line) -> Result<Option<PathBuf>, Fail> {
     } else {
         skua_config::default_control_socket(0, None)
     };
-    Ok([mine, other].into_iter().flatten().find(|p| {
-        std::fs::symlink_metadata(p)
-            .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
-    }))
+    // A place this user may not even look into counts as found: "permission denied" then
+    // says why, where falling back to HTTP would only say "connection refused".
+    Ok([mine, other]
+        .into_iter()
+        .flatten()
+        .find(|p| match std::fs::symlink_metadata(p) {
+            Ok(m) => std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()),
+            Err(e) => e.kind() == std::io::ErrorKind::PermissionDenied,
+        }))
 }
 
 fn connect(line: &Line) -> Result<Client, Fail> {

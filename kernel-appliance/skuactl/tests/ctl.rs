@@ -209,7 +209,10 @@ impl Out {
 /// environment's SKUA_API and SKUA_TOKEN never leak in.
 fn ctl(args: &[&str], token: Option<&str>) -> Out {
     let mut c = Command::new(SKUACTL);
-    c.args(args).env_remove("SKUA_API").env_remove("SKUA_TOKEN");
+    c.args(args)
+        .env_remove("SKUA_API")
+        .env_remove("SKUA_TOKEN")
+        .env_remove("SKUA_SOCKET");
     if let Some(t) = token {
         c.env("SKUA_TOKEN", t);
     }
@@ -829,4 +832,138 @@ fn audit_tail_shows_the_changes() {
     let o = at(&d, &["audit", "tail"], Some(tok("operator")));
     expect(&o, 0);
     assert!(o.stdout.lines().next().unwrap().contains(" start"), "{o:?}");
+}
+
+/// skuactl as another user (uid `uid`, primary group `gid`, no supplementary groups), with
+/// `env` set and nothing else of this process's skuactl environment.
+fn ctl_as(uid: u32, gid: u32, args: &[&str], env: &[(&str, &Path)]) -> Out {
+    let mut c = Command::new("setpriv");
+    c.args([
+        format!("--reuid={uid}"),
+        format!("--regid={gid}"),
+        "--clear-groups".into(),
+    ])
+    .arg(SKUACTL)
+    .args(args)
+    .env_remove("SKUA_API")
+    .env_remove("SKUA_TOKEN")
+    .env_remove("SKUA_SOCKET")
+    .env_remove("XDG_RUNTIME_DIR");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().expect("run setpriv (util-linux)");
+    Out {
+        code: o.status.code().expect("skuactl exited"),
+        stdout: String::from_utf8(o.stdout).unwrap(),
+        stderr: String::from_utf8(o.stderr).unwrap(),
+    }
+}
+
+/// The local control socket: no token; root is admin, a member of control-socket-group
+/// gets its role, anyone else cannot connect; the same audit entries as the HTTP API, with
+/// the caller's user name; found by skuactl with no option in the default place.
+#[test]
+fn control_socket_roles_audit_and_discovery() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    assert_eq!(
+        std::fs::metadata("/proc/self").unwrap().uid(),
+        0,
+        "this test runs skuactl as other users: run it as root (CI does)"
+    );
+    let dir = Dir::new("sock");
+    // The per-user runtime directory of a user who is not root: skuad (root) puts its
+    // socket there on request, skuactl run as that user finds it there by default.
+    let xdg = dir.0.join("xdg");
+    let sock = xdg.join("skua/control.sock");
+    std::fs::create_dir_all(&xdg).unwrap();
+    for d in [&dir.0, &xdg] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let key = dir.0.join("k.hex");
+    std::fs::write(&key, "44".repeat(32)).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // nogroup (65534) is the group; nobody (65534) a member by its primary group.
+    let extra = format!(
+        "  control-socket: \"{}\"\n  control-socket-group: 65534\n  control-socket-group-role: read\n\
+         audit:\n  log: \"{}\"\n  key: \"file:{}\"\n",
+        sock.display(),
+        dir.0.join("audit.log").display(),
+        key.display()
+    );
+    let d = start(&dir.0, &extra);
+    let m = std::fs::symlink_metadata(&sock).expect("the control socket exists");
+    assert_eq!((m.mode() & 0o777, m.gid()), (0o660, 65534), "mode and group");
+    let s = sock.to_str().unwrap();
+
+    // Root, no token: admin.
+    let o = ctl(&["--socket", s, "zone", "add", "local.example.", "static"], None);
+    expect(&o, 0);
+    let o = ctl(
+        &[
+            "--socket",
+            s,
+            "record",
+            "add",
+            "w.local.example. 60 IN A 198.18.7.7",
+        ],
+        None,
+    );
+    expect(&o, 0);
+    assert_eq!(ask(d.dns, "w.local.example.").2, [198, 18, 7, 7]);
+    // $SKUA_SOCKET instead of --socket.
+    let o = Command::new(SKUACTL)
+        .args(["status", "--json"])
+        .env_remove("SKUA_API")
+        .env_remove("SKUA_TOKEN")
+        .env("SKUA_SOCKET", &sock)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+
+    // nobody (in the group): read, found with no option under its $XDG_RUNTIME_DIR.
+    let env = [("XDG_RUNTIME_DIR", xdg.as_path())];
+    let o = ctl_as(65534, 65534, &["status"], &env);
+    expect(&o, 0);
+    assert!(o.stdout.contains("api writes  2 ok"), "{o:?}");
+    let o = ctl_as(65534, 65534, &["reload"], &env);
+    expect(&o, 4);
+    assert!(o.stderr.contains("forbidden"), "{o:?}");
+    assert!(o.stderr.contains("local:nobody"), "{o:?}");
+    // Not in the group: the file's mode keeps it out.
+    let o = ctl_as(65534, 1, &["status"], &env);
+    expect(&o, 3);
+    assert!(o.stderr.contains("permission denied"), "{o:?}");
+    // --api wins over the default socket: the HTTP API wants a token.
+    let o = ctl_as(65534, 65534, &["--api", &d.url, "status"], &env);
+    expect(&o, 4);
+
+    // The audit log names the local callers, without a source address.
+    let o = ctl(&["--socket", s, "audit", "tail", "-n", "50", "--json"], None);
+    expect(&o, 0);
+    let entries = o.json()["entries"].as_array().cloned().unwrap_or_default();
+    let write = entries
+        .iter()
+        .find(|e| e["kind"] == "api-write" && e["actor"] == "local:root")
+        .unwrap_or_else(|| panic!("no api-write by local:root: {entries:?}"));
+    assert!(write["source"].is_null(), "{write}");
+    let refusal = entries
+        .iter()
+        .find(|e| e["kind"] == "auth-failure" && e["actor"] == "local:nobody")
+        .unwrap_or_else(|| panic!("no auth-failure of local:nobody: {entries:?}"));
+    assert!(refusal["source"].is_null(), "{refusal}");
+    assert_eq!(refusal["detail"]["route"], "/reload", "{refusal}");
+
+    // A clean stop removes the socket.
+    let st = Command::new("kill")
+        .args(["-TERM", &d.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sock.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!sock.exists(), "the socket outlived skuad's stop");
+    drop(d);
 }

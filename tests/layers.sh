@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# skuad's layers (docs/ARCHITECTURE.md, "skuad's layers"): each folder of
+# kernel-appliance/skuad/src may name only itself and the layers below it in code (doc
+# comments may point anywhere). Prints every import that runs upwards; exit 1 if any.
+set -euo pipefail
+cd "$(dirname "$0")/../kernel-appliance/skuad/src"
+declare -A allowed=(
+    [base]="base"
+    [dataplane]="base dataplane"
+    [control]="base control"
+    [api]="base control api"
+)
+bad=0
+for layer in "${!allowed[@]}"; do
+    while IFS= read -r hit; do
+        file=${hit%%:*}
+        rest=${hit#*:}
+        line=${rest%%:*}
+        code=${rest#*:}
+        # Doc and plain comments may link to any layer.
+        [[ $code =~ ^[[:space:]]*// ]] && continue
+        for used in $(grep -oE 'crate::[a-z_]+' <<<"$code" | sed 's/crate:://' | sort -u); do
+            if [[ " ${allowed[$layer]} " != *" $used "* ]]; then
+                echo "$layer/$file:$line: imports crate::$used, a layer above $layer" >&2
+                bad=1
+            fi
+        done
+    done < <(cd "$layer" && grep -rn 'crate::' --include='*.rs' . | sed 's#^\./##')
+done
+if ((bad)); then
+    exit 1
+fi
+echo "skuad layers: no upward import (base < dataplane, control < api < supervisor)"
