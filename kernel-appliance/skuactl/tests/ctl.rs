@@ -893,11 +893,18 @@ fn control_socket_roles_audit_and_discovery() {
     );
     let d = start(&dir.0, &extra);
     let m = std::fs::symlink_metadata(&sock).expect("the control socket exists");
-    assert_eq!((m.mode() & 0o777, m.gid()), (0o660, 65534), "mode and group");
+    assert_eq!(
+        (m.mode() & 0o777, m.gid()),
+        (0o660, 65534),
+        "mode and group"
+    );
     let s = sock.to_str().unwrap();
 
     // Root, no token: admin.
-    let o = ctl(&["--socket", s, "zone", "add", "local.example.", "static"], None);
+    let o = ctl(
+        &["--socket", s, "zone", "add", "local.example.", "static"],
+        None,
+    );
     expect(&o, 0);
     let o = ctl(
         &[
@@ -939,7 +946,10 @@ fn control_socket_roles_audit_and_discovery() {
     expect(&o, 4);
 
     // The audit log names the local callers, without a source address.
-    let o = ctl(&["--socket", s, "audit", "tail", "-n", "50", "--json"], None);
+    let o = ctl(
+        &["--socket", s, "audit", "tail", "-n", "50", "--json"],
+        None,
+    );
     expect(&o, 0);
     let entries = o.json()["entries"].as_array().cloned().unwrap_or_default();
     let write = entries
