@@ -80,6 +80,15 @@ vm-upgrade:
     bash image/build.sh --broken --out image/mkosi.output.v3 3
     python3 qemu/vm.py upgrade --disk image/mkosi.output/skua_1.raw --good image/mkosi.output.v2/skua_2.update --broken image/mkosi.output.v3/skua_3.update
 
+# The A/B upgrade test RUNS times in a row (3 guest reboots each), for hangs that come one run in
+# N: per-stage pass/fail/hang counts with their causes (docs/upgrades.md). Builds versions 1, 2
+# and a broken 3 only when missing (delete image/mkosi.output*/ to rebuild).
+vm-upgrade-loop runs="10":
+    [ -f image/mkosi.output/skua_1.raw ] || bash image/build.sh 1
+    [ -f image/mkosi.output.v2/skua_2.update ] || bash image/build.sh --out image/mkosi.output.v2 2
+    [ -f image/mkosi.output.v3/skua_3.update ] || bash image/build.sh --broken --out image/mkosi.output.v3 3
+    python3 qemu/vm.py upgrade-loop --runs {{runs}} --disk image/mkosi.output/skua_1.raw --good image/mkosi.output.v2/skua_2.update --broken image/mkosi.output.v3/skua_3.update
+
 # The appliance in QEMU: builds the image's bench profile, boots it, measures skuad-XDP, skuad --no-xdp and knotd-XDP in the same VM with load from the host (kxdpgun, dnsperf); table, plot, boot time, image size (root; --quick < 8 min; qemu/bench.py --help).
 bench *args:
     python3 qemu/bench.py {{args}}

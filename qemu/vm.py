@@ -8,6 +8,7 @@ bounded; the namespace and QEMU are removed on exit, on failure too.
     qemu/vm.py test [--disk DISK] [--queues N] [--timeout S]
     qemu/vm.py tamper [--disk DISK]
     qemu/vm.py upgrade --disk skua_1.raw --good skua_2.update --broken skua_3.update
+    qemu/vm.py upgrade-loop --runs N --disk skua_1.raw --good skua_2.update --broken skua_3.update
 
 The guest's console is a unix socket (QEMU `-chardev socket`), logged to WORK/console.log; the
 appliance autologins root on it and skuad logs there (StandardError=journal+console).
@@ -17,7 +18,9 @@ import argparse
 import base64
 import glob
 import hashlib
+import json
 import os
+import queue
 import re
 import shutil
 import signal
@@ -39,11 +42,85 @@ def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
+class QMP:
+    """A QMP client on QEMU's monitor socket. A reader thread files the events (RESET,
+    SHUTDOWN, STOP...) with the host time and the console offset at which they arrived, so a
+    hung reboot can be placed: did QEMU reset at all, and what did the console show after."""
+
+    def __init__(self, path, console_len, events_log):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(path)
+        self.file = self.sock.makefile("rb")
+        self.console_len = console_len
+        self.events = []  # (monotonic time, console offset, event dict)
+        self.events_log = open(events_log, "a")
+        self.replies = queue.Queue()
+        self.lock = threading.Lock()
+        self.next_id = 0
+        json.loads(self.file.readline())  # the greeting
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.command("qmp_capabilities")
+
+    def _read(self):
+        while True:
+            try:
+                line = self.file.readline()
+            except (OSError, ValueError):
+                line = b""
+            if not line:
+                self.replies.put(None)
+                return
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if "event" in msg:
+                offset = self.console_len()
+                self.events.append((time.monotonic(), offset, msg))
+                self.events_log.write(f"{time.strftime('%H:%M:%S')} console@{offset} {json.dumps(msg)}\n")
+                self.events_log.flush()
+            else:
+                self.replies.put(msg)
+
+    def command(self, name, timeout=30, **arguments):
+        """Runs a QMP command; returns its "return" value, raises on an error or no reply."""
+        with self.lock:
+            self.next_id += 1
+            cmd = {"execute": name, "id": self.next_id}
+            if arguments:
+                cmd["arguments"] = arguments
+            self.sock.sendall(json.dumps(cmd).encode() + b"\n")
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    msg = self.replies.get(timeout=max(0.1, deadline - time.monotonic()))
+                except queue.Empty:
+                    raise TimeoutError(f"no QMP reply to {name} within {timeout} s") from None
+                if msg is None:
+                    raise OSError("QMP connection closed")
+                if msg.get("id") != self.next_id:
+                    continue
+                if "error" in msg:
+                    raise RuntimeError(f"QMP {name}: {msg['error'].get('desc', msg['error'])}")
+                return msg.get("return")
+
+    def hmp(self, command_line, timeout=30):
+        return self.command("human-monitor-command", timeout=timeout, **{"command-line": command_line})
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        self.events_log.close()
+
+
 class VM:
     """One QEMU guest on a tap in its own network namespace."""
 
     def __init__(self, disk, queues=1, name="skua-vmt", snapshot=True, credentials=None, smp=2, drives=(),
-                 accel="tcg"):
+                 accel="tcg", screen=False):
         self.disk = disk
         # tcg here; kvm where the host can run guests: -cpu host, and vhost-net when present.
         self.accel = accel
@@ -55,12 +132,21 @@ class VM:
         self.work = tempfile.mkdtemp(prefix="skua-vm-")
         self.console_log = os.path.join(self.work, "console.log")
         self.sock_path = os.path.join(self.work, "console.sock")
+        self.qmp_path = os.path.join(self.work, "qmp.sock")
+        self.qmp = None
+        # A VGA device only for `screendump` when a wait times out (the guest's console is the
+        # serial port): what the firmware drew, if it got that far.
+        self.screen = screen
+        self.console_bytes = 0
+        self.console_last = None  # monotonic time of the last console output
+        self.console_closed = None  # why the console reader stopped, if it did
         self.snapshot = snapshot
         self.credentials = credentials or {}
         self.smp = smp
         self.proc = None
         self.sock = None
         self.started = None
+        self.last_mark = Mark(0, 0, 0, 0, cold=True)
 
     # --- lifecycle -------------------------------------------------------------------
     def start(self):
@@ -81,6 +167,9 @@ class VM:
             "-m", "1G", "-smp", str(self.smp), "-nodefaults", "-display", "none",
             "-chardev", f"socket,id=con,path={self.sock_path},server=on,wait=off",
             "-serial", "chardev:con",
+            "-qmp", f"unix:{self.qmp_path},server=on,wait=off",
+            # Every CPU reset, with the registers just before it (a few KB per reset).
+            "-d", "cpu_reset", "-D", os.path.join(self.work, "qemu-debug.log"),
             "-drive", f"if=pflash,format=raw,readonly=on,file={OVMF_CODE}",
             "-drive", f"if=pflash,format=raw,file={vars_fd}",
             "-drive", drive,
@@ -88,6 +177,8 @@ class VM:
         # Extra read-only disks (update bundles): /dev/vdb, /dev/vdc... in the guest.
         for extra in self.drives:
             cmd += ["-drive", f"if=virtio,format=raw,readonly=on,file={extra}"]
+        if self.screen:
+            cmd += ["-device", "VGA"]
         cmd += [
             "-netdev", f"tap,id=n0,ifname={self.tap},script=no,downscript=no,vhost={vhost},queues={self.queues}",
             "-device", nic,
@@ -99,10 +190,10 @@ class VM:
         self.proc = subprocess.Popen(cmd, stdout=self.qemu_log, stderr=subprocess.STDOUT, start_new_session=True)
         self.cmdline = cmd[4:]  # without `ip netns exec NS`
         self.started = time.monotonic()
-        # The socket appears once QEMU has set up its chardevs.
+        # The sockets appear once QEMU has set up its chardevs.
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            if os.path.exists(self.sock_path):
+            if os.path.exists(self.sock_path) and os.path.exists(self.qmp_path):
                 break
             if self.proc.poll() is not None:
                 raise RuntimeError(f"QEMU exited: {self.read(os.path.join(self.work, 'qemu.log'))}")
@@ -113,19 +204,32 @@ class VM:
         # the guest on its next write (the UART never empties).
         self.reader = threading.Thread(target=self._drain, daemon=True)
         self.reader.start()
+        self.qmp = QMP(self.qmp_path, lambda: self.console_bytes, os.path.join(self.work, "qmp-events.log"))
         log(f"QEMU started ({self.disk}, {self.queues} queue(s)); console log {self.console_log}")
 
     def _drain(self):
-        with open(self.console_log + ".raw", "ab") as raw:
+        """Console bytes to console.log.raw, and to console.timeline when they came (seconds
+        since QEMU start, console offset; a line at most every half second)."""
+        written = 0
+        with open(self.console_log + ".raw", "ab") as raw, \
+                open(os.path.join(self.work, "console.timeline"), "a") as timeline:
             while True:
                 try:
                     data = self.sock.recv(65536)
-                except OSError:
+                except OSError as e:
+                    self.console_closed = f"console socket error: {e}"
                     return
                 if not data:
+                    self.console_closed = "console socket closed by QEMU"
                     return
                 raw.write(data)
                 raw.flush()
+                self.console_bytes += len(data)
+                self.console_last = time.monotonic()
+                if self.console_last - written >= 0.5:
+                    written = self.console_last
+                    timeline.write(f"{self.console_last - self.started:.1f} {self.console_bytes}\n")
+                    timeline.flush()
 
     def stop(self, timeout=60):
         """Powers off from the console; kills QEMU if it does not end in time."""
@@ -152,6 +256,8 @@ class VM:
         self.kill()
         if self.sock:
             self.sock.close()
+        if self.qmp:
+            self.qmp.close()
         subprocess.run([os.path.join(HERE, "netns.sh"), "down", self.ns], check=False)
         if not keep_logs:
             shutil.rmtree(self.work, ignore_errors=True)
@@ -180,6 +286,8 @@ class VM:
                 return m, m.end()
             if self.proc.poll() is not None:
                 raise RuntimeError(f"QEMU exited ({self.proc.returncode}) waiting for {what or pattern}")
+            if self.console_closed:
+                raise RuntimeError(f"{self.console_closed} waiting for {what or pattern}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no {what or pattern!r} on the console within {timeout} s")
             time.sleep(0.2)
@@ -196,6 +304,114 @@ class VM:
         m, _ = self.wait_for(rf"BEGIN-{tag}\r?\n(.*?)END-{tag} (\d+)", timeout, start, what=command)
         return m.group(1), int(m.group(2))
 
+    # --- reboots and diagnostics ----------------------------------------------------------
+    def mark(self):
+        """A point to follow a (re)boot from: console offsets (characters for wait_for, bytes
+        for the QMP events), time, QMP events so far. Taken before `systemctl reboot`."""
+        self.last_mark = Mark(len(self.console()), self.console_bytes, time.monotonic(),
+                              len(self.qmp.events) if self.qmp else 0, cold=False)
+        return self.last_mark
+
+    def boot_progress(self, mark=None):
+        """How far the boot after `mark` got, as (kind, text): kind "hang" when the machine
+        stopped before the kernel (no reset, or no firmware output after it), else "fail"."""
+        mark = mark or self.last_mark
+        now = time.monotonic()
+        raw = self.raw_console()
+        resets = [e for e in (self.qmp.events[mark.events:] if self.qmp else []) if e[2].get("event") == "RESET"]
+        restarted = RESTART_RX.search(raw, mark.bytes)
+        if mark.cold:
+            start, t_reset, what = 0, self.started, "QEMU start"
+        elif resets:
+            t_reset, start, _ = resets[-1]
+            what = f"the reset at +{t_reset - self.started:.0f} s"
+        elif restarted:
+            return "hang", (f"the guest restarted ({restarted.group(0).decode()!r}) but QEMU never reset it "
+                            f"(no RESET event in {now - mark.time:.0f} s): QEMU hang")
+        else:
+            return "fail", f"the guest did not restart in {now - mark.time:.0f} s (its shutdown did not finish)"
+        quiet = f"; last console output {now - self.console_last:.0f} s ago" if self.console_last else ""
+        firmware = FIRMWARE_RX.search(raw, start)
+        kernel = KERNEL_RX.search(raw, start)
+        userspace = USERSPACE_RX.search(raw, start)
+        if not firmware and not kernel:
+            return "hang", (f"no firmware output in {now - t_reset:.0f} s after {what}: firmware/QEMU hang"
+                            f" (console {len(raw) - start} bytes since{quiet})")
+        if not kernel:
+            return "hang", (f"firmware reached ({firmware.group(0).decode()!r}) but no kernel in "
+                            f"{now - t_reset:.0f} s after {what}: boot loader or UKI{quiet}")
+        if not userspace:
+            return "fail", f"the kernel started but not systemd ({now - t_reset:.0f} s after {what}){quiet}"
+        return "fail", f"booted to systemd after {what}: the boot went on but not as expected{quiet}"
+
+    def resets(self):
+        """Guest-requested resets (reboots) QEMU has done so far."""
+        return sum(1 for _, _, e in (self.qmp.events if self.qmp else [])
+                   if e.get("event") == "RESET" and e.get("data", {}).get("guest"))
+
+    def raw_console(self):
+        try:
+            with open(self.console_log + ".raw", "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return b""
+
+    def diagnose(self, reason, mark=None):
+        """Before QEMU is killed: what the machine is doing (QMP: status, CPUs, every CPU's
+        registers twice, each local APIC, the code at each PC, a screendump) in the kept
+        work directory, and a verdict: a firmware/QEMU hang or a boot that failed later.
+        Returns (kind, verdict)."""
+        kind, verdict = self.boot_progress(mark)
+        self.diag_count = getattr(self, "diag_count", 0) + 1
+        n = self.diag_count
+        path = os.path.join(self.work, f"diagnosis-{n}.txt")
+        with open(path, "w") as f:
+            f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} ({time.monotonic() - self.started:.0f} s since QEMU start)\n")
+            f.write(f"timed out: {reason}\nverdict: {kind}: {verdict}\n")
+            f.write(f"QEMU command line: {' '.join(self.cmdline or [])}\n\n")
+            f.write("QMP events:\n")
+            for t, offset, ev in (self.qmp.events if self.qmp else []):
+                f.write(f"  +{t - self.started:.1f} s console@{offset} {json.dumps(ev)}\n")
+            if self.qmp and self.proc.poll() is None:
+                try:
+                    cpus = self.qmp.command("query-cpus-fast")
+                except (OSError, RuntimeError, TimeoutError) as e:
+                    cpus = []
+                    f.write(f"query-cpus-fast: {e}\n")
+                sections = [("info status", None), ("info cpus", None), ("info registers -a", None)]
+                for c in cpus:
+                    sections += [("info lapic", c["cpu-index"]), ("x/12i $pc", c["cpu-index"])]
+                sections += [("info registers -a", "again, 2 s later: a CPU whose RIP moved is spinning")]
+                for cmd, arg in sections:
+                    if isinstance(arg, str):
+                        time.sleep(2)
+                        f.write(f"\n==== {cmd} ({arg})\n")
+                        arg = None
+                    else:
+                        f.write(f"\n==== {cmd}{'' if arg is None else f' (CPU {arg})'}\n")
+                    try:
+                        args = {"command-line": cmd}
+                        if arg is not None:
+                            args["cpu-index"] = arg
+                        f.write(self.qmp.command("human-monitor-command", **args) or "")
+                    except (OSError, RuntimeError, TimeoutError) as e:
+                        f.write(f"(failed: {e})\n")
+                if self.screen:
+                    shot = os.path.join(self.work, f"screen-{n}.png")
+                    try:
+                        self.qmp.command("screendump", filename=shot, format="png")
+                    except (OSError, RuntimeError, TimeoutError):
+                        shot = shot[:-4] + ".ppm"
+                        try:
+                            self.qmp.command("screendump", filename=shot)
+                        except (OSError, RuntimeError, TimeoutError) as e:
+                            f.write(f"screendump: {e}\n")
+            else:
+                f.write(f"QEMU has exited ({self.proc.returncode}): no monitor\n")
+        log(f"{kind.upper()}: {verdict}")
+        log(f"diagnosis (registers, APICs, QMP events, screendump) in {path}")
+        return kind, verdict
+
     # --- host side ---------------------------------------------------------------------
     def host(self, args, timeout=20):
         return subprocess.run(["ip", "netns", "exec", self.ns] + args, capture_output=True, text=True, timeout=timeout)
@@ -206,6 +422,21 @@ class VM:
             args.insert(1, "+tcp")
         r = self.host(args, timeout=timeout * tries + 10)
         return r.stdout.strip()
+
+
+class Mark:
+    """Where a (re)boot starts: console offsets (characters, bytes), time, QMP events."""
+
+    def __init__(self, offset, nbytes, t, events, cold):
+        self.offset, self.bytes, self.time, self.events, self.cold = offset, nbytes, t, events, cold
+
+
+# What the console shows after a reset, in order: the kernel's last words before it, the
+# firmware (OVMF's boot manager; systemd-boot's stub), the kernel, systemd.
+RESTART_RX = re.compile(rb"reboot: (?:machine restart|Restarting system)")
+FIRMWARE_RX = re.compile(rb"\x1b\[2J\x1b\[01;01H|BdsDxe: [^\r\n]*|EFI stub: [^\r\n]*")
+KERNEL_RX = re.compile(rb"Linux version \d[^\r\n]*")
+USERSPACE_RX = re.compile(rb"systemd\[1\]|Welcome to |\[  OK  \]")
 
 
 def counters(text):
@@ -276,7 +507,7 @@ def test(args):
     if not disk:
         print("vm.py: no image: run 'just image' first", file=sys.stderr)
         return 2
-    vm = VM(disk, queues=args.queues)
+    vm = VM(disk, queues=args.queues, screen=True)
     ok = False
     try:
         vm.start()
@@ -296,6 +527,8 @@ def test(args):
         ok = True
     except Exception as e:  # noqa: BLE001 - any failure ends the test with the console shown
         log(f"FAILED: {e}")
+        if isinstance(e, TimeoutError) and vm.proc is not None and vm.proc.poll() is None:
+            vm.diagnose(str(e))
         print("---- console (last 60 lines) ----", file=sys.stderr)
         print("\n".join(vm.console().splitlines()[-60:]), file=sys.stderr)
     finally:
@@ -372,96 +605,268 @@ def check_persisted(vm):
     log("api.skua.test. A -> 198.18.1.78 (added through the REST API, kept in its state file)")
 
 
-def upgrade(args):
+class StageFailed(Exception):
+    pass
+
+
+class Stages:
+    """Runs the scenario's stages and records each one's outcome: pass, fail, or hang (the
+    machine stopped: no reset, no firmware output after it, or a silent console), with its
+    cause and the diagnosis kept in the VM's work directory."""
+
+    def __init__(self, vm):
+        self.vm = vm
+        self.results = []  # dicts: stage, outcome, seconds, cause
+
+    def run(self, name, fn, boot=False):
+        t0 = time.monotonic()
+        try:
+            value = fn()
+        except Exception as e:  # noqa: BLE001 - any failure is the stage's
+            outcome, cause = self.classify(e, boot)
+            self.results.append({"stage": name, "outcome": outcome, "seconds": round(time.monotonic() - t0),
+                                 "cause": cause})
+            log(f"stage '{name}': {outcome.upper()}: {cause}")
+            raise StageFailed(f"{name}: {cause}") from e
+        self.results.append({"stage": name, "outcome": "pass", "seconds": round(time.monotonic() - t0), "cause": ""})
+        return value
+
+    def classify(self, e, boot):
+        vm = self.vm
+        if isinstance(e, TimeoutError) and vm.proc is not None and vm.proc.poll() is None:
+            kind, verdict = vm.diagnose(str(e))
+            if not boot:
+                # Not a boot: the machine hangs if its console went silent, else it failed.
+                silent = vm.console_last is None or time.monotonic() - vm.console_last > 60
+                kind = "hang" if silent else "fail"
+                verdict = f"{e}; {'console silent' if silent else 'console alive'}"
+            else:
+                verdict = f"{e}; {verdict}"
+            return kind, verdict
+        return "fail", str(e)
+
+
+def upgrade_once(args):
     """v1 boots; v2 is installed with `skuactl upgrade` and the VM comes back on v2 (blessed by
     the health gate); a broken v3 is installed, fails its health gate, and systemd-boot
-    returns to v2 by itself."""
+    returns to v2 by itself. Returns (ok, stage results, guest resets seen, work dir kept)."""
     work = tempfile.mkdtemp(prefix="skua-upgrade-")
     disk = os.path.join(work, "disk.raw")
     subprocess.run(["cp", "--sparse=always", args.disk, disk], check=True)
     good, bad = padded_copy(args.good, work), padded_copy(args.broken, work)
-    vm = VM(disk, snapshot=False, drives=[good, bad])
+    vm = VM(disk, snapshot=False, drives=[good, bad], screen=True)
+    st = Stages(vm)
     ok = False
     try:
-        vm.start()
-        wait_booted(vm, 0, args.timeout, 1)
-        out, rc = vm.run("skuactl slots", 60)
-        log("slots on version 1:\n" + out.strip())
-        # Operator data on the data partition (created at this first boot) must outlive
-        # upgrades and rollbacks.
-        mark = len(vm.console())
-        token_hash = hashlib.sha256(VM_TOKEN.encode()).hexdigest()
-        out, rc = vm.run("findmnt -n -o SOURCE,FSTYPE /var/lib/skua && mkdir -p /var/lib/skua/conf.d && "
-                         "printf 'server:\\n    local-data: \"persist.skua.test. 300 IN A 198.18.1.77\"\\n' "
-                         "> /var/lib/skua/conf.d/persist.conf && "
-                         f"printf 'api:\\n    token: \"vm dns sha256:{token_hash}\"\\n' "
-                         "> /var/lib/skua/conf.d/api.conf && systemctl reload skuad", 60)
-        if rc != 0:
-            raise RuntimeError(f"no data partition at /var/lib/skua, or the reload failed: {out!r}")
-        # `systemctl reload` returns once the signal is sent; the reload itself logs.
-        vm.wait_for(r"skuad info: reloaded: ", 120, mark, what="skuad's reload")
-        log(f"data partition: {out.strip().splitlines()[0]}")
-        # A record through the REST API (skuactl in the guest): written to the state file on
-        # the data partition, so upgrades and rollbacks keep it too.
-        out, rc = vm.run(f"SKUA_TOKEN={VM_TOKEN} skuactl record add 'api.skua.test. 300 IN A 198.18.1.78'", 60)
-        if rc != 0:
-            raise RuntimeError(f"skuactl record add through the API failed (exit {rc}): {out!r}")
-        check_persisted(vm)
-        out, rc = vm.run("skuactl upgrade /dev/vdb", 600)
-        log(f"skuactl upgrade /dev/vdb (exit {rc}):\n{out.strip()}")
-        if rc != 0 or "installed version 2 in slot B" not in out:
-            raise RuntimeError("installing version 2 failed")
-        mark = len(vm.console())
-        t0 = time.monotonic()
-        vm.send("systemctl reboot")
-        wait_booted(vm, mark, args.timeout, 2)
-        log(f"reboot into version 2: {time.monotonic() - t0:.0f} s")
-        wait_blessed(vm, 2, 180)
-        check_dns_through_xdp(vm)
-        check_persisted(vm)
-        out, _ = vm.run("skuactl slots", 60)
-        log("slots on version 2:\n" + out.strip())
-        if not re.search(r"slot B: version 2 .*\[running\]", out):
-            raise RuntimeError("version 2 is not running from slot B")
+        st.run("boot version 1", lambda: (vm.start(), wait_booted(vm, 0, args.timeout, 1)), boot=True)
 
-        out, rc = vm.run("skuactl upgrade --tries 1 /dev/vdc", 600)
-        log(f"skuactl upgrade --tries 1 /dev/vdc (exit {rc}):\n{out.strip()}")
-        if rc != 0 or "installed version 3 in slot A" not in out:
-            raise RuntimeError("installing version 3 failed")
-        mark = len(vm.console())
-        t0 = time.monotonic()
-        vm.send("systemctl reboot")
-        # Version 3 boots, skuad cannot serve its address, the health gate gives up and the
-        # unit's FailureAction reboots; systemd-boot then skips skua_3+0-1.efi.
-        m, end = vm.wait_for(r"skuactl: unhealthy: [^\r\n]*", args.timeout + 180, mark,
-                             what="version 3's health gate failing")
-        log(f"version 3 failed its health gate: {m.group(0).strip()}")
-        if "xdp: self-test passed" in vm.console()[mark:end]:
-            raise RuntimeError("version 3's skuad passed its self-test: it was meant to be broken")
-        wait_booted(vm, end, args.timeout + 120, 2)
-        log(f"rolled back to version 2: {time.monotonic() - t0:.0f} s after the reboot into version 3")
-        out, _ = vm.run("skuactl slots", 60)
-        log("slots after the rollback:\n" + out.strip())
-        if not re.search(r"entry skua_3\+0-1\.efi: boots slot A, bad", out):
-            raise RuntimeError("version 3's boot entry is not marked bad")
-        if not re.search(r"slot B: version 2 .*\[running\]", out):
-            raise RuntimeError("version 2 is not running from slot B after the rollback")
-        check_dns_through_xdp(vm)
-        check_persisted(vm)
+        def data_and_api():
+            out, rc = vm.run("skuactl slots", 60)
+            log("slots on version 1:\n" + out.strip())
+            # Operator data on the data partition (created at this first boot) must outlive
+            # upgrades and rollbacks.
+            mark = len(vm.console())
+            token_hash = hashlib.sha256(VM_TOKEN.encode()).hexdigest()
+            out, rc = vm.run("findmnt -n -o SOURCE,FSTYPE /var/lib/skua && mkdir -p /var/lib/skua/conf.d && "
+                             "printf 'server:\\n    local-data: \"persist.skua.test. 300 IN A 198.18.1.77\"\\n' "
+                             "> /var/lib/skua/conf.d/persist.conf && "
+                             f"printf 'api:\\n    token: \"vm dns sha256:{token_hash}\"\\n' "
+                             "> /var/lib/skua/conf.d/api.conf && systemctl reload skuad", 60)
+            if rc != 0:
+                raise RuntimeError(f"no data partition at /var/lib/skua, or the reload failed: {out!r}")
+            # `systemctl reload` returns once the signal is sent; the reload itself logs.
+            vm.wait_for(r"skuad info: reloaded: ", 120, mark, what="skuad's reload")
+            log(f"data partition: {out.strip().splitlines()[0]}")
+            # A record through the REST API (skuactl in the guest): written to the state file on
+            # the data partition, so upgrades and rollbacks keep it too.
+            out, rc = vm.run(f"SKUA_TOKEN={VM_TOKEN} skuactl record add 'api.skua.test. 300 IN A 198.18.1.78'", 60)
+            if rc != 0:
+                raise RuntimeError(f"skuactl record add through the API failed (exit {rc}): {out!r}")
+            check_persisted(vm)
+
+        st.run("data partition and API record", data_and_api)
+
+        def install(dev, tries, version, slot):
+            opt = f"--tries {tries} " if tries else ""
+            out, rc = vm.run(f"skuactl upgrade {opt}{dev}", 600)
+            log(f"skuactl upgrade {opt}{dev} (exit {rc}):\n{out.strip()}")
+            if rc != 0 or f"installed version {version} in slot {slot}" not in out:
+                raise RuntimeError(f"installing version {version} failed")
+
+        st.run("install version 2", lambda: install("/dev/vdb", None, 2, "B"))
+
+        def reboot_into_2():
+            mark = vm.mark()
+            vm.send("systemctl reboot")
+            wait_booted(vm, mark.offset, args.timeout, 2)
+            log(f"reboot into version 2: {time.monotonic() - mark.time:.0f} s")
+
+        st.run("reboot into version 2", reboot_into_2, boot=True)
+
+        def blessed_2():
+            wait_blessed(vm, 2, 180)
+            check_dns_through_xdp(vm)
+            check_persisted(vm)
+            out, _ = vm.run("skuactl slots", 60)
+            log("slots on version 2:\n" + out.strip())
+            if not re.search(r"slot B: version 2 .*\[running\]", out):
+                raise RuntimeError("version 2 is not running from slot B")
+
+        st.run("version 2 blessed, serving", blessed_2)
+        st.run("install version 3 (broken, 1 try)", lambda: install("/dev/vdc", 1, 3, "A"))
+
+        def reboot_into_3():
+            mark = vm.mark()
+            vm.send("systemctl reboot")
+            # Version 3 boots, skuad cannot serve its address, the health gate gives up and the
+            # unit's FailureAction reboots; systemd-boot then skips skua_3+0-1.efi.
+            m, end = vm.wait_for(r"skuactl: unhealthy: [^\r\n]*", args.timeout + 180, mark.offset,
+                                 what="version 3's health gate failing")
+            log(f"version 3 failed its health gate: {m.group(0).strip()}")
+            if "xdp: self-test passed" in vm.console()[mark.offset:end]:
+                raise RuntimeError("version 3's skuad passed its self-test: it was meant to be broken")
+            return mark, end
+
+        mark3, end = st.run("reboot into version 3, health gate fails", reboot_into_3, boot=True)
+
+        def rollback():
+            # The health gate's FailureAction reboots by itself: follow that boot from here.
+            vm.mark()
+            wait_booted(vm, end, args.timeout + 120, 2)
+            log(f"rolled back to version 2: {time.monotonic() - mark3.time:.0f} s after the reboot into version 3")
+
+        st.run("rollback to version 2", rollback, boot=True)
+
+        def after_rollback():
+            out, _ = vm.run("skuactl slots", 60)
+            log("slots after the rollback:\n" + out.strip())
+            if not re.search(r"entry skua_3\+0-1\.efi: boots slot A, bad", out):
+                raise RuntimeError("version 3's boot entry is not marked bad")
+            if not re.search(r"slot B: version 2 .*\[running\]", out):
+                raise RuntimeError("version 2 is not running from slot B after the rollback")
+            check_dns_through_xdp(vm)
+            check_persisted(vm)
+
+        st.run("version 2 serving after the rollback", after_rollback)
         ok = True
         log("upgrade test passed: 1 -> 2 (blessed), 3 (broken) rolled back to 2")
     except Exception as e:  # noqa: BLE001
+        if not isinstance(e, StageFailed):
+            st.results.append({"stage": "harness", "outcome": "fail", "seconds": 0, "cause": repr(e)})
         log(f"FAILED: {e}")
         print("---- console (last 80 lines) ----", file=sys.stderr)
         print("\n".join(vm.console().splitlines()[-80:]), file=sys.stderr)
     finally:
+        resets = vm.resets()
+        if any(s["outcome"] == "hang" for s in st.results):
+            vm.kill()  # no console to power off from
         rc = vm.stop()
         log(f"QEMU exited with {rc}")
         vm.cleanup(keep_logs=not ok)
         if not ok:
             log(f"logs kept in {vm.work}")
         shutil.rmtree(work, ignore_errors=True)
+    return ok, st.results, resets, None if ok else vm.work
+
+
+def upgrade(args):
+    ok, _, _, _ = upgrade_once(args)
     return 0 if ok else 1
+
+
+# The scenario's stages in order (the loop's table lists them so, with any others after).
+UPGRADE_STAGES = ["boot version 1", "data partition and API record", "install version 2", "reboot into version 2",
+                  "version 2 blessed, serving", "install version 3 (broken, 1 try)",
+                  "reboot into version 3, health gate fails", "rollback to version 2",
+                  "version 2 serving after the rollback"]
+
+
+def upgrade_loop(args):
+    """The upgrade scenario N times: per stage pass/fail/hang counts with their causes, the
+    guest reboots (QEMU resets) done, and the wall time. Results, one JSON line per run, in
+    --results; failed runs keep their logs (and diagnosis) in /tmp/skua-vm-*."""
+    results = args.results or f"/tmp/skua-upgrade-loop-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    t0 = time.monotonic()
+    runs, reboots = [], 0
+    for i in range(1, args.runs + 1):
+        log(f"==== run {i}/{args.runs} ({reboots} reboots so far)")
+        r0 = time.monotonic()
+        ok, stages, resets, kept = upgrade_once(args)
+        reboots += resets
+        run = {"run": i, "ok": ok, "seconds": round(time.monotonic() - r0), "reboots": resets,
+               "stages": stages, "logs": kept}
+        runs.append(run)
+        with open(results, "a") as f:
+            f.write(json.dumps(run) + "\n")
+        log(f"==== run {i}: {'PASS' if ok else 'FAIL'} in {run['seconds']} s, {resets} reboots")
+    wall = time.monotonic() - t0
+    print(loop_summary(runs, wall))
+    log(f"results: {results}")
+    return 0 if all(r["ok"] for r in runs) else 1
+
+
+def loop_summary(runs, wall):
+    table = {}
+    for r in runs:
+        for s in r["stages"]:
+            t = table.setdefault(s["stage"], {"pass": 0, "fail": 0, "hang": 0, "causes": [], "seconds": []})
+            t[s["outcome"]] += 1
+            if s["outcome"] == "pass":
+                t["seconds"].append(s["seconds"])
+            else:
+                t["causes"].append(f"run {r['run']}: {s['cause']}" + (f" (logs {r['logs']})" if r["logs"] else ""))
+    order = [s for s in UPGRADE_STAGES if s in table] + [s for s in table if s not in UPGRADE_STAGES]
+    reboots = sum(r["reboots"] for r in runs)
+    lines = [f"upgrade loop: {len(runs)} runs, {sum(r['ok'] for r in runs)} passed, {reboots} reboots "
+             f"(guest resets), wall time {wall / 60:.1f} min",
+             f"{'stage':44} {'pass':>5} {'fail':>5} {'hang':>5} {'median s':>9}"]
+    for name in order:
+        t = table[name]
+        sec = sorted(t["seconds"])
+        med = f"{sec[len(sec) // 2]}" if sec else "-"
+        lines.append(f"{name:44} {t['pass']:5} {t['fail']:5} {t['hang']:5} {med:>9}")
+        lines += [f"    {c}" for c in t["causes"]]
+    return "\n".join(lines)
+
+
+def reboot_loop(args):
+    """Reboots one VM N times (`systemctl reboot`, as the upgrade does), each boot up to the
+    root console: the reset path alone, about three times as many reboots an hour as the
+    upgrade loop. A boot that does not come back is diagnosed (hang or failure) and ends the
+    loop; logs in /tmp/skua-vm-*."""
+    disk = args.disk or newest_image()
+    vm = VM(disk, snapshot=True, smp=args.smp, screen=True)
+    t0 = time.monotonic()
+    done, times, ok = 0, [], False
+    try:
+        vm.start()
+        vm.wait_for(r"root@skua", args.timeout, what="the root console")
+        for i in range(1, args.count + 1):
+            vm.run("true", 60)
+            mark = vm.mark()
+            vm.send("systemctl reboot")
+            try:
+                # A prompt after the reset: the new boot's (the old one's last prompt is
+                # before "reboot: machine restart").
+                _, end = vm.wait_for(r"reboot: machine restart", args.timeout, mark.offset, what="the restart")
+                vm.wait_for(r"root@skua", args.timeout, end, what="the root console after the reboot")
+            except TimeoutError as e:
+                kind, verdict = vm.diagnose(str(e), mark)
+                log(f"reboot {i}: {kind.upper()}: {verdict}")
+                return 1
+            done += 1
+            times.append(time.monotonic() - mark.time)
+            log(f"reboot {i}/{args.count}: up in {times[-1]:.0f} s ({vm.resets()} resets)")
+        ok = True
+    finally:
+        log(f"{done} reboots in {(time.monotonic() - t0) / 60:.1f} min"
+            + (f", median {sorted(times)[len(times) // 2]:.0f} s" if times else ""))
+        if ok:
+            vm.stop()
+        vm.cleanup(keep_logs=not ok)
+        if not ok:
+            log(f"logs kept in {vm.work}")
+    return 0
 
 
 def partitions(disk):
@@ -500,7 +905,7 @@ def tamper(args):
         f.seek(offset)
         f.write(bytes([b[0] ^ 0x01]))
     log(f"flipped the byte at {offset} (partition {name} + 1032) of a copy of {disk}")
-    vm = VM(copy, snapshot=True)
+    vm = VM(copy, snapshot=True, screen=True)
     ok = False
     try:
         vm.start()
@@ -522,6 +927,8 @@ def tamper(args):
         log("tamper test passed: verity refused the modified root, nothing answered")
     except Exception as e:  # noqa: BLE001
         log(f"FAILED: {e}")
+        if isinstance(e, TimeoutError) and vm.proc is not None and vm.proc.poll() is None:
+            vm.diagnose(str(e))
         print("\n".join(vm.console().splitlines()[-40:]), file=sys.stderr)
     finally:
         vm.kill()
@@ -548,6 +955,18 @@ def main():
     t.add_argument("--good", required=True, help="version 2's update bundle (skua_2.update)")
     t.add_argument("--broken", required=True, help="a broken version 3's bundle (image/build.sh --broken 3)")
     t.add_argument("--timeout", type=int, default=240)
+    t = sub.add_parser("upgrade-loop", help="the upgrade test N times: per-stage pass/fail/hang counts and causes")
+    t.add_argument("--disk", required=True, help="version 1's disk image (skua_1.raw)")
+    t.add_argument("--good", required=True, help="version 2's update bundle (skua_2.update)")
+    t.add_argument("--broken", required=True, help="a broken version 3's bundle (image/build.sh --broken 3)")
+    t.add_argument("--timeout", type=int, default=240)
+    t.add_argument("--runs", type=int, default=10, help="scenario runs (3 guest reboots each)")
+    t.add_argument("--results", help="JSON lines file, one line per run (default /tmp/skua-upgrade-loop-*.jsonl)")
+    t = sub.add_parser("reboot-loop", help="reboot one VM N times; a boot that does not come back is diagnosed")
+    t.add_argument("--disk")
+    t.add_argument("--count", type=int, default=30)
+    t.add_argument("--smp", type=int, default=2)
+    t.add_argument("--timeout", type=int, default=240)
     args = p.parse_args()
     if args.cmd == "test":
         sys.exit(test(args))
@@ -555,6 +974,10 @@ def main():
         sys.exit(tamper(args))
     if args.cmd == "upgrade":
         sys.exit(upgrade(args))
+    if args.cmd == "upgrade-loop":
+        sys.exit(upgrade_loop(args))
+    if args.cmd == "reboot-loop":
+        sys.exit(reboot_loop(args))
 
 
 if __name__ == "__main__":
