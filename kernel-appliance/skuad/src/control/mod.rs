@@ -737,6 +737,22 @@ impl Control {
         skua_netio::release_free_memory();
     }
 
+    /// Puts a loaded configuration in force: its engine (with the rate-limiting table in
+    /// use) on every dataplane, then its view. Returns its record count and warnings.
+    fn install(&self, loaded: Loaded, view: View) -> (usize, Vec<String>) {
+        let Loaded {
+            mut engine,
+            records,
+            warnings,
+            rrl,
+            ..
+        } = loaded;
+        self.attach_rrl(&mut engine, rrl);
+        self.swap_engine(engine);
+        self.view.store(Arc::new(view));
+        (records, warnings)
+    }
+
     /// Re-reads the configuration source and the state file and applies them. On error the
     /// old configuration keeps serving.
     pub async fn reload(
@@ -800,12 +816,7 @@ impl Control {
         log::set_verbosity(loaded.settings.verbosity);
         let new_settings = loaded.settings.clone();
         let view = make_view(&merged, &loaded, state_path.as_deref());
-        let records = loaded.records;
-        let warnings = loaded.warnings.clone();
-        let mut engine = loaded.engine;
-        self.attach_rrl(&mut engine, loaded.rrl);
-        self.swap_engine(engine);
-        self.view.store(Arc::new(view));
+        let (records, warnings) = self.install(loaded, view);
         self.access.store(Arc::new(access));
         for p in prepared {
             p.commit();
@@ -989,12 +1000,7 @@ impl Control {
             return Err((e, true));
         }
         let view = make_view(&merged, &loaded, Some(&path));
-        let records = loaded.records;
-        let warnings = loaded.warnings.clone();
-        let mut engine = loaded.engine;
-        self.attach_rrl(&mut engine, loaded.rrl);
-        self.swap_engine(engine);
-        self.view.store(Arc::new(view));
+        let (records, warnings) = self.install(loaded, view);
         inner.overlay = overlay;
         Ok(Applied {
             generation: self.generation(),
