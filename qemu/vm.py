@@ -524,6 +524,11 @@ def test(args):
         time.sleep(1)
         first = check_dns_through_xdp(vm)
         log(f"first answer {first:.1f} s after QEMU start")
+        # The local control socket: skuactl finds it and needs no token (root is admin).
+        out, rc = vm.run("stat -c '%a %U' /run/skua/control.sock; env -u SKUA_TOKEN skuactl status", 60)
+        if rc != 0 or "600 root" not in out or "dataplane" not in out:
+            raise RuntimeError(f"skuactl status over the control socket (exit {rc}): {out!r}")
+        log("skuactl status over /run/skua/control.sock (mode 600, root), no token: ok")
         ok = True
     except Exception as e:  # noqa: BLE001 - any failure ends the test with the console shown
         log(f"FAILED: {e}")
