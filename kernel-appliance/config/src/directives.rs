@@ -620,7 +620,7 @@ mod tests {
             })
             .collect();
         assert_eq!(keys.len(), 46, "one table entry per ServerKey variant");
-        assert_eq!(API.len(), 11, "one table entry per ApiKey variant");
+        assert_eq!(API.len(), 14, "one table entry per ApiKey variant");
         assert_eq!(AUDIT.len(), 4, "one table entry per AuditKey variant");
     }
 }
