@@ -318,8 +318,15 @@ fn local(
             },
         )
     };
-    s.set_read_timeout(Some(timeout)).map_err(io)?;
-    s.set_write_timeout(Some(timeout)).map_err(io)?;
+    // One deadline for the whole request (`--timeout`), not per read.
+    let deadline = std::time::Instant::now() + timeout;
+    let left = || {
+        deadline
+            .checked_duration_since(std::time::Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::TimedOut))
+    };
+    s.set_write_timeout(Some(left().map_err(io)?)).map_err(io)?;
     let mut req = format!(
         "{method} {path} HTTP/1.1\r\nHost: skuad\r\nUser-Agent: skuactl/{}\r\nConnection: close\r\n",
         env!("CARGO_PKG_VERSION")
@@ -334,7 +341,21 @@ fn local(
     }
     s.write_all(req.as_bytes()).map_err(io)?;
     let mut raw = Vec::new();
-    s.take(MAX_BODY + 65536).read_to_end(&mut raw).map_err(io)?;
+    let mut buf = [0u8; 16384];
+    loop {
+        s.set_read_timeout(Some(left().map_err(io)?)).map_err(io)?;
+        let n = s.read(&mut buf).map_err(io)?;
+        if n == 0 {
+            break;
+        }
+        raw.extend_from_slice(&buf[..n]);
+        if raw.len() as u64 > MAX_BODY + 65536 {
+            return Err(ApiError::BadResponse {
+                url,
+                why: format!("response over {MAX_BODY} bytes"),
+            });
+        }
+    }
     let (status, body) = parse_response(&raw).map_err(|why| ApiError::BadResponse {
         url: url.clone(),
         why,

@@ -220,7 +220,8 @@ fn out(text: &str) {
 }
 
 /// The control socket to use: `--socket`, else `$SKUA_SOCKET`, else (when neither `--api`
-/// nor `$SKUA_API` asks for HTTP) the first default place that holds a socket.
+/// nor `$SKUA_API` asks for HTTP, and no token is given: a token is for the HTTP API) the
+/// first default place that holds a socket of root's or this user's.
 fn socket_path(line: &Line) -> Result<Option<PathBuf>, Fail> {
     let env = |v: &str| std::env::var(v).ok().filter(|s| !s.is_empty());
     if line.socket.is_some() && line.api.is_some() {
@@ -235,26 +236,31 @@ fn socket_path(line: &Line) -> Result<Option<PathBuf>, Fail> {
     if let Some(p) = env("SKUA_SOCKET") {
         return Ok(Some(p.into()));
     }
-    if env("SKUA_API").is_some() {
+    if env("SKUA_API").is_some() || line.token_file.is_some() || env("SKUA_TOKEN").is_some() {
         return Ok(None);
     }
     let euid = std::fs::metadata("/proc/self")
         .map_or(u32::MAX, |m| std::os::unix::fs::MetadataExt::uid(&m));
     let xdg = env("XDG_RUNTIME_DIR");
-    // Ours first (the place skuad uses when run by this user), then the other.
+    // Ours first (the place skuad uses when run by this user), then root's. Root never
+    // looks in a user's runtime directory (kept by su or sudo -E): that socket is the
+    // user's, and root would send its changes to whoever made it.
     let mine = skua_config::default_control_socket(euid, xdg.as_deref());
-    let other = if euid == 0 {
-        skua_config::default_control_socket(1, xdg.as_deref())
-    } else {
-        skua_config::default_control_socket(0, None)
-    };
+    let other = (euid != 0)
+        .then(|| skua_config::default_control_socket(0, None))
+        .flatten();
     // A place this user may not even look into counts as found: "permission denied" then
-    // says why, where falling back to HTTP would only say "connection refused".
+    // says why, where falling back to HTTP would only say "connection refused". A socket
+    // that neither root nor this user owns is not skuad's to trust.
     Ok([mine, other]
         .into_iter()
         .flatten()
         .find(|p| match std::fs::symlink_metadata(p) {
-            Ok(m) => std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()),
+            Ok(m) => {
+                use std::os::unix::fs::MetadataExt;
+                std::os::unix::fs::FileTypeExt::is_socket(&m.file_type())
+                    && (m.uid() == 0 || m.uid() == euid)
+            }
             Err(e) => e.kind() == std::io::ErrorKind::PermissionDenied,
         }))
 }

@@ -24,6 +24,9 @@ pub fn run(source: Source, xdp_opts: &XdpOptions) -> Result<(), String> {
     let started = Instant::now();
     log::install_bridge();
     let mut boot = Boot::load(&source)?;
+    // The API's certificate and key are read now: a bad one stops the start before any
+    // socket is bound.
+    let api_settings = api::settings(&boot.config).map_err(|e| format!("api: {e}"))?;
     check_descriptors(&boot.settings, &boot.config.api);
     let engine = boot
         .take_engine()
@@ -79,13 +82,7 @@ pub fn run(source: Source, xdp_opts: &XdpOptions) -> Result<(), String> {
         boot,
         started,
     ));
-    let api = match Api::new(ctl.clone(), &cfg) {
-        Ok(a) => a,
-        Err(e) => {
-            stop_planes();
-            return Err(format!("api: {e}"));
-        }
-    };
+    let api = Api::new(ctl.clone(), &cfg, api_settings);
     let control_socket = match api::local::bind(&cfg) {
         Ok(s) => s,
         Err(e) => {

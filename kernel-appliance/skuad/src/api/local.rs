@@ -35,8 +35,11 @@ use tokio::sync::Semaphore;
 use crate::base::log;
 use crate::control::auth::Role;
 
-/// Connections on the control socket at once.
+/// Connections on the control socket at once (root and skuad's user are let in beyond it).
 pub const MAX_CONNECTIONS: usize = 16;
+/// Longest a control-socket connection stays open (a reload of a large configuration or
+/// an audit verification takes seconds; a caller that stops reading must not hold on).
+pub const CONNECTION_LIFETIME: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// A caller on the control socket, as the kernel identified it.
 #[derive(Clone, Debug)]
@@ -56,6 +59,36 @@ pub struct ControlSocket {
     /// `control-socket-group:` and its members' role.
     group: Option<(u32, Role)>,
     own_uid: u32,
+}
+
+/// Who gets which role on the socket.
+struct Roles {
+    /// `control-socket-group:` and its members' role.
+    group: Option<(u32, Role)>,
+    own_uid: u32,
+}
+
+impl Roles {
+    fn is_admin(&self, uid: u32) -> bool {
+        uid == 0 || uid == self.own_uid
+    }
+
+    /// What a peer with these credentials may do.
+    fn peer(&self, uid: u32, gid: u32, pid: Option<i32>) -> LocalPeer {
+        let actor = match user_name(uid) {
+            Some(n) => format!("local:{n}"),
+            None => format!("local:uid {uid}"),
+        };
+        let role = if self.is_admin(uid) {
+            Some(Role::Admin)
+        } else {
+            self.group.and_then(|(g, role)| {
+                let member = gid == g || pid.is_some_and(|p| groups_of(p).contains(&g));
+                member.then_some(role)
+            })
+        };
+        LocalPeer { actor, role }
+    }
 }
 
 /// The process's effective uid (the owner of `/proc/self`).
@@ -182,21 +215,60 @@ pub fn bind(cfg: &skua_config::Config) -> Result<Option<ControlSocket>, String> 
 }
 
 /// Makes the socket at `path` with its final mode and group before it appears there.
+///
+/// The directory must belong to root or to skuad and be closed to writes by anyone else:
+/// whoever can write in it could put a link where skuad is about to bind, chmod or rename.
+/// It is created when missing (its parents 0755, itself 0700, or 0750 with the group); an
+/// existing private directory (not searchable by others) is given the group so that its
+/// members can reach the socket.
 fn make(path: &Path, gid: Option<u32>) -> Result<(std::os::unix::net::UnixListener, u64), String> {
+    use std::os::unix::fs::DirBuilderExt;
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .ok_or("no directory")?;
-    if !dir.exists() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-        // Searchable by the group's members, nothing more.
-        let mode = if gid.is_some() { 0o750 } else { 0o700 };
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
-            .map_err(|e| format!("{}: {e}", dir.display()))?;
-        if let Some(g) = gid {
-            std::os::unix::fs::chown(dir, None, Some(g))
-                .map_err(|e| format!("chown {}: {e}", dir.display()))?;
+    let shown = dir.display();
+    if matches!(std::fs::symlink_metadata(dir), Err(e) if e.kind() == io::ErrorKind::NotFound) {
+        if let Some(up) = dir.parent() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(up)
+                .map_err(|e| format!("creating {}: {e}", up.display()))?;
         }
+        std::fs::DirBuilder::new()
+            .mode(if gid.is_some() { 0o750 } else { 0o700 })
+            .create(dir)
+            .map_err(|e| format!("creating {shown}: {e}"))?;
+    }
+    let m = std::fs::symlink_metadata(dir).map_err(|e| format!("{shown}: {e}"))?;
+    if !m.is_dir() {
+        return Err(format!(
+            "{shown} is not a directory (a symbolic link is refused)"
+        ));
+    }
+    if m.uid() != 0 && m.uid() != euid() {
+        return Err(format!(
+            "{shown} belongs to uid {}: it must be root's or skuad's",
+            m.uid()
+        ));
+    }
+    if m.mode() & 0o022 != 0 {
+        return Err(format!(
+            "{shown} is writable by others (mode {:o}): use a directory only skuad can write",
+            m.mode() & 0o7777
+        ));
+    }
+    if let Some(g) = gid
+        && m.mode() & 0o001 == 0
+        && (m.gid() != g || m.mode() & 0o010 == 0)
+    {
+        std::os::unix::fs::lchown(dir, None, Some(g)).map_err(|e| format!("chgrp {shown}: {e}"))?;
+        std::fs::set_permissions(
+            dir,
+            std::fs::Permissions::from_mode((m.mode() & 0o7777) | 0o050),
+        )
+        .map_err(|e| format!("chmod {shown}: {e}"))?;
     }
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_socket() => {
@@ -214,6 +286,7 @@ fn make(path: &Path, gid: Option<u32>) -> Result<(std::os::unix::net::UnixListen
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(e.to_string()),
     }
+    // In the directory checked above, which nobody else can write: the name is ours.
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
     let listener =
@@ -222,7 +295,7 @@ fn make(path: &Path, gid: Option<u32>) -> Result<(std::os::unix::net::UnixListen
         let mode = if gid.is_some() { 0o660 } else { 0o600 };
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))?;
         if let Some(g) = gid {
-            std::os::unix::fs::chown(&tmp, None, Some(g))?;
+            std::os::unix::fs::lchown(&tmp, None, Some(g))?;
         }
         std::fs::rename(&tmp, path)?;
         listener.set_nonblocking(true)?;
@@ -243,23 +316,6 @@ impl ControlSocket {
         &self.path
     }
 
-    /// What a peer with these credentials may do.
-    fn peer(&self, uid: u32, gid: u32, pid: Option<i32>) -> LocalPeer {
-        let actor = match user_name(uid) {
-            Some(n) => format!("local:{n}"),
-            None => format!("local:uid {uid}"),
-        };
-        let role = if uid == 0 || uid == self.own_uid {
-            Some(Role::Admin)
-        } else {
-            self.group.and_then(|(g, role)| {
-                let member = gid == g || pid.is_some_and(|p| groups_of(p).contains(&g));
-                member.then_some(role)
-            })
-        };
-        LocalPeer { actor, role }
-    }
-
     /// Serves `router` until `stop` resolves.
     pub async fn serve(
         self,
@@ -274,6 +330,10 @@ impl ControlSocket {
             }
         };
         let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        let roles = Arc::new(Roles {
+            group: self.group,
+            own_uid: self.own_uid,
+        });
         tokio::pin!(stop);
         loop {
             let stream = tokio::select! {
@@ -287,20 +347,38 @@ impl ControlSocket {
                 },
                 () = &mut stop => break,
             };
-            let Ok(permit) = slots.clone().try_acquire_owned() else {
-                continue;
-            };
-            let peer = match stream.peer_cred() {
-                Ok(c) => self.peer(c.uid(), c.gid(), c.pid()),
+            let cred = match stream.peer_cred() {
+                Ok(c) => c,
                 Err(e) => {
                     log::warn(format_args!("control socket: SO_PEERCRED: {e}"));
                     continue;
                 }
             };
-            let router = router.clone();
+            // Root and skuad's user are never kept out by the group's members holding
+            // every slot; the others share MAX_CONNECTIONS.
+            let admin = roles.is_admin(cred.uid());
+            let permit = match slots.clone().try_acquire_owned() {
+                Ok(p) => Some(p),
+                Err(_) if admin => None,
+                Err(_) => continue,
+            };
+            let (router, roles) = (router.clone(), roles.clone());
             tokio::spawn(async move {
+                // /etc/passwd and /proc/PID/status: files, read off the async workers.
+                let Ok(peer) = tokio::task::spawn_blocking(move || {
+                    roles.peer(cred.uid(), cred.gid(), cred.pid())
+                })
+                .await
+                else {
+                    return;
+                };
                 let busy = Arc::new(AtomicUsize::new(0));
-                super::httpd::serve_http(stream, peer, router, busy).await;
+                // A caller that stops reading its reply does not keep its slot.
+                let _ = tokio::time::timeout(
+                    CONNECTION_LIFETIME,
+                    super::httpd::serve_http(stream, peer, router, busy),
+                )
+                .await;
                 drop(permit);
             });
         }
@@ -336,35 +414,99 @@ mod tests {
 
     #[test]
     fn roles_from_credentials() {
-        let s = ControlSocket {
-            path: PathBuf::from("/nonexistent"),
-            ino: 0,
-            listener: std::os::unix::net::UnixListener::bind(
-                std::env::temp_dir().join(format!("skuad-local-test-{}", std::process::id())),
-            )
-            .unwrap(),
+        let r = Roles {
             group: Some((4242, Role::Dns)),
             own_uid: 1234,
         };
-        let _ = std::fs::remove_file(
-            std::env::temp_dir().join(format!("skuad-local-test-{}", std::process::id())),
-        );
-        assert_eq!(s.peer(0, 0, None).role, Some(Role::Admin));
-        assert_eq!(s.peer(0, 0, None).actor, "local:root");
-        assert_eq!(s.peer(1234, 9, None).role, Some(Role::Admin));
-        assert_eq!(s.peer(1000, 4242, None).role, Some(Role::Dns));
-        assert_eq!(s.peer(1000, 1000, None).role, None);
+        assert_eq!(r.peer(0, 0, None).role, Some(Role::Admin));
+        assert_eq!(r.peer(0, 0, None).actor, "local:root");
+        assert_eq!(r.peer(1234, 9, None).role, Some(Role::Admin));
+        assert_eq!(r.peer(1000, 4242, None).role, Some(Role::Dns));
+        assert_eq!(r.peer(1000, 1000, None).role, None);
         // Supplementary groups come from /proc/PID/status: this process is in its own.
         let me = std::process::id() as i32;
         if let Some(&g) = groups_of(me).first() {
-            let s2 = ControlSocket {
+            let r = Roles {
                 group: Some((g, Role::Read)),
-                listener: s.listener.try_clone().unwrap(),
-                path: s.path.clone(),
-                ..s
+                own_uid: 1234,
             };
-            assert_eq!(s2.peer(1000, 1000, Some(me)).role, Some(Role::Read));
+            assert_eq!(r.peer(1000, 1000, Some(me)).role, Some(Role::Read));
         }
+    }
+
+    /// A fresh directory for `make`, closed to others.
+    fn private_dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("skuad-local-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir(&d).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_stale_socket_is_replaced_a_live_one_and_other_files_left_alone() {
+        let d = private_dir("stale");
+        let p = d.join("ctl.sock");
+        // Stale: bound, then its listener gone (the file stays).
+        drop(std::os::unix::net::UnixListener::bind(&p).unwrap());
+        let (l, ino) = make(&p, None).expect("a stale socket is replaced");
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        assert_eq!((m.ino(), m.mode() & 0o777), (ino, 0o600));
+        // Live: the one just made answers.
+        let e = make(&p, None).map(|_| ()).unwrap_err();
+        assert!(e.contains("in use"), "{e}");
+        assert_eq!(std::fs::symlink_metadata(&p).unwrap().ino(), ino);
+        drop(l);
+        // Not a socket: left alone.
+        let f = d.join("file");
+        std::fs::write(&f, "keep").unwrap();
+        let e = make(&f, None).map(|_| ()).unwrap_err();
+        assert!(e.contains("not a socket"), "{e}");
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "keep");
+        // Removed at stop only while it is the one made here.
+        let (_l, ino) = make(&d.join("c2.sock"), None).unwrap();
+        drop(Cleanup {
+            path: d.join("c2.sock"),
+            ino: ino + 1,
+        });
+        assert!(d.join("c2.sock").exists());
+        drop(Cleanup {
+            path: d.join("c2.sock"),
+            ino,
+        });
+        assert!(!d.join("c2.sock").exists());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn directories_others_can_write_or_links_are_refused() {
+        let d = private_dir("dirs");
+        let open = d.join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = make(&open.join("ctl.sock"), None).map(|_| ()).unwrap_err();
+        assert!(e.contains("writable by others"), "{e}");
+        let link = d.join("link");
+        std::os::unix::fs::symlink(&open, &link).unwrap();
+        let e = make(&link.join("ctl.sock"), None).map(|_| ()).unwrap_err();
+        assert!(e.contains("not a directory"), "{e}");
+        // A missing directory is made closed (0700), its parents 0755.
+        let deep = d.join("a/b");
+        let (_l, _) = make(&deep.join("ctl.sock"), None).unwrap();
+        let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().mode() & 0o777;
+        assert_eq!((mode(&d.join("a")), mode(&deep)), (0o755, 0o700));
+        // With a group, a private directory gets it (and g+rx), the socket 0660.
+        if euid() == 0 {
+            let g = d.join("g");
+            std::fs::create_dir(&g).unwrap();
+            std::fs::set_permissions(&g, std::fs::Permissions::from_mode(0o700)).unwrap();
+            let (_l, _) = make(&g.join("ctl.sock"), Some(65534)).unwrap();
+            let m = std::fs::symlink_metadata(&g).unwrap();
+            assert_eq!((m.gid(), m.mode() & 0o777), (65534, 0o750));
+            let m = std::fs::symlink_metadata(g.join("ctl.sock")).unwrap();
+            assert_eq!((m.gid(), m.mode() & 0o777), (65534, 0o660));
+        }
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]

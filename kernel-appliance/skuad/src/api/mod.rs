@@ -86,13 +86,16 @@ impl Http {
     }
 }
 
-/// What the API's listeners look like; a change needs a restart.
+/// What the API's listeners and the control socket look like; a change needs a restart.
 #[derive(PartialEq, Eq)]
 struct Shape {
     enable: bool,
     interfaces: Vec<String>,
     port: u16,
     tls: bool,
+    control_socket: Option<String>,
+    control_socket_group: Option<String>,
+    control_socket_group_role: String,
 }
 
 impl Shape {
@@ -103,6 +106,9 @@ impl Shape {
             interfaces: a.interfaces.iter().map(|l| l.value.clone()).collect(),
             port: a.port,
             tls: a.tls_cert.is_some(),
+            control_socket: a.control_socket.as_ref().map(|l| l.value.clone()),
+            control_socket_group: a.control_socket_group.as_ref().map(|l| l.value.clone()),
+            control_socket_group_role: a.control_socket_group_role.clone(),
         }
     }
 }
@@ -124,19 +130,28 @@ impl Deref for Api {
     }
 }
 
+/// The API's settings of a configuration, checked (its certificate and key read) before
+/// anything is started.
+pub struct Settings(Http);
+
+/// Reads and checks the API's settings of `cfg`; an error names the file and line.
+pub fn settings(cfg: &skua_config::Config) -> Result<Settings, String> {
+    Http::from_config(cfg).map(Settings)
+}
+
 impl Api {
-    /// The API over `ctl` with the settings of `cfg` (an error names the file and line),
-    /// registered with the control core so that reloads change its certificate, limits and
-    /// caps.
-    pub fn new(ctl: Arc<Control>, cfg: &skua_config::Config) -> Result<Arc<Api>, String> {
+    /// The API over `ctl` with `settings` (from `cfg`), registered with the control core so
+    /// that reloads change its certificate, limits and caps.
+    pub fn new(ctl: Arc<Control>, cfg: &skua_config::Config, settings: Settings) -> Arc<Api> {
         let api = Arc::new(Api {
             ctl: ctl.clone(),
-            http: Arc::new(ArcSwap::from_pointee(Http::from_config(cfg)?)),
+            http: Arc::new(ArcSwap::from_pointee(settings.0)),
             conns: Tracker::new(Caps::of(&cfg.api)),
             shape: Shape::of(cfg),
         });
-        ctl.add_reconfigure(api.clone());
-        Ok(api)
+        let hook: Arc<dyn Reconfigure> = api.clone();
+        ctl.add_reconfigure(&hook);
+        api
     }
 
     /// Whether it serves HTTPS.
@@ -160,7 +175,7 @@ impl Prepared for NewHttp {
         self.conns.set_caps(self.caps);
         if self.restart_needed {
             crate::base::log::warn(format_args!(
-                "reload: the API's own listeners (api: enable/interface/port, TLS on or off) change at restart; tokens, limits and certificates changed now"
+                "reload: the API's own listeners (api: enable/interface/port, TLS on or off) and the control socket (control-socket*) change at restart; tokens, limits and certificates changed now"
             ));
         }
     }

@@ -334,8 +334,9 @@ pub struct Control {
     pub serving: Arc<Serving>,
     /// The dataplanes.
     planes: Arc<dyn Dataplanes>,
-    /// Parts above the core reconfigured by reloads.
-    reconfigure: Mutex<Vec<Arc<dyn Reconfigure>>>,
+    /// Parts above the core reconfigured by reloads (weak: they hold the core, not the
+    /// reverse, so the core and its audit log are dropped, and closed, at stop).
+    reconfigure: Mutex<Vec<std::sync::Weak<dyn Reconfigure>>>,
     /// Start of the process.
     pub started: Instant,
     inner: tokio::sync::Mutex<Inner>,
@@ -581,11 +582,11 @@ impl Control {
     }
 
     /// Registers a part whose settings reloads change (see [`Reconfigure`]).
-    pub fn add_reconfigure(&self, r: Arc<dyn Reconfigure>) {
+    pub fn add_reconfigure(&self, r: &Arc<dyn Reconfigure>) {
         self.reconfigure
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(r);
+            .push(Arc::downgrade(r));
     }
 
     /// The state of the dataplanes, for `/health`.
@@ -775,11 +776,13 @@ impl Control {
         let t0 = Instant::now();
         let mut inner = self.inner.lock().await;
         let source = self.source.clone();
-        let hooks = self
+        let hooks: Vec<Arc<dyn Reconfigure>> = self
             .reconfigure
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone();
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect();
         let res = tokio::task::spawn_blocking(move || -> Result<_, String> {
             let (cfg, dir) = source.parse().map_err(|e| e.to_string())?;
             let state_path = state_path(&cfg, dir.as_deref());
