@@ -48,7 +48,7 @@ bench-veth:
 bench-bigzone:
     bash tests/bench/bigzone.sh
 
-# skuad AF_XDP vs skuad sockets vs knotd XDP vs an XDP_TX ceiling on a veth pair (root; --deps installs, --quick < 2 min).
+# skuad AF_XDP (program and AF_XDP-only) vs skuad sockets vs knotd XDP vs an XDP_TX ceiling on a veth pair (root): 5 interleaved repetitions, medians [min-max], PASS/FAIL verdicts, ~35 min; --quick 3 repetitions ~5 min; --deps installs; --help.
 bench-xdp *args:
     bash tests/bench/xdp.sh {{args}}
 

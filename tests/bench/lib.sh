@@ -71,3 +71,18 @@ gen_queries() {
         for (i = 0; i < m; i++) printf "nx%d.%s A\n", i, o
     }' | shuf --random-source=<(yes skua) > "$file"
 }
+
+# build_skuad_from SRC DEST: `cargo build --release -p skuad` in the source tree SRC (the
+# repository, or an unpacked `git archive` of one revision) and copies the binary to DEST.
+# Unlike build_skuad it copies from the directory cargo built into (`cargo metadata`'s
+# target_directory: CARGO_TARGET_DIR when set), not from SRC/target.
+build_skuad_from() {
+    local src=$1 dest=$2 tdir
+    tdir=$(cd "$src" && cargo metadata --format-version 1 --no-deps 2>/dev/null | jq -r .target_directory) ||
+        die "cargo metadata failed in $src"
+    [[ -n $tdir && $tdir != null ]] || die "cargo metadata: no target_directory in $src"
+    log "cargo build --release -p skuad (in $src; target directory $tdir)"
+    (cd "$src" && cargo build --release -q -p skuad) || die "cargo build failed"
+    cp "$tdir/release/skuad" "$dest"
+    chmod +x "$dest"
+}

@@ -13,9 +13,10 @@
 # Zone 'internal.': SOA, NS, ns glue and 10,000 A records h0 .. h9999 (one zone file, served
 # by skuad as an auth-zone and by knotd); queries: the 10,000 names.
 #
-# Servers (--servers; they alternate, the order rotates each repetition):
-#   skuad-xdp    skuad --config F --xdp-mode native    (log must say "self-test passed"): the
-#                program answers the zone's names itself, the AF_XDP queue the rest
+# Servers (--servers, in this order within every round):
+#   skuad-xdp    skuad --config F --xdp-mode native    (log must say "self-test passed" and
+#                "answers precompiled"): the program answers the zone's names itself with
+#                XDP_TX, the AF_XDP queue the rest
 #   skuad-xsk    the same with --xdp-answers 0: every query through the AF_XDP queue
 #   skuad-sock   skuad --no-xdp --config F              (F has so-rcvbuf: 8m)
 #   skuad-xsk-rrl, skuad-sock-rrl   skuad-xsk and skuad-sock with response rate limiting on in
@@ -27,14 +28,38 @@
 #                'ip link set dev xbs0 xdpdrv obj ... sec xdp': answers every query with a
 #                fixed A record from the XDP hook (XDP_TX); no process at all
 #
-# Per repetition and server:
-#   (a) ladder: kxdpgun 3 s steps at rising offered rates, highest rate answered with < 1 %
-#       loss (a failed step is tried twice; then two bisection steps), then a 10 s
-#       confirmation run at that rate;
-#   (b) the answered rate at fixed offered rates (--rates, default 25k .. 1.6M, 5 s each);
-#   (c) server CPU per answer at --cpu-rate (default 50k, 10 s): CPU time (schedstat, ns) of
+# Interleaving (the machine is shared and noisy: other jobs come and go within minutes, and a
+# server measured ten minutes after another meets another machine). By default (--interleave
+# step) every measurement is one round over all servers, A B C D E, before the next
+# measurement starts: per repetition, for each fixed offered rate (--rates, increasing), each
+# server in turn is started, measured for --step-secs and stopped; then a round at --cpu-rate.
+# The runs of one rate of one repetition are thus seconds apart, and every ratio is taken
+# between them. A server is started afresh for each measurement (about a second: skuad's
+# answers are precompiled in ~0.3 s, and the script waits for that). --interleave server
+# runs all of one server's measurements under one start, as before (A A A B B B per
+# repetition).
+#
+# Per repetition (default 5):
+#   (a) the answered rate at each fixed offered rate (--rates, default 25k .. 1.6M, 5 s each);
+#       its maximum over the rates is the repetition's "peak"; and the headline figure,
+#       "capacity": replies the server emitted per second of its own CPU time (server threads
+#       + its NAPI kthread) in the steps offering >= --overload-rate (default 400k), i.e. what
+#       one core of its own would answer under overload. Other jobs on the machine take CPU
+#       time away from the server, which changes its answered rate from step to step, but
+#       hardly its cost per reply: this ratio is several times steadier than the peak's;
+#   (b) server CPU per answer at --cpu-rate (default 50k, 10 s): CPU time (schedstat, ns) of
 #       the server's threads + its NAPI kthread (CPU0), divided by the answers; also CPU0's
-#       total busy time (/proc/stat) per answer.
+#       total busy time (/proc/stat) per answer;
+#   (c) with --ladder: kxdpgun 3 s steps at rising offered rates, highest rate answered with
+#       < 1 % loss (a failed step is tried twice; then two bisection steps; all servers climb
+#       in lockstep, one round per step), then a confirmation run at that rate.
+# Every figure is reported as the median over the repetitions with its min-max, and the spread
+# (max-min)/median per server. Ratios (skuad-xdp over each other server) are computed per
+# repetition from the runs of that repetition (adjacent in time), then reported as median
+# [min-max]; the verdict block prints PASS/FAIL for each target ratio (--target-*) on the
+# capacity (and, for reference, on the peak), decided on the median, with UNSTABLE when the
+# min-max straddles the target, and which XDP path of skuad (program or AF_XDP-only) is faster
+# here. The script always exits 0 once it has measured: the verdicts are for reading.
 # Answers are counted at the RECEIVER: rx_packets of the client veth (every reply that crossed
 # the pair), with kxdpgun's own count, the server's counters (skuad: SIGUSR1 dump, ceiling:
 # its per-CPU map) and the veth drops in each direction alongside. Loss is against the
@@ -42,14 +67,19 @@
 # generator could not send 95 % of the offered rate is marked generator-bound ('G').
 # Every XDP program is detached after each server and at exit ('ip link set dev X xdp off').
 #
-# Output (OUT, default /tmp/skua-xdp-DATE): summary.txt (the table), xdp-bench.csv (medians),
-# raw.tsv (every run), xdp-bench.png (answered vs offered qps), logs.
+# Output (OUT, default /tmp/skua-xdp-DATE): summary.txt (tables and verdicts), xdp-bench.csv
+# (medians with min and max), raw.tsv (every kxdpgun run, with its repetition, round and
+# start time), ratios.tsv (every per-repetition ratio), xdp-bench.png (answered vs offered
+# qps, median with the min-max band), logs.
 #
 # Usage: tests/bench/xdp.sh [--deps] [--quick] [options]     (root; see --help)
 # Needs: ip (iproute2 with libbpf), ethtool, taskset, kxdpgun and kdig (knot-dnsutils), knotd
 # (knot), clang, bpftool, jq, python3, cargo; matplotlib in a venv (/tmp/skua-bench-venv) for
 # the plot. `--deps` installs the missing ones (apt-get and pip, each command printed).
 
+# The whole script is one { ... } block: bash parses all of it before running any, so an edit of
+# this file during a run (the work tree is shared) cannot change or break that run.
+{
 set -euo pipefail
 shopt -s inherit_errexit 2>/dev/null || true
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -57,18 +87,22 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$HERE/lib.sh"
 
 usage() {
-    cat <<'EOF'
+    cat <<'EOF2'
 usage: tests/bench/xdp.sh [options]                 (as root)
   --deps               install what is missing first (apt-get: knot knot-dnsutils clang llvm
                        ethtool iproute2 bpftool jq python3-venv; pip: matplotlib into the venv
                        /tmp/skua-bench-venv), printing every command; then run
   --deps-only          the same, then exit
-  --quick              1 repetition, 1 s fixed-rate steps (or --step-secs) only: they stand for the ladder
-                       (highest rate before the first with >= 1 % loss) and, at --cpu-rate,
-                       for the CPU phase; no confirmation run: < 2 min
-  --reps N             repetitions (default 3)
-  --servers LIST       comma-separated (default skuad-xdp,skuad-xsk,skuad-sock,knotd-xdp,ceiling;
-                       also skuad-xsk-rrl, skuad-sock-rrl)
+  --quick              3 repetitions of 2 s steps at 50k, 200k and 800k offered (unless
+                       --reps, --rates, --step-secs are given); the step at --cpu-rate stands
+                       for the CPU phase; no quiet-wait: about 5 min
+  --reps N             repetitions (default 5; at least 3 for a min-max that means something)
+  --servers LIST       comma-separated, measured in this order in every round (default
+                       skuad-xdp,skuad-xsk,skuad-sock,knotd-xdp,ceiling; also skuad-xsk-rrl,
+                       skuad-sock-rrl)
+  --interleave MODE    step (default): each measurement is one round over all servers, each
+                       started for it and stopped after it (A B C A B C); server: all of a
+                       server's measurements of a repetition under one start (A A B B)
   --sources NET        kxdpgun sends from every address of NET (e.g. 198.18.128.0/17, outside
                        198.18.0.0/24; the server routes NET via the client) instead of from
                        198.18.0.2 alone: many clients, for rate limiting
@@ -77,9 +111,19 @@ usage: tests/bench/xdp.sh [options]                 (as root)
   --step-secs S        seconds per fixed-rate step (default 5)
   --cpu-rate R         offered rate of the CPU-per-answer phase (default 50000)
   --cpu-secs S         its duration (default 10)
+  --overload-rate R    the capacity (headline figure) is taken from the fixed steps offering
+                       at least R qps (default 400000)
+  --ladder             also the < 1 % loss ladder (3 s steps) and a confirmation run at its
+                       result (noisiest figure; about +60 % run time)
   --confirm-secs S     duration of the confirmation run (default 10)
-  --wait-quiet S       before each server, wait up to S s for other jobs to use < 10 % of
-                       the CPUs (default 30; 0 with --quick); recorded either way
+  --target-knotd X     verdict: skuad-xdp capacity (and peak) >= X x knotd-xdp's (default 1.3)
+  --target-ceiling X   verdict: skuad-xdp capacity (and peak) >= X x the ceiling's (default 0.85)
+  --target-sock X      verdict: skuad-xdp capacity (and peak) >= X x skuad-sock's (default 3)
+  --target-cpu-knotd X verdict: skuad-xdp CPU per answer at --cpu-rate <= X x knotd-xdp's
+                       (default 0.67)
+  --wait-quiet S       before each repetition, wait up to S s for other jobs to use < 10 % of
+                       the CPUs (default 30; 0 with --quick); the other jobs' share is
+                       sampled for 0.5 s before every step and recorded either way
   --wait-other S       wait up to S s (polling every 30 s) for another benchmark of
                        tests/bench (veth.sh, bigzone.sh, inprocess.sh) to finish (default 2400)
   --client-napi-fifo   run the client's NAPI kthread (receives the replies, CPU1) SCHED_FIFO 50,
@@ -87,73 +131,462 @@ usage: tests/bench/xdp.sh [options]                 (as root)
                        ring (off by default, as in tests/bench/veth.sh and the guide)
   --no-plot            no PNG (no matplotlib needed)
   --out DIR            results directory (default /tmp/skua-xdp-DATE)
-  --skuad BIN          use this skuad binary instead of `cargo build --release -p skuad`
-EOF
+  --skuad BIN          use this skuad binary instead of building one
+  --rev REV            build skuad from this git revision (git archive REV, built in a
+                       temporary tree) instead of the work tree: other people's uncommitted
+                       edits stay out of the measurement
+  --summarize DIR      no measurement: the summary, CSV, ratios and plot again from DIR/raw.tsv
+                       (e.g. with other --target-* or --cpu-rate)
+Builds with `cargo build --release -p skuad` (honours CARGO_TARGET_DIR) and copies the binary.
+EOF2
 }
 
 DEFAULT_SERVERS="skuad-xdp,skuad-xsk,skuad-sock,knotd-xdp,ceiling"
 ALL_SERVERS="$DEFAULT_SERVERS,skuad-xsk-rrl,skuad-sock-rrl"
-SOURCES=""
-REPS=3 SERVERS=$DEFAULT_SERVERS QUICK=0 DEPS=0 DEPS_ONLY=0 PLOT=1 OUT=""
+SOURCES="" REV="" SUMMARIZE="" INTERLEAVE=step LADDER=0
+REPS=5 SERVERS=$DEFAULT_SERVERS QUICK=0 DEPS=0 DEPS_ONLY=0 PLOT=1 OUT=""
 RATES="25000,50000,100000,200000,400000,800000,1600000"
 LADDER_SECS=3 STEP_SECS=5 CPU_RATE=50000 CPU_SECS=10 CONFIRM_SECS=10
-WAIT_QUIET=30 QUIET_PCT=10 WAIT_OTHER=2400 RETRY=1 BISECT=2 CLIENT_FIFO=0
+WAIT_QUIET=30 QUIET_PCT=10 WAIT_OTHER=2400 RETRY=1 BISECT=2 CLIENT_FIFO=0 BG_SECS=0.5
+T_KNOT=1.3 T_CEIL=0.85 T_SOCK=3 T_CPU=0.67 OVERLOAD_RATE=400000
 LADDER_RATES=(25000 50000 75000 100000 150000 200000 250000 300000 400000 500000 600000 800000 1000000 1200000)
 while [[ $# -gt 0 ]]; do
     case $1 in
         --deps) DEPS=1 ;;
         --deps-only) DEPS=1 DEPS_ONLY=1 ;;
         --quick) QUICK=1 ;;
-        --reps) REPS=$2; shift ;;
+        --reps) REPS=$2; REPS_GIVEN=1; shift ;;
         --servers) SERVERS=$2; shift ;;
+        --interleave) INTERLEAVE=$2; shift ;;
         --sources) SOURCES=$2; shift ;;
-        --rates) RATES=$2; shift ;;
+        --rates) RATES=$2; RATES_GIVEN=1; shift ;;
         --step-secs) STEP_SECS=$2; STEP_GIVEN=1; shift ;;
         --cpu-rate) CPU_RATE=$2; shift ;;
+        --overload-rate) OVERLOAD_RATE=$2; shift ;;
         --cpu-secs) CPU_SECS=$2; CPU_GIVEN=1; shift ;;
+        --ladder) LADDER=1 ;;
         --confirm-secs) CONFIRM_SECS=$2; shift ;;
+        --target-knotd) T_KNOT=$2; shift ;;
+        --target-ceiling) T_CEIL=$2; shift ;;
+        --target-sock) T_SOCK=$2; shift ;;
+        --target-cpu-knotd) T_CPU=$2; shift ;;
         --wait-quiet) WAIT_QUIET=$2; shift ;;
         --wait-other) WAIT_OTHER=$2; shift ;;
         --no-plot) PLOT=0 ;;
         --client-napi-fifo) CLIENT_FIFO=1 ;;
         --out) OUT=$2; shift ;;
         --skuad) SKUAD_BIN=$2; shift ;;
+        --rev) REV=$2; shift ;;
+        --summarize) SUMMARIZE=$2; shift ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; die "unknown option '$1'" ;;
     esac
     shift
 done
 if [[ $QUICK == 1 ]]; then
-    REPS=1 WAIT_QUIET=0
-    # --quick's 1 s steps, unless given explicitly.
-    [[ -n ${STEP_GIVEN:-} ]] || STEP_SECS=1
-    [[ -n ${CPU_GIVEN:-} ]] || CPU_SECS=1
+    WAIT_QUIET=0
+    # --quick's defaults, unless given explicitly.
+    [[ -n ${REPS_GIVEN:-} ]] || REPS=3
+    [[ -n ${RATES_GIVEN:-} ]] || RATES=50000,200000,800000
+    [[ -n ${STEP_GIVEN:-} ]] || STEP_SECS=2
+    [[ -n ${CPU_GIVEN:-} ]] || CPU_SECS=2
 fi
-for v in REPS STEP_SECS CPU_RATE CPU_SECS CONFIRM_SECS WAIT_QUIET WAIT_OTHER; do
+for v in REPS STEP_SECS CPU_RATE CPU_SECS CONFIRM_SECS WAIT_QUIET WAIT_OTHER OVERLOAD_RATE; do
     [[ ${!v} =~ ^[0-9]+$ ]] || die "--$(tr 'A-Z_' 'a-z-' <<< "$v") must be a whole number (got '${!v}')"
 done
+for v in T_KNOT T_CEIL T_SOCK T_CPU; do
+    [[ ${!v} =~ ^[0-9]+([.][0-9]+)?$ ]] || die "the --target-* values must be positive numbers (got '${!v}')"
+done
 [[ $REPS -ge 1 && $STEP_SECS -ge 1 && $CPU_SECS -ge 1 && $CONFIRM_SECS -ge 1 ]] || die "--reps and durations must be >= 1"
+[[ $REPS -ge 3 ]] || log "warning: --reps $REPS: with fewer than 3 repetitions the min-max says little, and no verdict is UNSTABLE-proof"
+[[ $INTERLEAVE == step || $INTERLEAVE == server ]] || die "--interleave must be 'step' or 'server' (got '$INTERLEAVE')"
+[[ -z $REV || -z ${SKUAD_BIN:-} ]] || die "--rev and --skuad exclude each other"
 IFS=, read -r -a SERVER_LIST <<< "$SERVERS"
 IFS=, read -r -a RATE_LIST <<< "$RATES"
 for s in "${SERVER_LIST[@]}"; do
     [[ ",$ALL_SERVERS," == *",$s,"* ]] || die "unknown server '$s' (known: $ALL_SERVERS)"
 done
+[[ $(printf '%s\n' "${SERVER_LIST[@]}" | sort | uniq -d) == "" ]] || die "a server is listed twice in --servers"
 for r in "${RATE_LIST[@]}"; do [[ $r =~ ^[0-9]+$ && $r -gt 0 ]] || die "bad rate '$r' in --rates"; done
 if [[ -n $SOURCES ]]; then
     [[ $SOURCES =~ ^198\.1[89]\.[0-9]+\.[0-9]+/(1[5-9]|2[0-9]|3[0-2])$ && $SOURCES != 198.18.0.* ]] ||
         die "--sources must be a prefix inside 198.18.0.0/15 and outside 198.18.0.0/24 (got '$SOURCES')"
 fi
+if [[ -n $REV ]]; then
+    REV_SHA=$(git -C "$BENCH_ROOT" rev-parse --verify "$REV^{commit}" 2>/dev/null) || die "--rev: no such revision '$REV'"
+fi
 
-[[ $(id -u) == 0 ]] || die "run as root (network namespaces, XDP)"
 
 VENV=/tmp/skua-bench-venv
 SYS_PY=/usr/bin/python3
 [[ -x $SYS_PY ]] || SYS_PY=$(command -v python3 || true)
 
+# summarize DIR: summary.txt, xdp-bench.csv, ratios.tsv (and the plot) from DIR/raw.tsv
+# (and ladder.tsv); also alone: --summarize DIR.
+summarize() {
+    local dir=$1 py rc=0
+    py=$(mktemp /tmp/skua-xdp-summary.XXXXXX.py)
+    cat > "$py" <<'PYEOF'
+# Summary of tests/bench/xdp.sh: medians with min-max over the repetitions, spreads, ratios of
+# runs adjacent in time (per repetition), verdicts against the targets, CSV, plot.
+# argv: OUT CPU_RATE OVERLOAD_RATE PLOT T_KNOT T_CEIL T_SOCK T_CPU
+import csv, os, statistics, sys
+
+out, cpu_rate, overload, plot = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+T = {"knotd": float(sys.argv[5]), "ceiling": float(sys.argv[6]), "sock": float(sys.argv[7]), "cpu": float(sys.argv[8])}
+rows = list(csv.DictReader(open(os.path.join(out, "raw.tsv")), delimiter="\t"))
+lad_path = os.path.join(out, "ladder.tsv")
+ladders = list(csv.DictReader(open(lad_path), delimiter="\t")) if os.path.exists(lad_path) else []
+if not rows:
+    sys.exit("raw.tsv has no measurement")
+
+servers = list(dict.fromkeys(r["server"] for r in rows))          # in the order measured
+reps = sorted({int(r["rep"]) for r in rows})
+rates = sorted({int(r["offered"]) for r in rows if r["phase"] == "fixed"})
+over_rates = [r for r in rates if r >= overload]
+has_ladder = bool(ladders)
+nreps = len(reps)
+
+def f(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+def one(server, rep, phase, offered=None):
+    m = [r for r in rows if r["server"] == server and int(r["rep"]) == rep and r["phase"] == phase
+         and (offered is None or int(r["offered"]) == offered)]
+    return m[-1] if m else None
+
+def emitted_n(r):
+    """Replies the server put on the wire: received by the client + refused by the veth on
+    their way (server tx_dropped: the client's ring was full). It matches skuad's and the
+    ceiling's own counts; the client's rx_dropped counts the same XDP_TX drops again."""
+    if r is None or f(r.get("s_txdrop")) is None:
+        return None
+    return f(r["answers"]) + f(r["s_txdrop"])
+
+def per_cpu_second(r):
+    """Capacity of one step: replies emitted per second of the server's own CPU time (its
+    threads + its NAPI kthread, schedstat): what one core would answer if it had it all."""
+    n = emitted_n(r)
+    if n is None or f(r.get("srv_ms")) is None or f(r.get("napi_s_ms")) is None:
+        return None
+    cpu = (f(r["srv_ms"]) + f(r["napi_s_ms"])) / 1000
+    return n / cpu if cpu > 0 else None
+
+# ---- per server and repetition: every figure
+P = {s: {} for s in servers}     # P[s][rep][figure] = value
+for s in servers:
+    for rep in reps:
+        d = P[s][rep] = {}
+        for rate in rates:
+            r = one(s, rep, "fixed", rate)
+            d[("ans", rate)] = f(r["ans_rate"]) if r else None
+            n = emitted_n(r)
+            d[("emit", rate)] = n / f(r["dur"]) if n is not None else None
+            d[("cap", rate)] = per_cpu_second(r)
+            d[("loss", rate)] = f(r["loss_pct"]) if r else None
+            d[("cpu", rate)] = f(r["cpu_us_per_ans"]) if r else None
+            d[("sent", rate)] = f(r["sent_rate"]) if r else None
+            d[("gen", rate)] = r is not None and r["gen_bound"] == "1"
+            d[("srv", rate)] = (f(r["srv_answers"]) / f(r["dur"])) if r and f(r["srv_answers"]) is not None else None
+        cap = [v for rate in over_rates if (v := d[("cap", rate)]) is not None]
+        d["capacity"] = statistics.median(cap) if cap else None
+        ans = [(v, rate) for rate in rates if (v := d[("ans", rate)]) is not None]
+        d["peak"], d["peak_at"] = max(ans) if ans else (None, None)
+        em = [v for rate in rates if (v := d[("emit", rate)]) is not None]
+        d["peak_emit"] = max(em) if em else None
+        best = 0
+        for rate in rates:   # highest fixed rate answered with < 1 % loss, before the first that is not
+            if d[("loss", rate)] is not None and d[("loss", rate)] < 1:
+                best = rate
+            else:
+                break
+        d["lossfree"] = best if any(d[("loss", rate)] is not None for rate in rates) else None
+        c = one(s, rep, "cpu") or one(s, rep, "fixed", cpu_rate)
+        d["cpu"] = f(c["cpu_us_per_ans"]) if c else None
+        d["cpu0"] = f(c["cpu0_us_per_ans"]) if c else None
+        d["cpu_loss"] = f(c["loss_pct"]) if c else None
+        l = [x for x in ladders if x["server"] == s and int(x["rep"]) == rep]
+        d["ladder"] = f(l[-1]["best_offered"]) if l else None
+        d["ladder_gen"] = bool(l) and l[-1]["gen_bound"] == "1"
+        cf = one(s, rep, "confirm")
+        d["confirm"] = f(cf["ans_rate"]) if cf else None
+        mine = [r for r in rows if r["server"] == s and int(r["rep"]) == rep]
+        d["bg"] = statistics.median([f(r["background_pct"]) for r in mine]) if mine else None
+
+def vals(s, key):
+    return [P[s][rep].get(key) for rep in reps if P[s][rep].get(key) is not None]
+
+def stats(v):
+    v = [x for x in v if x is not None]
+    if not v:
+        return None
+    m = statistics.median(v)
+    return {"med": m, "min": min(v), "max": max(v), "n": len(v), "spread": (max(v) - min(v)) / m if m else None}
+
+def k(x, nd=1):
+    return "-" if x is None else f"{x / 1000:.{nd}f}k"
+
+def kr(st, nd=1):   # 365.3k [310.2-380.1]
+    if st is None:
+        return "-"
+    return f"{st['med'] / 1000:.{nd}f}k [{st['min'] / 1000:.{nd}f}-{st['max'] / 1000:.{nd}f}]"
+
+def nr(st, fmt="{:.2f}"):
+    if st is None:
+        return "-"
+    return f"{fmt.format(st['med'])} [{fmt.format(st['min'])}-{fmt.format(st['max'])}]"
+
+def pct(st):
+    return "-" if st is None or st["spread"] is None else f"{100 * st['spread']:.0f}%"
+
+def med_only(st, fmt="{:.0f}"):
+    return "-" if st is None else fmt.format(st["med"])
+
+L = []
+p = L.append
+p(f"== AF_XDP benchmark: {nreps} repetition(s); every figure: median [min-max] over the repetitions; spread = (max-min)/median")
+p("")
+cpu_hdr = f"CPU us/answer @{k(cpu_rate, 0)}"
+hdr = (f"{'server':<11} {'capacity/CPU-s':>21} {'spread':>6} {'peak answered/s':>24} {'spread':>6} {'at':>6} {'emitted peak':>12} "
+       f"{'<1% loss (grid)':>16} {cpu_hdr:>22} {'spread':>6} {'loss%':>5} {'other%':>6}")
+if has_ladder:
+    hdr += f" {'ladder < 1 %':>22} {'spread':>6} {'confirm':>24}"
+p(hdr)
+for s in servers:
+    cap, pk, cp = stats(vals(s, "capacity")), stats(vals(s, "peak")), stats(vals(s, "cpu"))
+    at = stats(vals(s, "peak_at"))
+    line = (f"{s:<11} {kr(cap, 0):>21} {pct(cap):>6} {kr(pk):>24} {pct(pk):>6} {k(at and at['med'], 0):>6} {kr(stats(vals(s, 'peak_emit')), 0):>12} "
+            f"{kr(stats(vals(s, 'lossfree')), 0):>16} {nr(cp, '{:.3f}'):>22} {pct(cp):>6} "
+            f"{med_only(stats(vals(s, 'cpu_loss')), '{:.1f}'):>5} {med_only(stats(vals(s, 'bg'))):>6}")
+    if has_ladder:
+        ld = stats(vals(s, "ladder"))
+        line += f" {kr(ld, 0) + (' G' if any(P[s][r]['ladder_gen'] for r in reps) else ''):>22} {pct(ld):>6} {kr(stats(vals(s, 'confirm'))):>24}"
+    p(line)
+p(f"   capacity = replies the server emitted per second of its own CPU time (its threads + its NAPI kthread, schedstat;")
+p(f"   the ceiling: the NAPI kthread, which runs the program), median of the steps at offered >= {k(overload, 0)}: what a core")
+p("   of its own would answer under overload. Other jobs take CPU time from the server, not (much) cost per answer: the")
+p("   headline figure, and the one whose ratios the verdicts use.")
+p("   peak = the highest answered/s at the receiver over the fixed offered rates (at = the offered rate where it was); it")
+p("   depends on the CPU share the server and the generator got during that step. emitted peak = the same for the replies")
+p("   the server put on the wire (received + refused by the veth on the way, when CPU1 cannot take them all).")
+p("   <1% loss (grid) = highest fixed offered rate answered with < 1 % loss, below the first that is not.")
+p("   CPU = CPU time of the server's threads + its NAPI kthread per answer at the CPU rate, loss% its loss;")
+p("   other% = CPU share of other jobs on both CPUs, sampled for 0.5 s before each step (median).")
+if has_ladder:
+    p("   ladder = highest offered rate with < 1 % loss (3 s steps, G: generator-bound in a repetition); confirm = answered/s")
+    p("   in the confirmation run at that rate.")
+p("")
+p("per repetition (in order): capacity | peak answered/s | CPU us/answer at the CPU rate | other jobs' CPU %")
+for s in servers:
+    ca = " ".join(k(P[s][r]["capacity"], 0) for r in reps)
+    pk = " ".join(k(P[s][r]["peak"], 0) for r in reps)
+    cp = " ".join("-" if P[s][r]["cpu"] is None else f"{P[s][r]['cpu']:.2f}" for r in reps)
+    bg = " ".join("-" if P[s][r]["bg"] is None else f"{P[s][r]['bg']:.0f}" for r in reps)
+    p(f"  {s:<11} {ca} | {pk} | {cp} | {bg}")
+p("")
+
+def grid(title, key, fmt):
+    p(title)
+    p(f"{'server':<11}" + "".join(f"{k(r, 0):>16}" for r in rates))
+    for s in servers:
+        line, rng = f"{s:<11}", f"{'':<11}"
+        for r in rates:
+            st = stats(vals(s, (key, r)))
+            g = sum(1 for rep in reps if P[s][rep].get(("gen", r)))
+            line += f"{(fmt(st['med']) if st else '-') + ('G' * (g > 0) + (str(g) if 0 < g < nreps else '')):>16}"
+            rng += f"{('[' + fmt(st['min']) + '-' + fmt(st['max']) + ']') if st else '':>16}"
+        p(line)
+        p(rng)
+
+grid("answered/s at the fixed offered rates, median and [min-max] (receiver side; G = the generator sent < 95 % of the offered\n"
+     "rate, Gn: in n repetitions)", "ans", lambda x: f"{x / 1000:.1f}k")
+grid("the generator's actual send rate", "sent", lambda x: f"{x / 1000:.1f}k")
+grid("replies emitted by the server per second (received + refused by the veth on the way)", "emit", lambda x: f"{x / 1000:.1f}k")
+grid("replies emitted per second of server CPU", "cap", lambda x: f"{x / 1000:.0f}k")
+grid("CPU us per answer at the fixed offered rates (server threads + its NAPI kthread, per received answer)", "cpu", lambda x: f"{x:.2f}")
+p("")
+p("per fixed rate, medians: loss % | veth drops queries/replies | kxdpgun's own replies/s | server-counted answers/s | cpu us/answer")
+for s in servers:
+    for r in rates:
+        sel = [x for x in rows if x["server"] == s and x["phase"] == "fixed" and int(x["offered"]) == r]
+        def m(key, fmt="{:.0f}"):
+            v = [f(x[key]) for x in sel if f(x[key]) is not None]
+            return "-" if not v else fmt.format(statistics.median(v))
+        extra = ""
+        if s in ("skuad-xdp", "skuad-xsk", "skuad-xsk-rrl"):
+            extra = f" | xdp tx full {m('xdp_tx_full')}, xsk rx_dropped {m('xsk_rx_dropped')}, fill empty {m('xsk_fill_empty')}, socket queries {m('sock_queries')}"
+        if s in ("skuad-sock", "skuad-sock-rrl"):
+            extra = f" | rcvbuf errors {m('rcvbuf')}"
+        if s in ("skuad-xdp", "skuad-xsk", "skuad-xsk-rrl", "knotd-xdp", "ceiling"):
+            extra += f" | UdpInDatagrams {m('udp_in')}"
+        sa = stats(vals(s, ("srv", r)))
+        kx = m("kx_replies_pps")
+        p(f"  {s:<10} {k(r, 0):>6}: loss {m('loss_pct', '{:.2f}'):>6} | {m('q_drops'):>8}/{m('r_drops'):<8} | kx {k(f(kx)):>7} | srv {k(sa and sa['med']):>7} | {m('cpu_us_per_ans', '{:.3f}')}{extra}")
+p("")
+
+# ---- ratios per repetition
+def ratio_list(a, b, key, need_lossless=None):
+    res = []
+    for rep in reps:
+        x, y = P[a][rep].get(key), P[b][rep].get(key)
+        if need_lossless is not None:
+            la, lb = P[a][rep].get(("loss", need_lossless)), P[b][rep].get(("loss", need_lossless))
+            if la is None or lb is None or la >= 1 or lb >= 1:
+                continue
+        if x is not None and y:
+            res.append(x / y)
+    return res
+
+pairs = [("skuad-xdp", o) for o in ("knotd-xdp", "ceiling", "skuad-sock", "skuad-xsk")]
+pairs += [("skuad-xsk-rrl", "skuad-xsk"), ("skuad-sock-rrl", "skuad-sock")]
+pairs = [(a, b) for a, b in pairs if a in P and b in P]
+p("ratios, per repetition from the runs of that repetition (adjacent in time), then median [min-max] over the repetitions:")
+tsv = [("a", "b", "metric", "rep", "ratio")]
+for a, b in pairs:
+    mets = [("capacity", "capacity"), ("peak", "peak answered"), ("peak_emit", "emitted peak"), ("cpu", f"CPU/answer @{k(cpu_rate, 0)}")]
+    if has_ladder:
+        mets += [("ladder", "ladder"), ("confirm", "confirm")]
+    parts = []
+    for key, name in mets:
+        v = ratio_list(a, b, key)
+        tsv += [(a, b, key, i + 1, f"{x:.4f}") for i, x in enumerate(v)]
+        parts.append(f"{name} {nr(stats(v))}")
+    p(f"  {a} / {b}: " + "; ".join(parts))
+    for key, name, lossless in (("ans", "answered at each offered rate", False), ("cap", "capacity at each offered rate", False),
+                                ("cpu", "CPU per answer at the rates both answer with < 1 % loss", True)):
+        cells = []
+        for r in rates:
+            v = ratio_list(a, b, (key, r), need_lossless=r if lossless else None)
+            tsv += [(a, b, f"{key}@{r}", i + 1, f"{x:.4f}") for i, x in enumerate(v)]
+            if v:
+                cells.append(f"{k(r, 0)} {nr(stats(v))}" + (f" (n={len(v)})" if lossless and len(v) < nreps else ""))
+        if cells:
+            p(f"      {name}: " + ", ".join(cells))
+with open(os.path.join(out, "ratios.tsv"), "w") as fh:
+    fh.write("".join("\t".join(str(c) for c in t) + "\n" for t in tsv))
+p("")
+
+# ---- verdicts
+p(f"== verdicts: {nreps} repetitions; ratios per repetition of runs adjacent in time, median [min-max]; PASS/FAIL on the median;")
+p("   UNSTABLE: the min-max straddles the target (some repetitions pass, some fail)")
+def verdict(a, b, key, name, target, le=False):
+    if a not in P or b not in P:
+        p(f"SKIP          {a} / {b}: {name}: not measured (--servers)")
+        return
+    st = stats(ratio_list(a, b, key))
+    if st is None:
+        p(f"SKIP          {a} / {b}: {name}: no figure")
+        return
+    ok = st["med"] <= target if le else st["med"] >= target
+    straddle = (st["min"] <= target < st["max"]) if le else (st["min"] < target <= st["max"])
+    word = ("PASS" if ok else "FAIL") + (" UNSTABLE" if straddle else "")
+    p(f"{word:<13} {a + ' / ' + b:<24} {name:<22} {nr(st):<18} target {'<=' if le else '>='} {target:g}")
+cap_name = f"capacity (>= {k(overload, 0)})"
+verdict("skuad-xdp", "knotd-xdp", "capacity", cap_name, T["knotd"])
+verdict("skuad-xdp", "ceiling", "capacity", cap_name, T["ceiling"])
+verdict("skuad-xdp", "skuad-sock", "capacity", cap_name, T["sock"])
+verdict("skuad-xdp", "knotd-xdp", "cpu", f"CPU/answer @{k(cpu_rate, 0)}", T["cpu"], le=True)
+p("   the same targets on the receiver's peak answered/s (as first measured; generator-bound above ~400k here):")
+verdict("skuad-xdp", "knotd-xdp", "peak", "peak answered", T["knotd"])
+verdict("skuad-xdp", "ceiling", "peak", "peak answered", T["ceiling"])
+verdict("skuad-xdp", "skuad-sock", "peak", "peak answered", T["sock"])
+if "skuad-xdp" in P and "skuad-xsk" in P:
+    ca = stats(ratio_list("skuad-xdp", "skuad-xsk", "capacity"))
+    pk = stats(ratio_list("skuad-xdp", "skuad-xsk", "peak"))
+    cp = stats(ratio_list("skuad-xdp", "skuad-xsk", "cpu"))
+    if ca:
+        which = "program" if ca["med"] > 1 else "AF_XDP-only"
+        sure = "" if (ca["min"] > 1 or ca["max"] < 1) else ", UNSTABLE: the min-max straddles 1"
+        more = "".join(f"; {n} {nr(x)}" for n, x in (("peak answered", pk), (f"CPU per answer at {k(cpu_rate, 0)} (lower = cheaper)", cp)) if x)
+        p(f"faster XDP path on this machine: {which} (skuad-xdp / skuad-xsk capacity: median ratio {ca['med']:.2f} [{ca['min']:.2f}-{ca['max']:.2f}]{sure}{more})")
+text = "\n".join(L) + "\n"
+open(os.path.join(out, "summary.txt"), "w").write(text)
+print(text, end="")
+
+# ---- CSV: medians with min and max
+with open(os.path.join(out, "xdp-bench.csv"), "w", newline="") as fh:
+    w = csv.writer(fh)
+    w.writerow(["server", "figure", "offered_qps", "median", "min", "max", "repetitions", "generator_bound_repetitions"])
+    def g(x, fmt="{:.0f}"):
+        return "" if x is None else fmt.format(x)
+    for s in servers:
+        for key, name, fmt, off in (("capacity", "capacity_per_cpu_second", "{:.0f}", f">={overload}"),
+                                    ("peak", "peak_answered_qps", "{:.0f}", ""), ("peak_emit", "peak_emitted_qps", "{:.0f}", ""),
+                                    ("lossfree", "max_fixed_rate_lt1pct", "{:.0f}", ""), ("cpu", "cpu_us_per_answer", "{:.4f}", cpu_rate),
+                                    ("cpu0", "cpu0_us_per_answer", "{:.4f}", cpu_rate), ("ladder", "ladder_lt1pct", "{:.0f}", ""),
+                                    ("confirm", "confirm_answered_qps", "{:.0f}", "")):
+            st = stats(vals(s, key))
+            if st:
+                w.writerow([s, name, off, g(st["med"], fmt), g(st["min"], fmt), g(st["max"], fmt), st["n"], ""])
+        for r in rates:
+            gb = sum(1 for rep in reps if P[s][rep].get(("gen", r)))
+            for key, name, fmt in (("ans", "answered_qps", "{:.0f}"), ("sent", "sent_qps", "{:.0f}"), ("emit", "emitted_qps", "{:.0f}"),
+                                   ("cap", "emitted_per_cpu_second", "{:.0f}"), ("loss", "loss_pct", "{:.2f}"), ("cpu", "cpu_us_per_answer", "{:.4f}")):
+                st = stats(vals(s, (key, r)))
+                if st:
+                    w.writerow([s, name, r, g(st["med"], fmt), g(st["min"], fmt), g(st["max"], fmt), st["n"], gb])
+
+if plot:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(14, 6.5), dpi=100, gridspec_kw={"width_ratios": [3, 2]})
+    marks = {"skuad-xdp": "o", "skuad-xsk": "v", "skuad-sock": "s", "knotd-xdp": "^", "ceiling": "D",
+             "skuad-xsk-rrl": "<", "skuad-sock-rrl": "p"}
+    for s in servers:
+        xs = [r for r in rates if stats(vals(s, ("ans", r)))]
+        st = [stats(vals(s, ("ans", r))) for r in xs]
+        line, = ax.plot(xs, [x["med"] for x in st], marker=marks.get(s, "x"), label=f"{s} (median; band: min-max)")
+        ax.fill_between(xs, [x["min"] for x in st], [x["max"] for x in st], color=line.get_color(), alpha=0.15)
+    sent = [statistics.median(v) if (v := [x for s in servers for x in vals(s, ("sent", r))]) else None for r in rates]
+    ax.plot(rates, sent, "k:", label="generator's actual send rate (median)")
+    ax.plot(rates, rates, color="grey", lw=0.8, ls="--", label="answered = offered")
+    ax.set_xscale("log"); ax.set_yscale("log")
+    fmt = FuncFormatter(lambda v, _: f"{v / 1e6:g}M" if v >= 1e6 else f"{v / 1e3:g}k")
+    ax.set_xticks(rates); ax.xaxis.set_major_formatter(fmt); ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    ax.yaxis.set_major_formatter(fmt)
+    ax.set_xlabel("offered qps (kxdpgun -Q)"); ax.set_ylabel("answered qps (client veth rx)")
+    ax.set_title(f"answered vs offered ({nreps} interleaved repetitions)")
+    ax.grid(True, which="both", alpha=0.3); ax.legend(fontsize=8)
+    names = [s for s in servers if stats(vals(s, "capacity"))]
+    st = [stats(vals(s, "capacity")) for s in names]
+    ys = range(len(names))
+    ax2.barh(ys, [x["med"] for x in st], xerr=[[x["med"] - x["min"] for x in st], [x["max"] - x["med"] for x in st]],
+             color=[ax.get_lines()[servers.index(s)].get_color() for s in names], capsize=4)
+    ax2.set_yticks(list(ys)); ax2.set_yticklabels(names); ax2.invert_yaxis()
+    ax2.xaxis.set_major_formatter(fmt)
+    ax2.set_xlabel(f"replies per second of server CPU, offered >= {k(overload, 0)} (median, min-max)")
+    ax2.set_title("capacity: what one core of its own would answer")
+    ax2.grid(True, axis="x", alpha=0.3)
+    fig.suptitle("DNS over one veth pair, server on CPU0, kxdpgun on CPU1")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "xdp-bench.png"))
+    print(f"plot: {os.path.join(out, 'xdp-bench.png')}")
+PYEOF
+    "$PY" "$py" "$dir" "$CPU_RATE" "$OVERLOAD_RATE" "$PLOT" "$T_KNOT" "$T_CEIL" "$T_SOCK" "$T_CPU" || rc=$?
+    rm -f "$py"
+    return "$rc"
+}
+if [[ -n $SUMMARIZE ]]; then
+    [[ -f $SUMMARIZE/raw.tsv ]] || die "--summarize: no $SUMMARIZE/raw.tsv"
+    PY=${SYS_PY:-python3}
+    if [[ $PLOT == 1 ]]; then
+        if "$VENV/bin/python" -c 'import matplotlib' 2>/dev/null; then PY=$VENV/bin/python; else PLOT=0; fi
+    fi
+    summarize "$SUMMARIZE"
+    exit
+fi
+
+[[ $(id -u) == 0 ]] || die "run as root (network namespaces, XDP)"
+
 # ---------------------------------------------------------------- dependencies (--deps)
 run_shown() { log "+ $*"; "$@"; }
 install_deps() {
-    local need=() pkg cmd
+    local need=() cmd
     declare -A want=([knotd]=knot [kxdpgun]=knot-dnsutils [kdig]=knot-dnsutils [clang]=clang
         [llvm-readelf]=llvm [ethtool]=ethtool [ip]=iproute2 [bpftool]=bpftool [jq]=jq
         [taskset]=util-linux [python3]=python3)
@@ -279,6 +712,7 @@ stop_server() {
     fi
 }
 
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
     local rc=$?
     trap - EXIT INT TERM
@@ -298,7 +732,23 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # ---------------------------------------------------------------- binaries, data, configs
-if [[ ",$SERVERS," == *,skuad-* ]]; then build_skuad "$WORK/skuad"; fi
+SKUAD_DESC=""
+if [[ ",$SERVERS," == *,skuad-* ]]; then
+    if [[ -n ${SKUAD_BIN:-} ]]; then
+        build_skuad "$WORK/skuad"   # copies --skuad BIN
+        SKUAD_DESC="--skuad $SKUAD_BIN"
+    elif [[ -n $REV ]]; then
+        mkdir -p "$WORK/src"
+        log "git archive $REV_SHA (--rev $REV) into $WORK/src"
+        git -C "$BENCH_ROOT" archive "$REV_SHA" | tar -x -C "$WORK/src" || die "git archive $REV failed"
+        build_skuad_from "$WORK/src" "$WORK/skuad"
+        SKUAD_DESC="$(git -C "$BENCH_ROOT" rev-parse --short "$REV_SHA") (--rev $REV: built from git archive)"
+    else
+        build_skuad_from "$BENCH_ROOT" "$WORK/skuad"
+        SKUAD_DESC="$(cd "$BENCH_ROOT" && git rev-parse --short HEAD 2>/dev/null || echo ?)$(cd "$BENCH_ROOT" && git diff --quiet HEAD -- kernel-appliance bpf 2>/dev/null || echo ' (work tree modified)')"
+    fi
+    SKUAD_DESC+=", sha256 $(sha256sum "$WORK/skuad" | cut -c1-12)"
+fi
 if [[ ",$SERVERS," == *,ceiling,* ]]; then
     CEIL_SRC="$BENCH_ROOT/bpf/bench/xdp_tx_ceiling.bpf.c"
     [[ -f $CEIL_SRC ]] || die "$CEIL_SRC missing"
@@ -415,6 +865,7 @@ veth_stats() { # client tx_pk tx_drop rx_pk rx_drop, server rx_pk rx_drop tx_pk 
     in_s sh -c "cd /sys/class/net/$IF_S/$d && cat rx_packets rx_dropped tx_packets tx_dropped" | tr '\n' ' '
 }
 udp_snmp() { # InDatagrams OutDatagrams RcvbufErrors SndbufErrors of the server namespace
+    # shellcheck disable=SC2016 # awk's own \$i
     in_s awk '/^Udp:/ { if (!h) { for (i = 2; i <= NF; i++) c[$i] = i; h = 1 }
               else print $c["InDatagrams"], $c["OutDatagrams"], $c["RcvbufErrors"], $c["SndbufErrors"] }' /proc/net/snmp
 }
@@ -462,8 +913,10 @@ server_counters() { # 12 fields: see skuad_counters (+ ceiling 'bare'); NA when 
 server_runtime() {
     local n=0 s c
     if [[ -n $SERVER_PID ]]; then n=$(sum_runtime "$SERVER_PID"); fi
+    # shellcheck disable=SC2086 # lists of pids
+    s=$(sum_runtime $NAPI_S)
     # shellcheck disable=SC2086
-    s=$(sum_runtime $NAPI_S); c=$(sum_runtime $NAPI_C)
+    c=$(sum_runtime $NAPI_C)
     echo "$n $s $c"
 }
 # snapshot: every counter, one line (fields listed in SNAP_FIELDS).
@@ -475,10 +928,11 @@ snapshot() {
     echo "$v $u $c $r $s"
 }
 
-# cpu_busy_pct: % of both CPUs busy over 1 s (other jobs, when no benchmark traffic flows).
+# background_busy [S]: % of both CPUs busy over S s (default 1): other jobs, when no benchmark
+# traffic flows and no server runs.
 background_busy() {
     local a b
-    a=$(cpu_ticks); sleep 1; b=$(cpu_ticks)
+    a=$(cpu_ticks); sleep "${1:-1}"; b=$(cpu_ticks)
     awk -v a="$a" -v b="$b" 'BEGIN { split(a, x); split(b, y); t = (y[2] - x[2]) + (y[4] - x[4]);
         printf "%d\n", (t > 0 ? 100 * ((y[1] - x[1]) + (y[3] - x[3])) / t : 0) }'
 }
@@ -536,7 +990,10 @@ start_server() { # start_server NAME TAG
         if [[ $name == skuad-x* ]] && grep -q "xdp: not used\|xdp: disabled" "$log"; then
             cat "$log" >&2; die "skuad did not start its XDP plane (log above)"
         fi
+        # skuad-xdp: measured only once the answers are in the program (~0.3 s after the
+        # self-test), or its first second would go through the AF_XDP queue.
         if { [[ $name != skuad-x* ]] || grep -q "xdp: self-test passed on $IF_S " "$log"; } &&
+            { [[ $name != skuad-xdp ]] || grep -q "xdp: [0-9]* answers precompiled into the program" "$log"; } &&
             { [[ $name != skuad-* ]] || handlers_ready "$SERVER_PID"; } &&
             [[ $(in_c kdig @"$IP_S" h7.internal. A +short +timeout=1 +retry=0 2>/dev/null) == "$want" ]]; then
             ready=1; break
@@ -546,7 +1003,7 @@ start_server() { # start_server NAME TAG
     in_c ip link set dev "$IF_C" xdp off 2>/dev/null || true
     if [[ $ready == 0 ]]; then
         cat "$log" >&2
-        die "$name not ready after 15 s (skuad-xdp: log must say 'xdp: self-test passed on $IF_S'; every server: h7.internal. A -> $want)"
+        die "$name not ready after 15 s (skuad-x*: log must say 'xdp: self-test passed on $IF_S', skuad-xdp also 'answers precompiled'; every server: h7.internal. A -> $want)"
     fi
     case $name in
         skuad-xdp|skuad-xsk|skuad-xsk-rrl|knotd-xdp)
@@ -559,15 +1016,20 @@ start_server() { # start_server NAME TAG
 # raw.tsv: one row per kxdpgun run. dur = kxdpgun's sending time; sent/answers = client veth
 # (tx_packets + tx_dropped) / rx_packets deltas; cpu_us_per_ans = (server threads + server
 # NAPI kthread) CPU time / answers; cpu0_us_per_ans = CPU0 busy time / answers; cpu0_pct /
-# cpu1_pct = busy time of the CPU over the whole window (kxdpgun start-up included) / dur.
+# cpu1_pct = busy time of the CPU over the whole window (kxdpgun start-up included) / dur;
+# round = the measurement round of the whole run (one per server and measurement with
+# --interleave step: the rows of one round ran seconds apart), t_start = its Unix time;
+# s_tx, s_txdrop, c_rxdrop = veth counters of the replies' direction (server tx_packets and
+# tx_dropped, client rx_dropped).
 RAW=$OUT/raw.tsv
-RAW_FIELDS="rep server phase offered secs dur kx_sent kx_sent_pps kx_replies kx_replies_pps sent answers sent_rate ans_rate loss_pct gen_bound q_drops r_drops udp_in rcvbuf srv_answers srv_received cpu_us_per_ans cpu0_us_per_ans srv_ms napi_s_ms napi_c_ms cpu0_pct cpu1_pct xdp_tx_full xsk_rx_dropped xsk_fill_empty xsk_rx_ring_full sock_queries xdp_hot xdp_dropped ceil_bare background_pct"
+RAW_FIELDS="rep server phase offered secs dur kx_sent kx_sent_pps kx_replies kx_replies_pps sent answers sent_rate ans_rate loss_pct gen_bound q_drops r_drops udp_in rcvbuf srv_answers srv_received cpu_us_per_ans cpu0_us_per_ans srv_ms napi_s_ms napi_c_ms cpu0_pct cpu1_pct xdp_tx_full xsk_rx_dropped xsk_fill_empty xsk_rx_ring_full sock_queries xdp_hot xdp_dropped ceil_bare background_pct round t_start s_tx s_txdrop c_rxdrop"
 tr ' ' '\t' <<< "$RAW_FIELDS" > "$RAW"
 
 # measure PHASE RATE SECS: one kxdpgun run; appends a raw row and sets M_* (ok, rates, loss).
-M_LOSS=100 M_GEN=0 M_ANS_RATE=0 M_SENT_RATE=0
+M_LOSS=100 M_GEN=0
 measure() {
-    local phase=$1 rate=$2 secs=$3 f a b row
+    local phase=$1 rate=$2 secs=$3 f a b row t0
+    t0=$(date +%s)
     f="$OUT/logs/$SERVER_TAG.$phase-$rate-${secs}s.$((++MEASURE_N)).kx.log"
     a=$(snapshot)
     timeout $((secs + 30)) ip netns exec "$NS_C" taskset -c "$GEN_CPU" kxdpgun -t "$secs" -Q "$rate" \
@@ -581,7 +1043,7 @@ measure() {
     kx=$(awk '/^total queries:/ {s = $3; sp = $4} /^total replies:/ {r = $3; rp = $4}
               END { gsub(/[(]/, "", sp); gsub(/[(]/, "", rp); printf "%.0f %.0f %.0f %.0f\n", s, sp, r, rp }' "$f")
     row=$(awk -v a="$a" -v b="$b" -v kx="$kx" -v names="$SNAP_FIELDS" -v secs="$secs" -v rate="$rate" \
-              -v pre="$REP	$SERVER	$phase" -v bg="$BG" '
+              -v pre="$REP	$SERVER	$phase" -v bg="$BG" -v round="$ROUND" -v t0="$t0" '
         BEGIN {
             n = split(names, N, " "); split(a, A, " "); split(b, B, " ")
             for (i = 1; i <= n; i++) d[N[i]] = (A[i] == "NA" || B[i] == "NA") ? "NA" : B[i] - A[i]
@@ -593,21 +1055,22 @@ measure() {
             gen = (sent / dur < 0.95 * rate) ? 1 : 0
             cpu = ans > 0 ? (d["srv_ns"] + d["napi_s_ns"]) / 1000 / ans : "NA"
             cpu0 = ans > 0 ? d["cpu0_busy"] * 10000 / ans : "NA"
-            printf "%s\t%d\t%d\t%.3f\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.3f\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+            printf "%s\t%d\t%d\t%.3f\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.3f\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n",
                 pre, rate, secs, dur, K[1], K[2], K[3], K[4], sent, ans, sent / dur, ans / dur, loss, gen,
                 d["c_txdrop"] + d["s_rxdrop"], d["s_txdrop"] + d["c_rxdrop"], d["udp_in"], d["rcvbuf"],
                 d["srv_answered"], d["srv_received"], cpu, cpu0,
                 d["srv_ns"] / 1e6, d["napi_s_ns"] / 1e6, d["napi_c_ns"] / 1e6,
                 d["cpu0_busy"] / dur, d["cpu1_busy"] / dur,
                 d["xdp_tx_full"], d["xsk_rx_dropped"], d["xsk_fill_empty"], d["xsk_rx_ring_full"],
-                d["sock_queries"], d["xdp_hot"], d["xdp_dropped"], d["ceil_bare"], bg
+                d["sock_queries"], d["xdp_hot"], d["xdp_dropped"], d["ceil_bare"], bg,
+                round, t0, d["s_tx"], d["s_txdrop"], d["c_rxdrop"]
         }')
     local -a R
     IFS=$'\t' read -r -a R <<< "$row"
-    [[ ${#R[@]} == 38 ]] || die "internal error: a raw row has ${#R[@]} fields, not 38: '$row'"
+    [[ ${#R[@]} == 43 ]] || die "internal error: a raw row has ${#R[@]} fields, not 43: '$row'"
     printf '%s\n' "$row" >> "$RAW"
     # fields (0-based): 12 sent_rate 13 ans_rate 14 loss 15 gen 16 qdrop 17 rdrop 19 rcvbuf 20 srv_answers 22 cpu_us 23 cpu0_us
-    M_SENT_RATE=${R[12]} M_ANS_RATE=${R[13]} M_LOSS=${R[14]} M_GEN=${R[15]}
+    M_LOSS=${R[14]} M_GEN=${R[15]}
     local srv="" extra=""
     [[ ${R[20]} != NA ]] && srv=", server answered $(awk -v x="${R[20]}" -v d="${R[5]}" 'BEGIN {printf "%.1fk/s", x / d / 1000}')"
     [[ ${R[19]} != 0 ]] && extra+=", rcvbuf errors ${R[19]}"
@@ -620,42 +1083,112 @@ measure() {
 }
 MEASURE_N=0
 
-# ladder: highest offered rate answered with < 1 % loss; prints 'RATE GENBOUND'.
-# step RATE: one run, once more on failure (full mode); sets STEP_OK. (Never called as an
-# 'if' condition: that would turn off errexit inside measure.)
-STEP_OK=0
-step() {
-    local try
-    STEP_OK=0
-    for try in $(seq 0 "$RETRY"); do
-        measure ladder "$1" "$LADDER_SECS"
-        if awk -v l="$M_LOSS" 'BEGIN {exit !(l < 1)}'; then STEP_OK=1; return 0; fi
-    done
+# ---------------------------------------------------------------- steps and rounds
+# do_step SERVER PHASE RATE SECS: one measurement of SERVER (sets M_*). With --interleave step
+# the server is started for it and stopped after it; with --interleave server it is already
+# running (started by the caller). Before the start: the other jobs' CPU share (BG_SECS).
+ROUND=0 STEP_N=0
+do_step() {
+    local srv=$1 phase=$2 rate=$3 secs=$4
+    ROUND=$((ROUND + 1))
+    if [[ $INTERLEAVE == step ]]; then
+        wait_other
+        BG=$(background_busy "$BG_SECS")
+        start_server "$srv" "$(printf 'r%s-%04d-%s' "$REP" "$((++STEP_N))" "$srv")"
+        measure "$phase" "$rate" "$secs"
+        check_xdp_path
+        stop_server
+    else
+        measure "$phase" "$rate" "$secs"
+    fi
 }
-LADDER_BEST=0 LADDER_GEN=0
+# check_xdp_path: a skuad-x* server must have answered through XDP (program + AF_XDP queues),
+# its kernel sockets idle; logs the totals of the SIGUSR1 dump.
+check_xdp_path() {
+    [[ $SERVER == skuad-x* ]] || return 0
+    local xa xq xr
+    read -r xa _ _ _ _ _ xq xr _ <<< "$(skuad_counters)"
+    log "rep $REP/$REPS $SERVER: totals since its start: answered $((xa - xr)) through XDP (program + AF_XDP queues), $xr by the kernel sockets (which received $xq queries)"
+    [[ $((xa - xr)) -gt 0 ]] || die "$SERVER: the XDP path answered nothing (log $OUT/logs/$SERVER_TAG.server.log)"
+    [[ $xq -le 100 ]] || log "warning: $SERVER: the kernel sockets received $xq queries: part of the load bypassed XDP"
+    grep "skuad info: xdp $IF_S queue\|skuad info: xdp program on" "$OUT/logs/$SERVER_TAG.server.log" | tail -2 | cut -c1-240 | sed 's/^/    /' >&2
+}
+is_ok() { awk -v l="$M_LOSS" 'BEGIN {exit !(l < 1)}'; }   # the last step lost < 1 %
+
+# ladder SERVER...: highest offered rate answered with < 1 % loss, for all the servers in
+# lockstep (one round = one step of each server still climbing). Per server: the rates of
+# LADDER_RATES in turn until one fails twice in a row (RETRY: a failed step is tried again in
+# the next round) or the generator cannot send the rate; then BISECT bisection steps between
+# the last success and the failure. Results in L_BEST[i] / L_GEN[i] (i: index in the
+# arguments) and ladder.tsv.
+declare -a L_BEST L_GEN
 ladder() {
-    local best=0 fail=0 gen=0 r k mid
-    for r in "${LADDER_RATES[@]}"; do
-        step "$r"
-        if [[ $STEP_OK == 1 ]]; then
-            best=$r
-            if [[ $M_GEN == 1 ]]; then gen=1; break; fi   # the generator cannot go higher
-        else
-            fail=$r
-            [[ $M_GEN == 1 ]] && gen=1
-            break
-        fi
+    local -a srv=("$@") idx fail try bis fin rate
+    local i n=$# active r
+    for ((i = 0; i < n; i++)); do
+        L_BEST[i]=0 L_GEN[i]=0 idx[i]=0 fail[i]=0 try[i]=0 bis[i]=0 fin[i]=0 rate[i]=${LADDER_RATES[0]}
     done
-    for k in $(seq 1 "$BISECT"); do
-        [[ $fail -gt 0 && $best -gt 0 && $gen == 0 ]] || break
-        mid=$(( (best + fail) / 2 ))
-        step "$mid"
-        if [[ $STEP_OK == 1 ]]; then best=$mid; else fail=$mid; fi
+    active=1
+    while [[ $active == 1 ]]; do
+        active=0
+        for ((i = 0; i < n; i++)); do
+            [[ ${fin[i]} == 0 ]] || continue
+            active=1
+            r=${rate[i]}
+            do_step "${srv[i]}" ladder "$r" "$LADDER_SECS"
+            if is_ok; then
+                try[i]=0 L_BEST[i]=$r
+                if [[ ${fail[i]} == 0 ]]; then            # climbing
+                    if [[ $M_GEN == 1 ]]; then L_GEN[i]=1 fin[i]=1; continue; fi   # the generator cannot go higher
+                    idx[i]=$((idx[i] + 1))
+                    if [[ ${idx[i]} -ge ${#LADDER_RATES[@]} ]]; then fin[i]=1; else rate[i]=${LADDER_RATES[idx[i]]}; fi
+                    continue
+                fi
+                bis[i]=$((bis[i] + 1))
+            elif [[ ${try[i]} -lt $RETRY ]]; then
+                try[i]=$((try[i] + 1)); continue                 # the same rate once more
+            else
+                try[i]=0
+                if [[ ${fail[i]} == 0 ]]; then
+                    fail[i]=$r
+                    if [[ $M_GEN == 1 || ${L_BEST[i]} == 0 ]]; then
+                        [[ $M_GEN == 1 ]] && L_GEN[i]=1
+                        fin[i]=1; continue
+                    fi
+                else
+                    fail[i]=$r bis[i]=$((bis[i] + 1))
+                fi
+            fi
+            if [[ ${bis[i]} -ge $BISECT ]]; then fin[i]=1; else rate[i]=$(( (L_BEST[i] + fail[i]) / 2 )); fi
+        done
     done
-    LADDER_BEST=$best LADDER_GEN=$gen
+    for ((i = 0; i < n; i++)); do
+        log "rep $REP/$REPS ${srv[i]}: ladder: ${L_BEST[i]} qps with < 1 % loss$([[ ${L_GEN[i]} == 1 ]] && echo ' (generator-bound)')"
+        printf '%s\t%s\t%s\t%s\n' "$REP" "${srv[i]}" "${L_BEST[i]}" "${L_GEN[i]}" >> "$LADDERS"
+    done
 }
 LADDERS=$OUT/ladder.tsv
 printf 'rep\tserver\tbest_offered\tgen_bound\n' > "$LADDERS"
+
+# measurements SERVER...: one repetition's measurements, each a round over the given servers
+# (all of them with --interleave step; the one running with --interleave server).
+measurements() {
+    local -a srv=("$@")
+    local i r
+    if [[ $LADDER == 1 ]]; then
+        ladder "${srv[@]}"
+        for i in "${!srv[@]}"; do
+            if [[ ${L_BEST[i]} -gt 0 ]]; then do_step "${srv[i]}" confirm "${L_BEST[i]}" "$CONFIRM_SECS"; fi
+        done
+    fi
+    for r in "${RATE_LIST[@]}"; do
+        for i in "${!srv[@]}"; do do_step "${srv[i]}" fixed "$r" "$STEP_SECS"; done
+    done
+    # --quick: the fixed step at --cpu-rate stands for the CPU phase.
+    if [[ $QUICK == 0 || " ${RATE_LIST[*]} " != *" $CPU_RATE "* ]]; then
+        for i in "${!srv[@]}"; do do_step "${srv[i]}" cpu "$CPU_RATE" "$CPU_SECS"; done
+    fi
+}
 
 # ---------------------------------------------------------------- run
 {
@@ -665,239 +1198,36 @@ printf 'rep\tserver\tbest_offered\tgen_bound\n' > "$LADDERS"
     echo "knotd: $(knotd --version 2>&1 | head -1)"
     echo "kxdpgun: $(dpkg-query -W -f '${Version}' knot-dnsutils 2>/dev/null || echo ?)"
     echo "clang: $(clang --version 2>/dev/null | head -1)"
-    echo "skuad: $(cd "$BENCH_ROOT" && git rev-parse --short HEAD 2>/dev/null || echo ?)$(cd "$BENCH_ROOT" && git diff --quiet HEAD -- kernel-appliance 2>/dev/null || echo ' (work tree modified)')"
-    echo "args: reps=$REPS servers=$SERVERS rates=$RATES ladder=${LADDER_RATES[*]} ladder_secs=$LADDER_SECS step_secs=$STEP_SECS cpu_rate=$CPU_RATE cpu_secs=$CPU_SECS confirm_secs=$CONFIRM_SECS quick=$QUICK client_napi_fifo=$CLIENT_FIFO"
+    echo "skuad: ${SKUAD_DESC:-not measured}"
+    echo "args: reps=$REPS servers=$SERVERS interleave=$INTERLEAVE rates=$RATES step_secs=$STEP_SECS cpu_rate=$CPU_RATE cpu_secs=$CPU_SECS overload_rate=$OVERLOAD_RATE ladder=$LADDER$([[ $LADDER == 1 ]] && echo " ladder_rates=${LADDER_RATES[*]} ladder_secs=$LADDER_SECS confirm_secs=$CONFIRM_SECS") quick=$QUICK client_napi_fifo=$CLIENT_FIFO sources=${SOURCES:-$IP_C} targets: knotd>=$T_KNOT ceiling>=$T_CEIL sock>=$T_SOCK cpu/knotd<=$T_CPU"
+    echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg); top processes: $(ps -eo pcpu=,comm= --sort=-pcpu | head -4 | awk '{printf "%s %s%%; ", $2, $1}')"
 } > "$OUT/machine.txt"
-log "results in $OUT (servers ${SERVER_LIST[*]}; $REPS repetition(s))"
+log "results in $OUT (servers ${SERVER_LIST[*]}; $REPS repetition(s), interleave $INTERLEAVE)"
 
-n=${#SERVER_LIST[@]}
+T_RUN0=$SECONDS
 for REP in $(seq "$REPS"); do
-    for k in $(seq 0 $((n - 1))); do
-        srv=${SERVER_LIST[$(( (k + REP - 1) % n ))]}
-        wait_other
-        BG=$(wait_quiet)
-        log "== rep $REP/$REPS: $srv (other jobs: $BG % CPU)"
-        start_server "$srv" "r$REP-$srv"
-        if [[ $QUICK == 0 ]]; then
-            ladder
-            log "rep $REP/$REPS $srv: ladder: ${LADDER_BEST} qps with < 1 % loss$([[ $LADDER_GEN == 1 ]] && echo ' (generator-bound)')"
-            if [[ $LADDER_BEST -gt 0 ]]; then measure confirm "$LADDER_BEST" "$CONFIRM_SECS"; fi
-        fi
-        # --quick: the fixed rates double as the ladder (highest rate before the first one
-        # with >= 1 % loss) and the CPU phase (the step at --cpu-rate).
-        q_best=0 q_gen=0 q_fail=0
-        for r in "${RATE_LIST[@]}"; do
-            measure fixed "$r" "$STEP_SECS"
-            if [[ $q_fail == 0 ]] && awk -v l="$M_LOSS" 'BEGIN {exit !(l < 1)}'; then
-                q_best=$r
-                if [[ $M_GEN == 1 ]]; then q_gen=1; fi
-            else
-                q_fail=1
-            fi
+    wait_other
+    BG=$(wait_quiet)
+    log "== rep $REP/$REPS (other jobs: $BG % CPU; $(( (SECONDS - T_RUN0) / 60 )) min so far)"
+    if [[ $INTERLEAVE == step ]]; then
+        measurements "${SERVER_LIST[@]}"
+    else
+        for srv in "${SERVER_LIST[@]}"; do
+            wait_other
+            BG=$(background_busy "$BG_SECS")
+            start_server "$srv" "r$REP-$srv"
+            measurements "$srv"
+            check_xdp_path
+            stop_server
         done
-        if [[ $QUICK == 1 ]]; then
-            LADDER_BEST=$q_best LADDER_GEN=$q_gen
-            log "rep $REP/$REPS $srv: highest fixed rate with < 1 % loss: $q_best qps (stands for the ladder in --quick)"
-        fi
-        printf '%s\t%s\t%s\t%s\n' "$REP" "$srv" "$LADDER_BEST" "$LADDER_GEN" >> "$LADDERS"
-        if [[ $QUICK == 0 || " ${RATE_LIST[*]} " != *" $CPU_RATE "* ]]; then measure cpu "$CPU_RATE" "$CPU_SECS"; fi
-        if [[ $srv == skuad-x* ]]; then
-            # The XSK path must have answered: XDP answers counted by skuad, the kernel sockets idle.
-            read -r xa _ _ _ _ _ xq xr _ <<< "$(skuad_counters)"
-            log "rep $REP/$REPS $srv: totals from SIGUSR1: answered $((xa - xr)) through XDP (program + AF_XDP queues), $xr by the kernel sockets (which received $xq queries)"
-            [[ $((xa - xr)) -gt 0 ]] || die "$srv: the XDP path answered nothing (log $OUT/logs/r$REP-$srv.server.log)"
-            [[ $xq -le 100 ]] || log "warning: $srv: the kernel sockets received $xq queries: part of the load bypassed XDP"
-            grep "skuad info: xdp $IF_S queue\|skuad info: xdp program on" "$OUT/logs/r$REP-$srv.server.log" | tail -2 | sed 's/^/    /' >&2
-        fi
-        stop_server
-    done
+    fi
 done
+log "measurements took $(( (SECONDS - T_RUN0) / 60 )) min $(( (SECONDS - T_RUN0) % 60 )) s"
+echo "measurements: $(( (SECONDS - T_RUN0) / 60 )) min $(( (SECONDS - T_RUN0) % 60 )) s; load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/machine.txt"
 
 # ---------------------------------------------------------------- summary, CSV, plot
-cat > "$WORK/summary.py" <<'PYEOF'
-import csv, statistics, sys, os
-out, servers, cpu_rate, rates, reps, plot = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), [int(r) for r in sys.argv[4].split(",")], int(sys.argv[5]), sys.argv[6] == "1"
-rows = list(csv.DictReader(open(os.path.join(out, "raw.tsv")), delimiter="\t"))
-ladders = list(csv.DictReader(open(os.path.join(out, "ladder.tsv")), delimiter="\t"))
-
-def f(x):
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return None
-
-def med(vals):
-    v = [x for x in vals if x is not None]
-    return statistics.median(v) if v else None
-
-def sel(server, phase, offered=None):
-    return [r for r in rows if r["server"] == server and r["phase"] == phase and (offered is None or int(r["offered"]) == offered)]
-
-def k(x, nd=1):
-    return "-" if x is None else f"{x / 1000:.{nd}f}k"
-
-def num(x, fmt="{:.2f}"):
-    return "-" if x is None else fmt.format(x)
-
-S = {}
-for s in servers:
-    d = S[s] = {}
-    lad = [l for l in ladders if l["server"] == s]
-    d["ladder"] = med([f(l["best_offered"]) for l in lad])
-    d["ladder_runs"] = " ".join(l["best_offered"] + ("G" if l["gen_bound"] == "1" else "") for l in lad)
-    d["ladder_gen"] = any(l["gen_bound"] == "1" for l in lad)
-    c = sel(s, "confirm")
-    for key in ("ans_rate", "loss_pct", "q_drops", "r_drops", "rcvbuf", "kx_replies_pps", "sent_rate", "cpu0_pct"):
-        d["confirm_" + key] = med([f(r[key]) for r in c])
-    d["confirm_runs"] = " ".join(f"{float(r['ans_rate'])/1000:.0f}k" for r in c)
-    cp = sel(s, "cpu") or sel(s, "fixed", cpu_rate)   # --quick: the fixed step at the CPU rate
-    for key in ("cpu_us_per_ans", "cpu0_us_per_ans", "loss_pct", "ans_rate", "srv_ms", "napi_s_ms"):
-        d["cpu_" + key] = med([f(r[key]) for r in cp])
-    d["cpu_runs"] = " ".join(r["cpu_us_per_ans"] for r in cp)
-    d["fixed"] = {}
-    for rate in rates:
-        fx = sel(s, "fixed", rate)
-        d["fixed"][rate] = {key: med([f(r[key]) for r in fx]) for key in
-            ("sent_rate", "ans_rate", "loss_pct", "kx_replies_pps", "q_drops", "r_drops", "cpu_us_per_ans", "cpu0_us_per_ans",
-             "srv_answers", "dur", "xdp_tx_full", "xsk_rx_dropped", "xsk_fill_empty", "rcvbuf", "udp_in", "sock_queries")}
-        d["fixed"][rate]["gen_bound"] = sum(1 for r in fx if r["gen_bound"] == "1")
-        d["fixed"][rate]["n"] = len(fx)
-    d["peak"] = max((v["ans_rate"] for v in d["fixed"].values() if v["ans_rate"] is not None), default=None)
-
-L = []
-p = L.append
-p(f"== AF_XDP benchmark: medians of {reps} repetition(s). Answers counted at the receiver (client veth rx_packets);")
-p("   loss against the queries that entered the veth; G = the generator sent < 95 % of the offered rate.")
-p("")
-p(f"{'server':<11} {'ladder <1%':>11} {'confirm':>9} {'loss%':>6} {'vethq':>7} {'vethr':>7} {'rcvbuf':>7} {'peak':>8} {'cpu@' + k(cpu_rate, 0) + ' us/ans':>16} {'cpu0 us/ans':>11} {'loss%':>6}   runs: ladder | confirm | cpu")
-for s in servers:
-    d = S[s]
-    lad = "-" if d["ladder"] is None else f"{d['ladder']/1000:.0f}k" + (" G" if d["ladder_gen"] else "")
-    p(f"{s:<11} {lad:>11} {k(d['confirm_ans_rate']):>9} {num(d['confirm_loss_pct']):>6} {num(d['confirm_q_drops'], '{:.0f}'):>7} "
-      f"{num(d['confirm_r_drops'], '{:.0f}'):>7} {num(d['confirm_rcvbuf'], '{:.0f}'):>7} {k(d['peak']):>8} {num(d['cpu_cpu_us_per_ans'], '{:.3f}'):>16} "
-      f"{num(d['cpu_cpu0_us_per_ans'], '{:.3f}'):>11} {num(d['cpu_loss_pct']):>6}   {d['ladder_runs']} | {d['confirm_runs']} | {d['cpu_runs']}")
-p("   ladder = highest offered rate with < 1 % loss (3 s steps in full mode); confirm = answered/s in the confirmation run at")
-p("   that rate; vethq/vethr = veth drops of queries / replies during it; rcvbuf = Udp RcvbufErrors (server namespace);")
-p("   peak = highest answered/s over the fixed offered rates; cpu = CPU time of the server's threads + its NAPI kthread")
-p("   (schedstat, ns) per answer at the CPU rate (ceiling: the NAPI kthread alone, which runs the program); cpu0 = CPU0 busy")
-p("   time per answer from /proc/stat: 100 Hz tick sampling, includes other jobs on CPU0 and misses short wake-ups, so")
-p("   only a cross-check of cpu; last loss% = loss in that CPU phase.")
-p("")
-p("answered qps (receiver side) at fixed offered rates; [generator's actual send rate]; G = generator-bound in n runs")
-hdr = f"{'server':<11}" + "".join(f"{k(r, 0):>12}" for r in rates)
-p(hdr)
-for s in servers:
-    line = f"{s:<11}"
-    for r in rates:
-        v = S[s]["fixed"][r]
-        cell = k(v["ans_rate"]) + ("G" if v["gen_bound"] else "")
-        line += f"{cell:>12}"
-    p(line)
-for s in servers:
-    line = f"{'[' + s[:9] + ']':<11}"
-    for r in rates:
-        line += f"{'[' + k(S[s]['fixed'][r]['sent_rate']) + ']':>12}"
-    p(line)
-p("server-counted answers/s at the same rates (skuad: SIGUSR1 answered; ceiling: its map; knotd: none) -- higher than")
-p("the receiver's count when replies are dropped in the veth on their way to the client (the 'vethr' drops)")
-p(hdr)
-for s in servers:
-    line = f"{s:<11}"
-    for r in rates:
-        v = S[s]["fixed"][r]
-        sa = None if v["srv_answers"] is None or not v["dur"] else v["srv_answers"] / v["dur"]
-        line += f"{k(sa):>12}"
-    p(line)
-p("")
-p("per fixed rate: loss % | veth drops queries/replies | kxdpgun's own replies/s | server-counted answers/s | cpu us/answer")
-for s in servers:
-    for r in rates:
-        v = S[s]["fixed"][r]
-        sa = None if v["srv_answers"] is None or not v["dur"] else v["srv_answers"] / v["dur"]
-        extra = ""
-        if s in ("skuad-xdp", "skuad-xsk", "skuad-xsk-rrl"):
-            extra = f" | xdp tx full {num(v['xdp_tx_full'], '{:.0f}')}, xsk rx_dropped {num(v['xsk_rx_dropped'], '{:.0f}')}, fill empty {num(v['xsk_fill_empty'], '{:.0f}')}, socket queries {num(v['sock_queries'], '{:.0f}')}"
-        if s in ("skuad-sock", "skuad-sock-rrl"):
-            extra = f" | rcvbuf errors {num(v['rcvbuf'], '{:.0f}')}"
-        if s in ("skuad-xdp", "skuad-xsk", "skuad-xsk-rrl", "knotd-xdp", "ceiling"):
-            extra += f" | UdpInDatagrams {num(v['udp_in'], '{:.0f}')}"
-        p(f"  {s:<10} {k(r, 0):>6}: loss {num(v['loss_pct']):>6} | {num(v['q_drops'], '{:.0f}'):>8}/{num(v['r_drops'], '{:.0f}'):<8} | kx {k(v['kx_replies_pps']):>7} | srv {k(sa):>7} | {num(v['cpu_us_per_ans'], '{:.3f}')}{extra}")
-p("")
-
-def ratio(a, b):
-    return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}"
-
-p("ratios (medians):")
-pairs = [("skuad-xdp", o) for o in ("knotd-xdp", "ceiling", "skuad-sock", "skuad-xsk")]
-# The cost of rate limiting through each dataplane: with it (log-only) over without.
-pairs += [("skuad-xsk-rrl", "skuad-xsk"), ("skuad-sock-rrl", "skuad-sock")]
-for base, other in pairs:
-    if base in S and other in S:
-        a, b = S[base], S[other]
-        p(f"  {base} / {other:<10}: ladder {ratio(a['ladder'], b['ladder'])}, confirm {ratio(a['confirm_ans_rate'], b['confirm_ans_rate'])}, "
-          f"peak answered {ratio(a['peak'], b['peak'])}, CPU per answer {ratio(a['cpu_cpu_us_per_ans'], b['cpu_cpu_us_per_ans'])} "
-          f"(tick-sampled CPU0 per answer {ratio(a['cpu_cpu0_us_per_ans'], b['cpu_cpu0_us_per_ans'])})")
-        ok = [r for r in rates if all(x["fixed"][r]["loss_pct"] is not None and x["fixed"][r]["loss_pct"] < 1 for x in (a, b))]
-        if ok:
-            p("      CPU per answer at the fixed rates both answer with < 1 % loss: " +
-              ", ".join(f"{k(r, 0)} {ratio(a['fixed'][r]['cpu_us_per_ans'], b['fixed'][r]['cpu_us_per_ans'])}" for r in ok))
-        hi = [r for r in rates if a["fixed"][r]["ans_rate"] and b["fixed"][r]["ans_rate"]]
-        p("      answered at each offered rate: " + ", ".join(f"{k(r, 0)} {ratio(a['fixed'][r]['ans_rate'], b['fixed'][r]['ans_rate'])}" for r in hi))
-open(os.path.join(out, "summary.txt"), "w").write("\n".join(L) + "\n")
-print("\n".join(L))
-
-with open(os.path.join(out, "xdp-bench.csv"), "w", newline="") as fh:
-    w = csv.writer(fh)
-    w.writerow(["server", "phase", "offered_qps", "sent_qps", "answered_qps", "loss_pct", "kxdpgun_replies_qps",
-                "veth_query_drops", "veth_reply_drops", "cpu_us_per_answer", "cpu0_us_per_answer", "generator_bound_runs", "runs"])
-    def g(x, fmt="{:.0f}"):
-        return "" if x is None else fmt.format(x)
-    for s in servers:
-        d = S[s]
-        w.writerow([s, "ladder_max_lt1pct", g(d["ladder"]), "", "", "", "", "", "", "", "", int(d["ladder_gen"]), len([l for l in ladders if l["server"] == s])])
-        w.writerow([s, "confirm", "", g(d["confirm_sent_rate"]), g(d["confirm_ans_rate"]), g(d["confirm_loss_pct"], "{:.2f}"),
-                    g(d["confirm_kx_replies_pps"]), g(d["confirm_q_drops"]), g(d["confirm_r_drops"]), "", "", "", len(sel(s, "confirm"))])
-        w.writerow([s, "cpu", cpu_rate, "", g(d["cpu_ans_rate"]), g(d["cpu_loss_pct"], "{:.2f}"), "", "", "",
-                    g(d["cpu_cpu_us_per_ans"], "{:.4f}"), g(d["cpu_cpu0_us_per_ans"], "{:.4f}"), "", len(sel(s, "cpu"))])
-        for r in rates:
-            v = d["fixed"][r]
-            w.writerow([s, "fixed", r, g(v["sent_rate"]), g(v["ans_rate"]), g(v["loss_pct"], "{:.2f}"), g(v["kx_replies_pps"]),
-                        g(v["q_drops"]), g(v["r_drops"]), g(v["cpu_us_per_ans"], "{:.4f}"), g(v["cpu0_us_per_ans"], "{:.4f}"), v["gen_bound"], v["n"]])
-
-if plot:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(10, 6.5), dpi=110)
-    marks = {"skuad-xdp": "o", "skuad-xsk": "v", "skuad-sock": "s", "knotd-xdp": "^", "ceiling": "D",
-             "skuad-xsk-rrl": "<", "skuad-sock-rrl": "p"}
-    for s in servers:
-        xs = [r for r in rates if S[s]["fixed"][r]["ans_rate"] is not None]
-        ax.plot(xs, [S[s]["fixed"][r]["ans_rate"] for r in xs], marker=marks.get(s, "x"), label=s)
-    sent = [med([S[s]["fixed"][r]["sent_rate"] for s in servers]) for r in rates]
-    ax.plot(rates, sent, "k:", label="generator's actual send rate (median)")
-    ax.plot(rates, rates, color="grey", lw=0.8, ls="--", label="answered = offered")
-    colors = {s: l.get_color() for s, l in zip(servers, ax.get_lines())}
-    for s in servers:
-        xs, ys = [], []
-        for r in rates:
-            v = S[s]["fixed"][r]
-            if v["srv_answers"] is not None and v["dur"]:
-                xs.append(r); ys.append(v["srv_answers"] / v["dur"])
-        if xs:
-            ax.plot(xs, ys, color=colors.get(s), ls="--", lw=0.9, alpha=0.7, label=f"{s} (server's own count)")
-    ax.set_xscale("log"); ax.set_yscale("log")
-    from matplotlib.ticker import FuncFormatter
-    fmt = FuncFormatter(lambda v, _: f"{v / 1e6:g}M" if v >= 1e6 else f"{v / 1e3:g}k")
-    ax.set_xticks(rates); ax.xaxis.set_major_formatter(fmt); ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
-    ax.yaxis.set_major_formatter(fmt)
-    ax.set_xlabel("offered qps (kxdpgun -Q)"); ax.set_ylabel("answered qps (solid: client veth rx; dashed: server's count)")
-    ax.set_title(f"DNS over one veth pair, server on CPU0, kxdpgun on CPU1 (medians of {reps})")
-    ax.grid(True, which="both", alpha=0.3); ax.legend()
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "xdp-bench.png"))
-    print(f"plot: {os.path.join(out, 'xdp-bench.png')}")
-PYEOF
-"$PY" "$WORK/summary.py" "$OUT" "$SERVERS" "$CPU_RATE" "$RATES" "$REPS" "$PLOT" || die "summary failed (raw data in $OUT/raw.tsv)"
+summarize "$OUT" || die "summary failed (raw data in $OUT/raw.tsv)"
 { echo; cat "$OUT/machine.txt"; } | tee -a "$OUT/summary.txt"
-log "summary: $OUT/summary.txt, CSV: $OUT/xdp-bench.csv, raw: $OUT/raw.tsv$([[ $PLOT == 1 ]] && echo ", plot: $OUT/xdp-bench.png")"
+log "summary: $OUT/summary.txt, CSV: $OUT/xdp-bench.csv, ratios: $OUT/ratios.tsv, raw: $OUT/raw.tsv$([[ $PLOT == 1 ]] && echo ", plot: $OUT/xdp-bench.png")"
+exit
+}
