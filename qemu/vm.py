@@ -108,6 +108,13 @@ class QMP:
     def hmp(self, command_line, timeout=30):
         return self.command("human-monitor-command", timeout=timeout, **{"command-line": command_line})
 
+    def hmp_on(self, command_line, cpu=None, timeout=30):
+        """An HMP command, on CPU `cpu` for the commands that take the monitor's CPU."""
+        args = {"command-line": command_line}
+        if cpu is not None:
+            args["cpu-index"] = cpu
+        return self.command("human-monitor-command", timeout=timeout, **args)
+
     def close(self):
         try:
             self.sock.close()
@@ -357,59 +364,76 @@ class VM:
             return b""
 
     def diagnose(self, reason, mark=None):
-        """Before QEMU is killed: what the machine is doing (QMP: status, CPUs, every CPU's
-        registers twice, each local APIC, the code at each PC, a screendump) in the kept
-        work directory, and a verdict: a firmware/QEMU hang or a boot that failed later.
-        Returns (kind, verdict)."""
+        """Before QEMU is killed: what the machine is doing, in diagnosis-N.txt in the kept
+        work directory (QMP events with console offsets; ten samples of each CPU's state;
+        status, CPUs, every CPU's registers twice, each local APIC, the code and stack at each
+        PC; the CPU resets QEMU logged) and a screendump; and a verdict: a hang (no reset, no
+        firmware output after it) or a boot that went on and failed later. Returns (kind,
+        verdict)."""
         kind, verdict = self.boot_progress(mark)
         self.diag_count = getattr(self, "diag_count", 0) + 1
         n = self.diag_count
         path = os.path.join(self.work, f"diagnosis-{n}.txt")
-        with open(path, "w") as f:
-            f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} ({time.monotonic() - self.started:.0f} s since QEMU start)\n")
-            f.write(f"timed out: {reason}\nverdict: {kind}: {verdict}\n")
-            f.write(f"QEMU command line: {' '.join(self.cmdline or [])}\n\n")
-            f.write("QMP events:\n")
-            for t, offset, ev in (self.qmp.events if self.qmp else []):
-                f.write(f"  +{t - self.started:.1f} s console@{offset} {json.dumps(ev)}\n")
-            if self.qmp and self.proc.poll() is None:
-                try:
-                    cpus = self.qmp.command("query-cpus-fast")
-                except (OSError, RuntimeError, TimeoutError) as e:
-                    cpus = []
-                    f.write(f"query-cpus-fast: {e}\n")
-                sections = [("info status", None), ("info cpus", None), ("info registers -a", None)]
+        body = ["QMP events:"]
+        body += [f"  +{t - self.started:.1f} s console@{offset} {json.dumps(ev)}"
+                 for t, offset, ev in (self.qmp.events if self.qmp else [])]
+        if self.qmp and self.proc.poll() is None:
+            try:
+                cpus = [c["cpu-index"] for c in self.qmp.command("query-cpus-fast")]
+            except (OSError, RuntimeError, TimeoutError) as e:
+                cpus = []
+                body.append(f"query-cpus-fast: {e} (QEMU's monitor does not answer: QEMU itself hangs)")
+                verdict += "; QEMU's monitor does not answer"
+            # Where each CPU is: ten samples of its state, summed up in the verdict.
+            samples = {}
+            for _ in range(10 if cpus else 0):
                 for c in cpus:
-                    sections += [("info lapic", c["cpu-index"]), ("x/12i $pc", c["cpu-index"])]
-                sections += [("info registers -a", "again, 2 s later: a CPU whose RIP moved is spinning")]
-                for cmd, arg in sections:
-                    if isinstance(arg, str):
-                        time.sleep(2)
-                        f.write(f"\n==== {cmd} ({arg})\n")
-                        arg = None
-                    else:
-                        f.write(f"\n==== {cmd}{'' if arg is None else f' (CPU {arg})'}\n")
                     try:
-                        args = {"command-line": cmd}
-                        if arg is not None:
-                            args["cpu-index"] = arg
-                        f.write(self.qmp.command("human-monitor-command", **args) or "")
-                    except (OSError, RuntimeError, TimeoutError) as e:
-                        f.write(f"(failed: {e})\n")
-                if self.screen:
-                    shot = os.path.join(self.work, f"screen-{n}.png")
-                    try:
-                        self.qmp.command("screendump", filename=shot, format="png")
+                        samples.setdefault(c, []).append(self.qmp.hmp_on("info registers", c))
                     except (OSError, RuntimeError, TimeoutError):
-                        shot = shot[:-4] + ".ppm"
-                        try:
-                            self.qmp.command("screendump", filename=shot)
-                        except (OSError, RuntimeError, TimeoutError) as e:
-                            f.write(f"screendump: {e}\n")
-            else:
-                f.write(f"QEMU has exited ({self.proc.returncode}): no monitor\n")
+                        pass
+                time.sleep(0.3)
+            states = cpu_states(samples)
+            if states:
+                verdict += f"; CPUs: {states}"
+                if kind == "hang" and re.search(r"halted [^;]*firmware", states) \
+                        and re.search(r"running [^;]*firmware", states):
+                    verdict += (" - an application processor halted in the firmware while the boot processor"
+                                " spins: its INIT-SIPI wake-up was lost (docs/upgrades.md)")
+            sections = [("info status", None), ("info cpus", None), ("info registers -a", None)]
+            for c in cpus:
+                sections += [("info lapic", c), ("x/12i $pc", c), ("x/32gx $rsp", c)]
+            sections += [("info registers -a", "again, 2 s later: a CPU whose RIP moved is spinning")]
+            for cmd, arg in sections:
+                if isinstance(arg, str):
+                    time.sleep(2)
+                    body.append(f"\n==== {cmd} ({arg})")
+                    arg = None
+                else:
+                    body.append(f"\n==== {cmd}{'' if arg is None else f' (CPU {arg})'}")
+                try:
+                    body.append((self.qmp.hmp_on(cmd, arg) or "").rstrip("\n"))
+                except (OSError, RuntimeError, TimeoutError) as e:
+                    body.append(f"(failed: {e})")
+            if self.screen:
+                shot = os.path.join(self.work, f"screen-{n}.png")
+                try:
+                    self.qmp.command("screendump", filename=shot, format="png")
+                except (OSError, RuntimeError, TimeoutError):
+                    try:
+                        self.qmp.command("screendump", filename=shot[:-4] + ".ppm")
+                    except (OSError, RuntimeError, TimeoutError) as e:
+                        body.append(f"screendump: {e}")
+        else:
+            body.append(f"QEMU has exited ({self.proc.returncode}): no monitor")
+        body.append("\n==== CPU resets QEMU logged (-d cpu_reset: system resets, and each INIT of an AP)")
+        body.append(reset_summary(os.path.join(self.work, "qemu-debug.log")))
+        with open(path, "w") as f:
+            f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} ({time.monotonic() - self.started:.0f} s since QEMU start)\n"
+                    f"timed out: {reason}\nverdict: {kind}: {verdict}\n"
+                    f"QEMU command line: {' '.join(self.cmdline or [])}\n\n" + "\n".join(body) + "\n")
         log(f"{kind.upper()}: {verdict}")
-        log(f"diagnosis (registers, APICs, QMP events, screendump) in {path}")
+        log(f"diagnosis (CPU states, registers, APICs, QMP events, CPU resets, screendump) in {path}")
         return kind, verdict
 
     # --- host side ---------------------------------------------------------------------
@@ -422,6 +446,43 @@ class VM:
             args.insert(1, "+tcp")
         r = self.host(args, timeout=timeout * tries + 10)
         return r.stdout.strip()
+
+
+def cpu_states(samples):
+    """'0: running 3fe9e996..3f02b50f (firmware, 64-bit, IF=0); 1: halted 3f059731 (firmware,
+    64-bit, IF=0)' from samples of `info registers` per CPU."""
+    out = []
+    for cpu, regs in sorted(samples.items()):
+        rips, halted, modes, ifs = [], [], set(), set()
+        for r in regs:
+            m = re.search(r"[RE]IP=([0-9a-f]+) [RE]FL=([0-9a-f]+) .*HLT=(\d)", r)
+            if not m:
+                continue
+            rips.append(int(m.group(1), 16))
+            ifs.add("IF=1" if int(m.group(2), 16) & 0x200 else "IF=0")
+            halted.append(m.group(3) == "1")
+            cs = re.search(r"^CS =.*\b(CS64|CS32|CS16)\b", r, re.M)
+            modes.add({"CS64": "64-bit", "CS32": "32-bit", "CS16": "16-bit"}.get(cs.group(1)) if cs else "real mode")
+        if not rips:
+            continue
+        where = "kernel" if min(rips) >= 0xffff800000000000 else "firmware" if max(rips) < 1 << 32 else "?"
+        state = "halted" if all(halted) else "running" if not any(halted) else "halting"
+        span = f"{min(rips):x}" if min(rips) == max(rips) else f"{min(rips):x}..{max(rips):x}"
+        out.append(f"{cpu}: {state} {span} ({where}, {'/'.join(sorted(modes))}, {'/'.join(sorted(ifs))})")
+    return "; ".join(out)
+
+
+def reset_summary(path):
+    """The CPU resets QEMU logged (-d cpu_reset): each CPU and where it was when reset."""
+    try:
+        with open(path, errors="replace") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return "(no qemu-debug.log)"
+    lines = []
+    for m in re.finditer(r"CPU Reset \(CPU (\d+)\)\n(?:.*\n){0,4}?.*?[RE]IP=([0-9a-f]+) .*HLT=(\d)", text):
+        lines.append(f"CPU {m.group(1)} reset at {m.group(2)}{' (halted)' if m.group(3) == '1' else ''}")
+    return "\n".join(lines) or "(none logged)"
 
 
 class Mark:
@@ -561,20 +622,25 @@ def image_version(vm):
     return int(m.group(1))
 
 
-def wait_booted(vm, mark, timeout, version):
-    """Waits for the boot that follows console offset `mark`: skuad's XDP self-test, the root
-    console; checks that it runs `version`. Returns the console offset after the self-test."""
-    _, end = vm.wait_for(r"xdp: self-test passed on eth0", timeout, mark, what=f"skuad on version {version}")
-    # The console's root shell: a prompt seen after `mark` may still be the old boot's (printed
-    # just after the reboot command was sent), so ask until a command comes back.
+def wait_shell(vm, timeout):
+    """The console's root shell answers. A prompt seen after a reboot may still be the old
+    boot's, and a line typed before the autologin shell reads its terminal is lost (the tty
+    is flushed), so ask until a command comes back."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             vm.run("true", 15)
-            break
+            return
         except TimeoutError:
             if time.monotonic() > deadline:
                 raise
+
+
+def wait_booted(vm, mark, timeout, version):
+    """Waits for the boot that follows console offset `mark`: skuad's XDP self-test, the root
+    console; checks that it runs `version`. Returns the console offset after the self-test."""
+    _, end = vm.wait_for(r"xdp: self-test passed on eth0", timeout, mark, what=f"skuad on version {version}")
+    wait_shell(vm, timeout)
     got = image_version(vm)
     if got != version:
         raise RuntimeError(f"the guest runs version {got}, want {version}")
@@ -659,7 +725,7 @@ def upgrade_once(args):
     disk = os.path.join(work, "disk.raw")
     subprocess.run(["cp", "--sparse=always", args.disk, disk], check=True)
     good, bad = padded_copy(args.good, work), padded_copy(args.broken, work)
-    vm = VM(disk, snapshot=False, drives=[good, bad], screen=True)
+    vm = VM(disk, snapshot=False, drives=[good, bad], screen=True, smp=args.smp, accel=args.accel)
     st = Stages(vm)
     ok = False
     try:
@@ -835,43 +901,51 @@ def loop_summary(runs, wall):
 
 
 def reboot_loop(args):
-    """Reboots one VM N times (`systemctl reboot`, as the upgrade does), each boot up to the
-    root console: the reset path alone, about three times as many reboots an hour as the
-    upgrade loop. A boot that does not come back is diagnosed (hang or failure) and ends the
-    loop; logs in /tmp/skua-vm-*."""
+    """Reboots a VM `--count` times (`systemctl reboot`, as the upgrade does); each boot must
+    come back to skuad's XDP self-test and a root shell that answers. A boot that does not is
+    diagnosed (hang or failure, logs kept in /tmp/skua-vm-*), and a fresh VM takes over until
+    the count is reached. About three times as many reboots an hour as the upgrade loop."""
     disk = args.disk or newest_image()
-    vm = VM(disk, snapshot=True, smp=args.smp, screen=True)
     t0 = time.monotonic()
-    done, times, ok = 0, [], False
-    try:
-        vm.start()
-        vm.wait_for(r"root@skua", args.timeout, what="the root console")
-        for i in range(1, args.count + 1):
-            vm.run("true", 60)
-            mark = vm.mark()
-            vm.send("systemctl reboot")
-            try:
-                # A prompt after the reset: the new boot's (the old one's last prompt is
-                # before "reboot: machine restart").
+    done, times, failures, boots = 0, [], [], 0
+    while done < args.count:
+        vm = VM(disk, snapshot=True, smp=args.smp, screen=True, accel=args.accel)
+        ok = False
+        try:
+            vm.start()
+            mark = vm.last_mark
+            vm.wait_for(r"xdp: self-test passed on eth0", args.timeout, what="skuad at the cold boot")
+            wait_shell(vm, args.timeout)
+            boots += 1
+            while done < args.count:
+                mark = vm.mark()
+                vm.send("systemctl reboot")
                 _, end = vm.wait_for(r"reboot: machine restart", args.timeout, mark.offset, what="the restart")
-                vm.wait_for(r"root@skua", args.timeout, end, what="the root console after the reboot")
-            except TimeoutError as e:
+                vm.wait_for(r"xdp: self-test passed on eth0", args.timeout, end, what="skuad after the reboot")
+                wait_shell(vm, args.timeout)
+                done += 1
+                boots += 1
+                times.append(time.monotonic() - mark.time)
+                log(f"reboot {done}/{args.count}: up in {times[-1]:.0f} s")
+            ok = True
+        except Exception as e:  # noqa: BLE001 - a boot that did not come back
+            if isinstance(e, TimeoutError) and vm.proc is not None and vm.proc.poll() is None:
                 kind, verdict = vm.diagnose(str(e), mark)
-                log(f"reboot {i}: {kind.upper()}: {verdict}")
-                return 1
-            done += 1
-            times.append(time.monotonic() - mark.time)
-            log(f"reboot {i}/{args.count}: up in {times[-1]:.0f} s ({vm.resets()} resets)")
-        ok = True
-    finally:
-        log(f"{done} reboots in {(time.monotonic() - t0) / 60:.1f} min"
-            + (f", median {sorted(times)[len(times) // 2]:.0f} s" if times else ""))
-        if ok:
-            vm.stop()
-        vm.cleanup(keep_logs=not ok)
-        if not ok:
-            log(f"logs kept in {vm.work}")
-    return 0
+            else:
+                kind, verdict = "fail", str(e)
+            failures.append(f"{kind}: {verdict} (logs {vm.work})")
+            log(f"boot {boots}: {kind.upper()}; a fresh VM goes on")
+            vm.kill()
+        finally:
+            if ok:
+                vm.stop()
+            vm.cleanup(keep_logs=not ok)
+    med = f", median {sorted(times)[len(times) // 2]:.0f} s a reboot" if times else ""
+    print(f"reboot loop: {done} reboots; {boots} boots came up (cold ones included), {len(failures)} did not; "
+          f"smp {args.smp}, accel {args.accel}, {(time.monotonic() - t0) / 60:.1f} min{med}")
+    for f in failures:
+        print(f"    {f}")
+    return 0 if not failures else 1
 
 
 def partitions(disk):
@@ -944,6 +1018,11 @@ def tamper(args):
     return 0 if ok else 1
 
 
+def vm_options(parser):
+    parser.add_argument("--smp", type=int, default=2, help="vCPUs")
+    parser.add_argument("--accel", default="tcg", help="QEMU -accel (tcg, tcg,thread=single, kvm)")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -960,6 +1039,7 @@ def main():
     t.add_argument("--good", required=True, help="version 2's update bundle (skua_2.update)")
     t.add_argument("--broken", required=True, help="a broken version 3's bundle (image/build.sh --broken 3)")
     t.add_argument("--timeout", type=int, default=240)
+    vm_options(t)
     t = sub.add_parser("upgrade-loop", help="the upgrade test N times: per-stage pass/fail/hang counts and causes")
     t.add_argument("--disk", required=True, help="version 1's disk image (skua_1.raw)")
     t.add_argument("--good", required=True, help="version 2's update bundle (skua_2.update)")
@@ -967,12 +1047,15 @@ def main():
     t.add_argument("--timeout", type=int, default=240)
     t.add_argument("--runs", type=int, default=10, help="scenario runs (3 guest reboots each)")
     t.add_argument("--results", help="JSON lines file, one line per run (default /tmp/skua-upgrade-loop-*.jsonl)")
+    vm_options(t)
     t = sub.add_parser("reboot-loop", help="reboot one VM N times; a boot that does not come back is diagnosed")
     t.add_argument("--disk")
     t.add_argument("--count", type=int, default=30)
-    t.add_argument("--smp", type=int, default=2)
     t.add_argument("--timeout", type=int, default=240)
+    vm_options(t)
     args = p.parse_args()
+    # A TERM (kill PID, a CI timeout) ends like Ctrl-C: QEMU killed, the namespace removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.cmd == "test":
         sys.exit(test(args))
     if args.cmd == "tamper":
