@@ -568,7 +568,7 @@ def test(args):
     if not disk:
         print("vm.py: no image: run 'just image' first", file=sys.stderr)
         return 2
-    vm = VM(disk, queues=args.queues, screen=True)
+    vm = VM(disk, queues=args.queues, screen=True, smp=args.smp)
     ok = False
     try:
         vm.start()
@@ -984,7 +984,7 @@ def tamper(args):
         f.seek(offset)
         f.write(bytes([b[0] ^ 0x01]))
     log(f"flipped the byte at {offset} (partition {name} + 1032) of a copy of {disk}")
-    vm = VM(copy, snapshot=True, screen=True)
+    vm = VM(copy, snapshot=True, screen=True, smp=args.smp, accel=args.accel)
     ok = False
     try:
         vm.start()
@@ -1019,7 +1019,10 @@ def tamper(args):
 
 
 def vm_options(parser):
-    parser.add_argument("--smp", type=int, default=2, help="vCPUs")
+    # One vCPU: with two, QEMU 7.2's multi-threaded TCG loses a vCPU's wake-up now and then
+    # (an AP that never starts on OVMF's INIT-SIPI, an interrupt acknowledged and never run)
+    # and the boot stops for good: about one boot in 17 on a busy host (docs/upgrades.md).
+    parser.add_argument("--smp", type=int, default=1, help="vCPUs (default 1: see docs/upgrades.md)")
     parser.add_argument("--accel", default="tcg", help="QEMU -accel (tcg, tcg,thread=single, kvm)")
 
 
@@ -1031,9 +1034,13 @@ def main():
     t.add_argument("--queues", type=int, default=1)
     t.add_argument("--timeout", type=int, default=240, help="seconds to wait for skuad's XDP start-up")
     t.add_argument("--shell", action="store_true", help="print skuad's status from the guest first")
+    # Two: the queues on two CPUs (virtio-net's XDP_TX in its locked mode). Under TCG that
+    # keeps the lost-wake-up risk of docs/upgrades.md for this one boot.
+    t.add_argument("--smp", type=int, default=2, help="vCPUs (default 2)")
     t = sub.add_parser("tamper", help="a byte flipped in the root partition must make verity refuse the boot")
     t.add_argument("--disk")
     t.add_argument("--timeout", type=int, default=240)
+    vm_options(t)
     t = sub.add_parser("upgrade", help="A/B upgrade: v1 -> v2 blessed, broken v3 rolled back to v2")
     t.add_argument("--disk", required=True, help="version 1's disk image (skua_1.raw)")
     t.add_argument("--good", required=True, help="version 2's update bundle (skua_2.update)")
