@@ -13,12 +13,10 @@ build_skuad() {
     local dest=$1
     if [[ -n "${SKUAD_BIN:-}" ]]; then
         cp "$SKUAD_BIN" "$dest"
+        chmod +x "$dest"
     else
-        log "cargo build --release -p skuad"
-        (cd "$BENCH_ROOT" && cargo build --release -q -p skuad) || die "cargo build failed"
-        cp "$BENCH_ROOT/target/release/skuad" "$dest"
+        build_skuad_from "$BENCH_ROOT" "$dest"
     fi
-    chmod +x "$dest"
 }
 
 # addr_of I: a distinct IPv4 address in 198.18.0.0/15 for record I (wraps after 131072).
@@ -74,7 +72,7 @@ gen_queries() {
 
 # build_skuad_from SRC DEST: `cargo build --release -p skuad` in the source tree SRC (the
 # repository, or an unpacked `git archive` of one revision) and copies the binary to DEST.
-# Unlike build_skuad it copies from the directory cargo built into (`cargo metadata`'s
+# It copies from the directory cargo built into (`cargo metadata`'s
 # target_directory: CARGO_TARGET_DIR when set), not from SRC/target.
 build_skuad_from() {
     local src=$1 dest=$2 tdir
