@@ -22,7 +22,7 @@ fmt:
 
 # The engine must build for bare metal (the unikernel target).
 nostd:
-    cargo build -p skua-engine --target x86_64-unknown-none
+    cargo build -p skua-engine -p skua-resolver --target x86_64-unknown-none
 
 # Fuzz every target for SECS seconds each.
 fuzz secs="60":

@@ -1,0 +1,431 @@
+//! What to believe of an upstream reply.
+//!
+//! A reply is read against the question that was asked and the zone it was asked in (the
+//! `forward-zone`/`stub-zone` name: the bailiwick). Only what answers the question is kept,
+//! as Unbound's scrubber (`iterator/iter_scrub.c`) and RFC 2181 §5.4.1 want:
+//!
+//! - the answer section is followed from the question name: the RRset of the asked type
+//!   at the current name, or a CNAME there (the chain goes on at its target), or a DNAME
+//!   above it (RFC 6672: a CNAME is synthesised from it and the chain goes on). Every
+//!   other answer record is dropped. A chain that reaches a name outside the bailiwick
+//!   stops there: what follows in the reply is dropped and the caller resolves that name
+//!   through its own zone;
+//! - the authority section keeps only the SOA of a negative answer, when its owner is an
+//!   ancestor of the last name of the chain inside the bailiwick (RFC 2308 §3); NS records
+//!   and everything else there, and the whole additional section, are dropped (the
+//!   answers we send are minimal, as Unbound's `minimal-responses: yes` default);
+//! - records of another class than the question's are dropped.
+//!
+//! The result says what the reply is (answer, NODATA, NXDOMAIN, a chain to follow
+//! elsewhere, or unusable) with the RRsets to cache.
+
+use alloc::vec::Vec;
+
+use skua_engine::name::is_subdomain;
+use skua_engine::rr::rtype;
+
+use crate::msg::{Message, Record};
+use crate::rrset::{Rank, RrSet, group};
+
+/// Longest CNAME/DNAME chain followed (Unbound restarts a query at most 8 times for
+/// CNAMEs before it gives up: `MAX_RESTART_COUNT`).
+pub const MAX_CHAIN: usize = 8;
+
+/// What a reply turned out to be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Data for the question (possibly at the end of a chain).
+    Answer {
+        /// The chain's CNAMEs (synthesised from DNAMEs where needed) and the final RRset(s), in order.
+        answer: Vec<RrSet>,
+    },
+    /// The name exists (at the end of the chain) with no data of the type (RFC 2308 §2.2).
+    NoData {
+        /// The chain, if any.
+        answer: Vec<RrSet>,
+        /// The SOA that gives the negative TTL, if the reply had a usable one.
+        soa: Option<RrSet>,
+    },
+    /// The name at the end of the chain does not exist (RFC 2308 §2.1).
+    NxDomain {
+        /// The chain, if any.
+        answer: Vec<RrSet>,
+        /// The SOA, if usable.
+        soa: Option<RrSet>,
+    },
+    /// The chain leaves the zone: resolve `target` (lower case) elsewhere and append.
+    Chain {
+        /// The in-bailiwick part of the chain.
+        answer: Vec<RrSet>,
+        /// The next name to resolve.
+        target: Vec<u8>,
+    },
+    /// A referral, a reply that answers another question, or nothing usable: the
+    /// upstream is lame for this question.
+    Lame,
+}
+
+/// The asked question: lower-cased name, type, class.
+#[derive(Clone, Copy, Debug)]
+pub struct Asked<'a> {
+    /// Lower-cased wire name.
+    pub name: &'a [u8],
+    /// QTYPE.
+    pub qtype: u16,
+    /// QCLASS.
+    pub qclass: u16,
+}
+
+fn lower(n: &[u8]) -> Vec<u8> {
+    n.to_ascii_lowercase()
+}
+
+/// A DNAME at `owner` -> `target` applied to `sname` (RFC 6672 §2.2): the new name, or
+/// `None` when the result would be too long (the answer is then YXDOMAIN's case).
+fn substitute(sname: &[u8], owner: &[u8], target: &[u8]) -> Option<Vec<u8>> {
+    let keep = sname.len() - owner.len();
+    let mut n = Vec::with_capacity(keep + target.len());
+    n.extend_from_slice(&sname[..keep]);
+    n.extend_from_slice(target);
+    (n.len() <= skua_engine::name::MAX_NAME_LEN).then_some(n)
+}
+
+/// Reads a reply (already matched to the question) asked in zone `zone` (lower case).
+pub fn scrub(m: &Message, asked: Asked<'_>, zone: &[u8]) -> Verdict {
+    let aa = m.flags & 0x0400 != 0;
+    let rcode = m.rcode();
+    let in_class = |r: &&Record| r.class == asked.qclass;
+    let answers: Vec<Record> = m.answer.iter().filter(in_class).cloned().collect();
+    let rank = Rank::of(0, aa);
+    let sets = group(&answers, rank);
+
+    let mut chain: Vec<RrSet> = Vec::new();
+    let mut sname = asked.name.to_vec();
+    let mut steps = 0usize;
+    let mut final_sets: Vec<RrSet> = Vec::new();
+    loop {
+        if !is_subdomain(&sname, zone) {
+            // Out of the bailiwick: what the upstream says about this name is not ours to
+            // believe (RFC 2181 §5.4.1); resolve it in its own zone.
+            return if chain.is_empty() {
+                Verdict::Lame
+            } else {
+                Verdict::Chain {
+                    answer: chain,
+                    target: sname,
+                }
+            };
+        }
+        let here = |s: &&RrSet| s.owner.eq_ignore_ascii_case(&sname);
+        if asked.qtype == rtype::ANY {
+            final_sets.extend(
+                sets.iter()
+                    .filter(here)
+                    .filter(|s| s.rtype != rtype::CNAME)
+                    .cloned(),
+            );
+            if !final_sets.is_empty() {
+                break;
+            }
+        } else if let Some(s) = sets.iter().filter(here).find(|s| s.rtype == asked.qtype) {
+            final_sets.push(s.clone());
+            break;
+        }
+        if asked.qtype == rtype::CNAME {
+            break;
+        }
+        // A DNAME above the current name (RFC 6672 §3.2: it wins over a CNAME at the name,
+        // which a correct zone cannot have anyway).
+        let dname = sets.iter().find(|s| {
+            s.rtype == rtype::DNAME
+                && s.owner.len() < sname.len()
+                && is_subdomain(&sname, &lower(&s.owner))
+                && is_subdomain(&lower(&s.owner), zone)
+                && s.rdatas.len() == 1
+        });
+        let next = if let Some(d) = dname {
+            let Some(target) = substitute(&sname, &lower(&d.owner), &d.rdatas[0]) else {
+                return Verdict::Lame;
+            };
+            chain.push(d.clone());
+            // The synthesised CNAME (RFC 6672 §3.1), TTL of the DNAME.
+            chain.push(RrSet {
+                owner: sname.clone(),
+                rtype: rtype::CNAME,
+                class: asked.qclass,
+                ttl: d.ttl,
+                rdatas: alloc::vec![target.clone()],
+                rank,
+            });
+            target
+        } else if let Some(c) = sets
+            .iter()
+            .filter(here)
+            .find(|s| s.rtype == rtype::CNAME && s.rdatas.len() == 1)
+        {
+            chain.push(c.clone());
+            c.rdatas[0].clone()
+        } else {
+            break;
+        };
+        steps += 1;
+        if steps > MAX_CHAIN {
+            return Verdict::Lame;
+        }
+        sname = lower(&next);
+        if sname == asked.name
+            || chain
+                .iter()
+                .any(|c| c.rtype == rtype::CNAME && lower(&c.owner) == sname)
+        {
+            // A loop.
+            return Verdict::Lame;
+        }
+    }
+
+    let soa = || {
+        let auth: Vec<Record> = m
+            .authority
+            .iter()
+            .filter(|r| r.class == asked.qclass && r.rtype == rtype::SOA)
+            .cloned()
+            .collect();
+        group(&auth, Rank::of(1, aa)).into_iter().find(|s| {
+            let o = lower(&s.owner);
+            s.rdatas.len() == 1 && is_subdomain(&sname, &o) && is_subdomain(&o, zone)
+        })
+    };
+    match rcode {
+        0 if !final_sets.is_empty() => {
+            chain.extend(final_sets);
+            Verdict::Answer { answer: chain }
+        }
+        0 => {
+            // NOERROR with nothing for the question. A referral (NS in authority, no SOA,
+            // no chain) means the upstream is not a recursive server for this name.
+            let soa = soa();
+            let referral = chain.is_empty()
+                && soa.is_none()
+                && m.authority.iter().any(|r| r.rtype == rtype::NS);
+            if referral {
+                Verdict::Lame
+            } else {
+                Verdict::NoData { answer: chain, soa }
+            }
+        }
+        3 => Verdict::NxDomain {
+            answer: chain,
+            soa: soa(),
+        },
+        _ => Verdict::Lame,
+    }
+}
+
+/// The negative TTL an SOA gives (RFC 2308 §5): the smaller of its TTL and MINIMUM.
+pub fn negative_ttl(soa: &RrSet) -> u32 {
+    let rd = &soa.rdatas[0];
+    let min = rd
+        .len()
+        .checked_sub(4)
+        .and_then(|at| rd.get(at..))
+        .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+    soa.ttl.min(min)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    fn rec(owner: &[u8], rt: u16, ttl: u32, rd: &[u8]) -> Record {
+        Record {
+            owner: owner.to_vec(),
+            rtype: rt,
+            class: 1,
+            ttl,
+            rdata: rd.to_vec(),
+        }
+    }
+
+    const WWW: &[u8] = b"\x03www\x07example\x00";
+    const EX: &[u8] = b"\x07example\x00";
+    const ROOT: &[u8] = b"\x00";
+
+    fn soa_rd(minimum: u32) -> Vec<u8> {
+        let mut v = b"\x02ns\x07example\x00\x05admin\x07example\x00".to_vec();
+        for x in [1u32, 2, 3, 4, minimum] {
+            v.extend_from_slice(&x.to_be_bytes());
+        }
+        v
+    }
+
+    fn msg(
+        rcode: u16,
+        answer: Vec<Record>,
+        authority: Vec<Record>,
+        additional: Vec<Record>,
+    ) -> Message {
+        Message {
+            id: 1,
+            flags: 0x8180 | rcode,
+            question: None,
+            answer,
+            authority,
+            additional,
+            opt: None,
+        }
+    }
+
+    fn asked(name: &[u8], qtype: u16) -> Asked<'_> {
+        Asked {
+            name,
+            qtype,
+            qclass: 1,
+        }
+    }
+
+    #[test]
+    fn keeps_the_chain_drops_the_rest() {
+        let m = msg(
+            0,
+            vec![
+                rec(WWW, rtype::CNAME, 300, b"\x04host\x07example\x00"),
+                rec(b"\x04host\x07example\x00", rtype::A, 60, &[192, 0, 2, 1]),
+                rec(b"\x04host\x07example\x00", rtype::A, 90, &[192, 0, 2, 2]),
+                // Unrelated: dropped.
+                rec(b"\x04evil\x07example\x00", rtype::A, 60, &[6, 6, 6, 6]),
+                rec(WWW, rtype::AAAA, 60, &[0; 16]),
+            ],
+            vec![rec(EX, rtype::NS, 300, b"\x04evil\x03net\x00")],
+            vec![rec(b"\x04evil\x03net\x00", rtype::A, 300, &[6, 6, 6, 6])],
+        );
+        let Verdict::Answer { answer } = scrub(&m, asked(WWW, rtype::A), ROOT) else {
+            panic!()
+        };
+        assert_eq!(answer.len(), 2);
+        assert_eq!(answer[0].rtype, rtype::CNAME);
+        assert_eq!(answer[1].rdatas.len(), 2);
+        // RRset TTL = smallest record TTL.
+        assert_eq!(answer[1].ttl, 60);
+    }
+
+    #[test]
+    fn chain_leaving_the_zone_stops_at_the_border() {
+        let m = msg(
+            0,
+            vec![
+                rec(WWW, rtype::CNAME, 300, b"\x03cdn\x05other\x00"),
+                rec(b"\x03cdn\x05other\x00", rtype::A, 60, &[6, 6, 6, 6]),
+            ],
+            vec![],
+            vec![],
+        );
+        let v = scrub(&m, asked(WWW, rtype::A), EX);
+        assert_eq!(
+            v,
+            Verdict::Chain {
+                answer: vec![group(&m.answer[..1], Rank::AnswerNonAuth).remove(0)],
+                target: b"\x03cdn\x05other\x00".to_vec()
+            }
+        );
+        // Asked in "." the same reply is a whole answer.
+        assert!(matches!(
+            scrub(&m, asked(WWW, rtype::A), ROOT),
+            Verdict::Answer { .. }
+        ));
+        // A reply about a name outside the zone at all: lame.
+        let other = b"\x01x\x05other\x00";
+        assert_eq!(scrub(&m, asked(other, rtype::A), EX), Verdict::Lame);
+    }
+
+    #[test]
+    fn dname_synthesises_cname() {
+        let m = msg(
+            0,
+            vec![
+                rec(EX, rtype::DNAME, 100, b"\x07example\x03net\x00"),
+                rec(
+                    b"\x03www\x07example\x03net\x00",
+                    rtype::A,
+                    50,
+                    &[192, 0, 2, 9],
+                ),
+            ],
+            vec![],
+            vec![],
+        );
+        let Verdict::Answer { answer } = scrub(&m, asked(WWW, rtype::A), ROOT) else {
+            panic!()
+        };
+        assert_eq!(answer.len(), 3);
+        assert_eq!(answer[1].rtype, rtype::CNAME);
+        assert_eq!(answer[1].rdatas[0], b"\x03www\x07example\x03net\x00");
+        assert_eq!(answer[1].ttl, 100);
+    }
+
+    #[test]
+    fn negative_answers_and_their_soa() {
+        let nx = msg(
+            3,
+            vec![],
+            vec![rec(EX, rtype::SOA, 3600, &soa_rd(300))],
+            vec![],
+        );
+        let Verdict::NxDomain { answer, soa } = scrub(&nx, asked(WWW, rtype::A), ROOT) else {
+            panic!()
+        };
+        assert!(answer.is_empty());
+        assert_eq!(negative_ttl(soa.as_ref().unwrap()), 300);
+        // An SOA not above the name is not believed.
+        let wrong = msg(
+            3,
+            vec![],
+            vec![rec(b"\x05other\x00", rtype::SOA, 3600, &soa_rd(300))],
+            vec![],
+        );
+        assert_eq!(
+            scrub(&wrong, asked(WWW, rtype::A), ROOT),
+            Verdict::NxDomain {
+                answer: vec![],
+                soa: None
+            }
+        );
+        let nodata = msg(
+            0,
+            vec![],
+            vec![rec(EX, rtype::SOA, 60, &soa_rd(300))],
+            vec![],
+        );
+        let Verdict::NoData { soa, .. } = scrub(&nodata, asked(WWW, rtype::A), ROOT) else {
+            panic!()
+        };
+        assert_eq!(negative_ttl(soa.as_ref().unwrap()), 60);
+        // A referral from a forwarder: lame.
+        let referral = msg(
+            0,
+            vec![],
+            vec![rec(EX, rtype::NS, 60, b"\x02ns\x07example\x00")],
+            vec![],
+        );
+        assert_eq!(scrub(&referral, asked(WWW, rtype::A), ROOT), Verdict::Lame);
+        // SERVFAIL: lame.
+        assert_eq!(
+            scrub(&msg(2, vec![], vec![], vec![]), asked(WWW, rtype::A), ROOT),
+            Verdict::Lame
+        );
+    }
+
+    #[test]
+    fn cname_loop_is_lame() {
+        let m = msg(
+            0,
+            vec![
+                rec(WWW, rtype::CNAME, 300, b"\x01a\x07example\x00"),
+                rec(b"\x01a\x07example\x00", rtype::CNAME, 300, WWW),
+            ],
+            vec![],
+            vec![],
+        );
+        assert_eq!(scrub(&m, asked(WWW, rtype::A), ROOT), Verdict::Lame);
+    }
+}
