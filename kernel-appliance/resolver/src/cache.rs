@@ -176,6 +176,8 @@ pub struct Rendered {
     /// The forwarding zone it was resolved through (for dropping entries of a zone whose
     /// configuration changed).
     pub zone: u32,
+    /// An Extended DNS Error to attach (RFC 8914): SERVFAIL's reason, or 3 for stale.
+    pub ede: Option<u16>,
 }
 
 /// An entry of the message store.
@@ -795,6 +797,7 @@ mod tests {
             expires,
             ttl: set.ttl,
             zone: 0,
+            ede: None,
         }
     }
 

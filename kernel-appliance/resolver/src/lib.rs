@@ -33,6 +33,7 @@ extern crate alloc;
 extern crate std;
 
 pub mod cache;
+pub mod forward;
 pub mod infra;
 pub mod msg;
 pub mod render;

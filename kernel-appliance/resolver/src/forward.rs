@@ -1,0 +1,1538 @@
+//! The forwarding state machine: questions in flight, upstream queries, replies matched,
+//! scrubbed and cached, every waiting client answered.
+//!
+//! Sans-IO: [`Forwarder::resolve`] takes a question and an opaque client handle `C` (the
+//! daemon's way back to the client); the forwarder queues [`Event`]s: a [`Transmit`] to
+//! carry to an upstream, or an [`Answer`] for a list of clients. The daemon hands back what
+//! the upstream sent ([`Forwarder::reply`]), or that the transport failed
+//! ([`Forwarder::failed`]), and calls [`Forwarder::tick`] when [`Forwarder::next_timer`] is
+//! due. Time is milliseconds of a monotonic clock, and the cache's seconds are derived from
+//! it; random numbers come from the caller ([`Entropy`]).
+//!
+//! Identical questions in flight are coalesced: one upstream query, every client answered
+//! from its reply (up to [`Limits::waiters`] clients per question). A reply is accepted only
+//! from the address and port the query went to, with its ID and its question — with
+//! `use-caps-for-id`, letter for letter (RFC 5452 §9.1, draft-vixie-dnsext-dns0x20): the
+//! daemon's socket brings the random source port. Anything else is counted as unwanted and
+//! the query keeps waiting for the real reply.
+
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::net::SocketAddr;
+
+use skua_engine::rr::rtype;
+use skua_engine::wire::{HEADER_LEN, flags, rcode};
+
+use crate::cache::{Cache, Key, Kind, MsgShard, Rendered, SetShard, ShardLock};
+use crate::infra::Infra;
+use crate::msg::Message;
+use crate::render::{Section, render};
+use crate::rrset::RrSet;
+use crate::scrub::{self, Asked, Verdict};
+
+/// Random numbers, from the caller.
+pub trait Entropy {
+    /// A uniformly random `u32`.
+    fn u32(&mut self) -> u32;
+}
+
+/// Extended DNS Error codes we send (RFC 8914 §4).
+pub mod ede {
+    /// 3 Stale Answer.
+    pub const STALE_ANSWER: u16 = 3;
+    /// 22 No Reachable Authority: no upstream answered.
+    pub const NO_REACHABLE_AUTHORITY: u16 = 22;
+    /// 23 Network Error: upstreams answered with errors or the transport failed.
+    pub const NETWORK_ERROR: u16 = 23;
+}
+
+/// Whether a zone forwards (RD=1 to recursive servers) or is a stub (RD=0 to
+/// authoritative servers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ZoneKind {
+    /// `forward-zone:`.
+    Forward,
+    /// `stub-zone:`.
+    Stub,
+}
+
+/// One upstream address of a zone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Upstream {
+    /// Address and port (`@port`, default 53, or 853 with TLS).
+    pub addr: SocketAddr,
+    /// The name its TLS certificate must carry (`#name`); `None` without TLS.
+    pub tls_name: Option<Arc<str>>,
+}
+
+/// A `forward-zone:` or `stub-zone:`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ZoneConfig {
+    /// Lower-cased wire name.
+    pub name: Vec<u8>,
+    /// Forward or stub.
+    pub kind: ZoneKind,
+    /// `forward-addr`/`stub-addr` (and the addresses of `*-host` names, once known).
+    pub upstreams: Vec<Upstream>,
+    /// `forward-no-cache`/`stub-no-cache`: answers are passed on, not cached.
+    pub no_cache: bool,
+    /// `forward-first`/`stub-first`: with recursion, fall back to it (recursion is not
+    /// built yet: this changes nothing today).
+    pub first: bool,
+    /// `forward-tls-upstream`/`stub-tls-upstream`: every upstream over TLS (RFC 7858).
+    pub tls: bool,
+    /// An id that stays the same while the zone's configuration does (cache entries made
+    /// through the zone carry it, so a reload can drop only those of changed zones).
+    pub id: u32,
+}
+
+/// Bounds on work.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Clients waiting on one question; more get SERVFAIL at once.
+    pub waiters: usize,
+    /// Questions in flight; more are refused with SERVFAIL at once.
+    pub flights: usize,
+    /// Upstream queries for one question before it fails.
+    pub attempts: u32,
+    /// Milliseconds from the question to SERVFAIL, whatever the upstreams do.
+    pub budget_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            waiters: 64,
+            flights: 4096,
+            attempts: 6,
+            budget_ms: 5_000,
+        }
+    }
+}
+
+/// Forwarding settings (unbound.conf names in brackets).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForwardConfig {
+    /// The zones; the most specific one that contains a name resolves it.
+    pub zones: Vec<ZoneConfig>,
+    /// UDP payload size advertised upstream [`edns-buffer-size`, 1232].
+    pub edns_buffer_size: u16,
+    /// Random letter case in the question (0x20) [`use-caps-for-id`].
+    pub use_caps_for_id: bool,
+    /// Every upstream query over TCP [`tcp-upstream`].
+    pub tcp_upstream: bool,
+    /// Unwanted replies after which the cache is flushed as a defence against a spoofing
+    /// attempt, 0 for never [`unwanted-reply-threshold`].
+    pub unwanted_reply_threshold: u64,
+    /// Work bounds.
+    pub limits: Limits,
+}
+
+impl Default for ForwardConfig {
+    fn default() -> Self {
+        ForwardConfig {
+            zones: Vec::new(),
+            edns_buffer_size: 1232,
+            use_caps_for_id: false,
+            tcp_upstream: false,
+            unwanted_reply_threshold: 0,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// A question: lower-cased wire name, type, class.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Question {
+    /// Lower-cased wire name.
+    pub name: Vec<u8>,
+    /// QTYPE.
+    pub qtype: u16,
+    /// QCLASS.
+    pub qclass: u16,
+}
+
+impl Question {
+    fn key(&self) -> Key<'_> {
+        Key::new(&self.name, self.qtype, self.qclass)
+    }
+}
+
+/// How an upstream query travels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// UDP from a fresh random port.
+    Udp,
+    /// TCP (RFC 7766).
+    Tcp,
+    /// TLS on TCP (RFC 7858); the certificate must carry this name.
+    Tls(Arc<str>),
+}
+
+/// An upstream query to send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    /// Hand this back with the reply or the failure.
+    pub token: u64,
+    /// Where to.
+    pub to: SocketAddr,
+    /// How.
+    pub transport: Transport,
+    /// The DNS message (no TCP length prefix).
+    pub bytes: Vec<u8>,
+}
+
+/// An answer for waiting clients: what to send each of them, built by the engine for
+/// each client's own query (ID, case, EDNS, size limit).
+#[derive(Clone, Debug)]
+pub struct Answer<C> {
+    /// Who asked.
+    pub clients: Vec<C>,
+    /// The answer: header flags, records, TTL offsets.
+    pub rendered: Arc<Rendered>,
+    /// Every TTL is this (a stale answer); otherwise expiry minus now.
+    pub fixed_ttl: Option<u32>,
+}
+
+/// What the daemon must do.
+#[derive(Clone, Debug)]
+pub enum Event<C> {
+    /// Send a query upstream.
+    Transmit(Transmit),
+    /// Answer clients.
+    Answer(Answer<C>),
+}
+
+/// What [`Forwarder::resolve`] did with a question.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Start<C> {
+    /// In flight: the client will be in an [`Answer`].
+    Pending,
+    /// No forward or stub zone contains the name: the caller answers (REFUSED today;
+    /// recursion later).
+    NoZone(C),
+    /// Over a limit: the caller answers SERVFAIL.
+    Busy(C),
+}
+
+/// Who waits on a question.
+#[derive(Clone, Debug)]
+enum Waiter<C> {
+    Client(C),
+    /// Another question whose CNAME chain leads here.
+    Chain(Question),
+}
+
+/// Counters for metrics.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ForwardStats {
+    /// Upstream queries sent.
+    pub queries: u64,
+    /// Replies that matched nothing we asked (wrong ID, question, address).
+    pub unwanted: u64,
+    /// Questions answered SERVFAIL.
+    pub servfail: u64,
+    /// Retries over TCP after TC=1.
+    pub tcp_retries: u64,
+    /// Cache flushes after `unwanted-reply-threshold`.
+    pub defences: u64,
+    /// Questions that joined one already in flight.
+    pub coalesced: u64,
+}
+
+struct Outstanding {
+    question: Question,
+    to: SocketAddr,
+    transport: Transport,
+    id: u16,
+    /// The name as sent (with 0x20 letter case).
+    sent_name: Vec<u8>,
+    edns: bool,
+    sent_ms: u64,
+    deadline_ms: u64,
+}
+
+struct Flight<C> {
+    zone: usize,
+    waiters: Vec<Waiter<C>>,
+    tried: Vec<SocketAddr>,
+    attempts: u32,
+    deadline_ms: u64,
+    /// CNAMEs followed so far, with their expiry (seconds), for the answer section.
+    chain: Vec<(RrSet, u32)>,
+    /// Whether any upstream answered at all (timeouts only: EDE 22; errors: 23).
+    errors: u32,
+    outstanding: Option<u64>,
+    /// When waiting clients get a stale answer (serve-expired-client-timeout), ms.
+    stale_at: Option<u64>,
+    /// Retry without EDNS on this upstream (it answered FORMERR/NOTIMP to EDNS).
+    no_edns: Vec<SocketAddr>,
+}
+
+/// What to do with a finished question.
+struct Done {
+    rcode: u16,
+    kind: Kind,
+    /// (RRset, section, expiry seconds).
+    sets: Vec<(RrSet, Section, u32)>,
+    ede: Option<u16>,
+    cache: bool,
+}
+
+/// The forwarder.
+pub struct Forwarder<C, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> {
+    config: ForwardConfig,
+    cache: Arc<Cache<M, S>>,
+    infra: Infra,
+    flights: BTreeMap<Question, Flight<C>>,
+    outstanding: BTreeMap<u64, Outstanding>,
+    /// (deadline ms, token) of each outstanding query; (deadline, 0) entries are stale
+    /// answer timers keyed in `stale_timers`.
+    timers: BTreeMap<(u64, u64), ()>,
+    next_token: u64,
+    events: VecDeque<Event<C>>,
+    unwanted_run: u64,
+    /// Counters.
+    pub stats: ForwardStats,
+}
+
+/// Milliseconds to the cache's seconds.
+fn secs(ms: u64) -> u32 {
+    (ms / 1000) as u32
+}
+
+impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S> {
+    /// A forwarder over `cache`.
+    pub fn new(config: ForwardConfig, cache: Arc<Cache<M, S>>) -> Self {
+        Forwarder {
+            config,
+            cache,
+            infra: Infra::new(),
+            flights: BTreeMap::new(),
+            outstanding: BTreeMap::new(),
+            timers: BTreeMap::new(),
+            next_token: 1,
+            events: VecDeque::new(),
+            unwanted_run: 0,
+            stats: ForwardStats::default(),
+        }
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &ForwardConfig {
+        &self.config
+    }
+
+    /// The cache.
+    pub fn cache(&self) -> &Arc<Cache<M, S>> {
+        &self.cache
+    }
+
+    /// What is known of each upstream.
+    pub fn infra(&self) -> &Infra {
+        &self.infra
+    }
+
+    /// Questions in flight.
+    pub fn in_flight(&self) -> usize {
+        self.flights.len()
+    }
+
+    /// Replaces the settings (a reload). Questions in flight finish on their zone as it
+    /// was; upstreams no longer configured are forgotten.
+    pub fn reconfigure(&mut self, config: ForwardConfig) {
+        let keep: Vec<SocketAddr> = config
+            .zones
+            .iter()
+            .flat_map(|z| z.upstreams.iter().map(|u| u.addr))
+            .collect();
+        self.infra.retain(|a| keep.contains(a));
+        // Flights keep their zone index only if it still means the same zone.
+        let old = core::mem::replace(&mut self.config, config);
+        for f in self.flights.values_mut() {
+            let id = old.zones.get(f.zone).map(|z| z.id);
+            match self.config.zones.iter().position(|z| Some(z.id) == id) {
+                Some(i) => f.zone = i,
+                None => f.deadline_ms = 0,
+            }
+        }
+    }
+
+    /// The most specific zone containing `name` (lower case).
+    pub fn zone_for(&self, name: &[u8]) -> Option<usize> {
+        let mut best: Option<usize> = None;
+        for (i, z) in self.config.zones.iter().enumerate() {
+            if skua_engine::name::is_subdomain(name, &z.name)
+                && best.is_none_or(|b| self.config.zones[b].name.len() < z.name.len())
+            {
+                best = Some(i);
+            }
+        }
+        best
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<Event<C>> {
+        self.events.pop_front()
+    }
+
+    /// When [`Forwarder::tick`] must next run, ms.
+    pub fn next_timer(&self) -> Option<u64> {
+        let t = self.timers.keys().next().map(|&(t, _)| t);
+        let s = self.flights.values().filter_map(|f| f.stale_at).min();
+        match (t, s) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Starts resolving `q` for `client` at `now` (ms). With `refresh`, the question is
+    /// resolved even if it is in the cache (a prefetch or a stale entry's refresh;
+    /// `client` is then `None`).
+    pub fn resolve(
+        &mut self,
+        q: Question,
+        client: Option<C>,
+        now: u64,
+        rng: &mut impl Entropy,
+    ) -> Start<C> {
+        let Some(zone) = self.zone_for(&q.name) else {
+            return match client {
+                Some(c) => Start::NoZone(c),
+                None => Start::Pending,
+            };
+        };
+        if let Some(f) = self.flights.get_mut(&q) {
+            let clients = f
+                .waiters
+                .iter()
+                .filter(|w| matches!(w, Waiter::Client(_)))
+                .count();
+            return match client {
+                Some(c) if clients >= self.config.limits.waiters => Start::Busy(c),
+                Some(c) => {
+                    f.waiters.push(Waiter::Client(c));
+                    self.stats.coalesced += 1;
+                    Start::Pending
+                }
+                None => Start::Pending,
+            };
+        }
+        if self.flights.len() >= self.config.limits.flights {
+            return match client {
+                Some(c) => Start::Busy(c),
+                None => Start::Pending,
+            };
+        }
+        let cfg = self.cache.config();
+        let stale_at =
+            (client.is_some() && cfg.serve_expired && cfg.serve_expired_client_timeout > 0)
+                .then(|| now + u64::from(cfg.serve_expired_client_timeout));
+        let flight = Flight {
+            zone,
+            waiters: client.into_iter().map(Waiter::Client).collect(),
+            tried: Vec::new(),
+            attempts: 0,
+            deadline_ms: now + self.config.limits.budget_ms,
+            chain: Vec::new(),
+            errors: 0,
+            outstanding: None,
+            stale_at,
+            no_edns: Vec::new(),
+        };
+        self.flights.insert(q.clone(), flight);
+        self.send(&q, now, rng, None);
+        Start::Pending
+    }
+
+    /// Sends the next upstream query of `q`; `over` forces a transport (TCP after TC=1)
+    /// and the upstream. Finishes the question with SERVFAIL when nothing is left to try.
+    fn send(
+        &mut self,
+        q: &Question,
+        now: u64,
+        rng: &mut impl Entropy,
+        over: Option<(SocketAddr, Transport)>,
+    ) {
+        let Some(f) = self.flights.get_mut(q) else {
+            return;
+        };
+        let Some(zone) = self.config.zones.get(f.zone) else {
+            return self.fail(q, now);
+        };
+        if f.attempts >= self.config.limits.attempts || now >= f.deadline_ms {
+            return self.fail(q, now);
+        }
+        let (to, transport) = match over {
+            Some(o) => o,
+            None => {
+                let all: Vec<SocketAddr> = zone.upstreams.iter().map(|u| u.addr).collect();
+                let untried: Vec<SocketAddr> = all
+                    .iter()
+                    .copied()
+                    .filter(|a| !f.tried.contains(a))
+                    .collect();
+                // Every upstream tried once: start another round.
+                let pool = if untried.is_empty() { all } else { untried };
+                let Some(to) = self.infra.select(&pool, now, rng.u32()) else {
+                    return self.fail(q, now);
+                };
+                let up = zone.upstreams.iter().find(|u| u.addr == to);
+                let transport = match up.and_then(|u| u.tls_name.clone()) {
+                    Some(name) if zone.tls => Transport::Tls(name),
+                    _ if zone.tls => Transport::Tls(Arc::from("")),
+                    _ if self.config.tcp_upstream => Transport::Tcp,
+                    _ => Transport::Udp,
+                };
+                (to, transport)
+            }
+        };
+        f.attempts += 1;
+        if !f.tried.contains(&to) {
+            f.tried.push(to);
+        }
+        let id = rng.u32() as u16;
+        let mut sent_name = q.name.clone();
+        if self.config.use_caps_for_id {
+            randomize_case(&mut sent_name, rng);
+        }
+        let edns = !f.no_edns.contains(&to);
+        let rd = zone.kind == ZoneKind::Forward;
+        let bytes = build_query(
+            id,
+            rd,
+            &sent_name,
+            q.qtype,
+            q.qclass,
+            edns.then_some(self.config.edns_buffer_size),
+        );
+        let token = self.next_token;
+        self.next_token += 1;
+        // TCP and TLS get longer: connection set-up is more round trips.
+        let rto = u64::from(self.infra.rto(to));
+        let wait = match transport {
+            Transport::Udp => rto,
+            _ => rto * 3,
+        };
+        let deadline = (now + wait).min(f.deadline_ms);
+        if let Some(old) = f.outstanding.replace(token) {
+            self.drop_outstanding(old);
+        }
+        self.outstanding.insert(
+            token,
+            Outstanding {
+                question: q.clone(),
+                to,
+                transport: transport.clone(),
+                id,
+                sent_name,
+                edns,
+                sent_ms: now,
+                deadline_ms: deadline,
+            },
+        );
+        self.timers.insert((deadline, token), ());
+        self.stats.queries += 1;
+        self.events.push_back(Event::Transmit(Transmit {
+            token,
+            to,
+            transport,
+            bytes,
+        }));
+    }
+
+    fn drop_outstanding(&mut self, token: u64) {
+        if let Some(o) = self.outstanding.remove(&token) {
+            self.timers.remove(&(o.deadline_ms, token));
+        }
+    }
+
+    /// The transport of query `token` failed (connection refused or reset, TLS handshake
+    /// or certificate failure, ICMP unreachable): try the next upstream.
+    pub fn failed(&mut self, token: u64, now: u64, rng: &mut impl Entropy) {
+        let Some(o) = self.outstanding.remove(&token) else {
+            return;
+        };
+        self.timers.remove(&(o.deadline_ms, token));
+        self.infra.failed(o.to);
+        if let Some(f) = self.flights.get_mut(&o.question) {
+            f.errors += 1;
+            f.outstanding = None;
+        }
+        self.send(&o.question, now, rng, None);
+    }
+
+    /// A message arrived from `from` for query `token`.
+    pub fn reply(
+        &mut self,
+        token: u64,
+        from: SocketAddr,
+        bytes: &[u8],
+        now: u64,
+        rng: &mut impl Entropy,
+    ) {
+        let Some(o) = self.outstanding.get(&token) else {
+            self.unwanted();
+            return;
+        };
+        let Ok(m) = Message::parse(bytes) else {
+            // Garbage from the right address: an error reply, as Unbound treats it.
+            if from == o.to {
+                let o = self.outstanding.remove(&token).expect("present");
+                self.timers.remove(&(o.deadline_ms, token));
+                self.infra.failed(o.to);
+                if let Some(f) = self.flights.get_mut(&o.question) {
+                    f.errors += 1;
+                    f.outstanding = None;
+                }
+                self.send(&o.question, now, rng, None);
+            } else {
+                self.unwanted();
+            }
+            return;
+        };
+        let question_ok = m.question.as_ref().is_some_and(|mq| {
+            mq.qtype == o.question.qtype
+                && mq.qclass == o.question.qclass
+                && if self.config.use_caps_for_id {
+                    mq.name == o.sent_name
+                } else {
+                    mq.name.eq_ignore_ascii_case(&o.sent_name)
+                }
+        });
+        let header_ok =
+            m.id == o.id && m.flags & flags::QR != 0 && m.flags & flags::OPCODE_MASK == 0;
+        if from != o.to || !header_ok || !question_ok {
+            self.unwanted();
+            return;
+        }
+        let o = self.outstanding.remove(&token).expect("present");
+        self.timers.remove(&(o.deadline_ms, token));
+        let q = o.question.clone();
+        let rtt = now.saturating_sub(o.sent_ms).min(u64::from(u32::MAX)) as u32;
+        if let Some(f) = self.flights.get_mut(&q) {
+            f.outstanding = None;
+        } else {
+            return;
+        }
+        // TC=1 over UDP: the same upstream over TCP (RFC 7766 §5).
+        if m.flags & flags::TC != 0 && o.transport == Transport::Udp {
+            self.infra.replied(o.to, rtt);
+            self.stats.tcp_retries += 1;
+            return self.send(&q, now, rng, Some((o.to, Transport::Tcp)));
+        }
+        let rc = m.rcode();
+        // FORMERR/NOTIMP to a query with EDNS: once more without (RFC 6891 §7).
+        if o.edns
+            && (rc == u16::from(rcode::FORMERR) || rc == u16::from(rcode::NOTIMP))
+            && m.opt.is_none()
+        {
+            if let Some(f) = self.flights.get_mut(&q) {
+                f.no_edns.push(o.to);
+            }
+            return self.send(&q, now, rng, Some((o.to, o.transport)));
+        }
+        let zone_idx = self.flights.get(&q).map(|f| f.zone).unwrap_or(0);
+        let Some(zone) = self.config.zones.get(zone_idx) else {
+            return self.fail(&q, now);
+        };
+        let asked = Asked {
+            name: &q.name,
+            qtype: q.qtype,
+            qclass: q.qclass,
+        };
+        let verdict = scrub::scrub(&m, asked, &zone.name);
+        if verdict == Verdict::Lame {
+            self.infra.replied(o.to, rtt);
+            self.infra.failed(o.to);
+            if let Some(f) = self.flights.get_mut(&q) {
+                f.errors += 1;
+            }
+            return self.send(&q, now, rng, None);
+        }
+        self.infra.replied(o.to, rtt);
+        self.accept(&q, verdict, now, rng);
+    }
+
+    fn unwanted(&mut self) {
+        self.stats.unwanted += 1;
+        self.unwanted_run += 1;
+        let t = self.config.unwanted_reply_threshold;
+        if t != 0 && self.unwanted_run >= t {
+            // Unbound's defence: a flood of mismatched replies may be a spoofing attempt
+            // that succeeded somewhere; drop what we cached.
+            self.unwanted_run = 0;
+            self.stats.defences += 1;
+            self.cache.flush(crate::cache::Flush::All);
+        }
+    }
+
+    /// A scrubbed, usable verdict for `q`.
+    fn accept(&mut self, q: &Question, verdict: Verdict, now: u64, rng: &mut impl Entropy) {
+        let Some(f) = self.flights.get(q) else {
+            return;
+        };
+        let zone = &self.config.zones[f.zone];
+        let cache_it = !zone.no_cache;
+        let now_s = secs(now);
+        let c = self.cache.config().clone();
+        let keep = |set: RrSet, negative: bool| -> (RrSet, u32) {
+            let mut set = set;
+            set.ttl = if negative {
+                c.clamp_negative(set.ttl)
+            } else {
+                c.clamp(set.ttl)
+            };
+            if cache_it {
+                self.cache.offer(set, now_s)
+            } else {
+                let exp = now_s.saturating_add(set.ttl);
+                (set, exp)
+            }
+        };
+        let (rc, kind, answer, soa) = match verdict {
+            Verdict::Answer { answer } => (0u16, Kind::Positive, answer, None),
+            Verdict::NoData { answer, soa } => (0, Kind::NoData, answer, soa),
+            Verdict::NxDomain { answer, soa } => (3, Kind::NxDomain, answer, soa),
+            Verdict::Chain { answer, target } => {
+                let kept: Vec<(RrSet, u32)> = answer.into_iter().map(|s| keep(s, false)).collect();
+                return self.follow(q, kept, target, now, rng);
+            }
+            Verdict::Lame => return,
+        };
+        let mut sets: Vec<(RrSet, Section, u32)> = answer
+            .into_iter()
+            .map(|s| keep(s, false))
+            .map(|(s, e)| (s, Section::Answer, e))
+            .collect();
+        if let Some(mut soa) = soa {
+            // RFC 2308 §5: the SOA goes out with the negative TTL and counts down with it.
+            soa.ttl = scrub::negative_ttl(&soa);
+            let (s, e) = keep(soa, true);
+            sets.push((s, Section::Authority, e));
+        }
+        // A negative answer without SOA is passed on but not cached (RFC 2308 §5).
+        let cacheable = cache_it
+            && (kind == Kind::Positive || sets.iter().any(|(s, _, _)| s.rtype == rtype::SOA));
+        self.finish(
+            q,
+            Done {
+                rcode: rc,
+                kind,
+                sets,
+                ede: None,
+                cache: cacheable,
+            },
+            now,
+            rng,
+        );
+    }
+
+    /// The chain left `q`'s zone at `target`: resolve the target (through its own zone),
+    /// and finish `q` when it is done.
+    fn follow(
+        &mut self,
+        q: &Question,
+        kept: Vec<(RrSet, u32)>,
+        target: Vec<u8>,
+        now: u64,
+        rng: &mut impl Entropy,
+    ) {
+        let Some(f) = self.flights.get_mut(q) else {
+            return;
+        };
+        f.chain.extend(kept);
+        if f.chain.len() > scrub::MAX_CHAIN * 2 {
+            return self.fail(q, now);
+        }
+        let next = Question {
+            name: target,
+            qtype: q.qtype,
+            qclass: q.qclass,
+        };
+        if self.flights.contains_key(&next) || next == *q {
+            // Joining a question already in flight (or a loop through zones): wait on it.
+            if next == *q {
+                return self.fail(q, now);
+            }
+            if let Some(n) = self.flights.get_mut(&next) {
+                n.waiters.push(Waiter::Chain(q.clone()));
+            }
+            return;
+        }
+        if self.zone_for(&next.name).is_none() {
+            // Nobody to ask about the target: the chain as far as it goes (the client's
+            // stub asks the target itself), as an answer that is not cached.
+            let sets = self.flights[q]
+                .chain
+                .iter()
+                .map(|(s, e)| (s.clone(), Section::Answer, *e))
+                .collect();
+            return self.finish(
+                q,
+                Done {
+                    rcode: 0,
+                    kind: Kind::Positive,
+                    sets,
+                    ede: None,
+                    cache: false,
+                },
+                now,
+                rng,
+            );
+        }
+        // Cached already?
+        let now_s = secs(now);
+        if let Some(done) = self.cached_sets(&next, now_s) {
+            return self.finish_chain(q, done, now, rng);
+        }
+        match self.resolve(next.clone(), None, now, rng) {
+            Start::Pending => {
+                if let Some(n) = self.flights.get_mut(&next) {
+                    n.waiters.push(Waiter::Chain(q.clone()));
+                }
+            }
+            _ => self.fail(q, now),
+        }
+    }
+
+    /// The RRsets of a cached positive answer for `q` from the RRset store, if all there.
+    fn cached_sets(&self, q: &Question, now_s: u32) -> Option<Done> {
+        let (set, exp) = self.cache.rrset(&q.name, q.qtype, q.qclass, now_s)?;
+        Some(Done {
+            rcode: 0,
+            kind: Kind::Positive,
+            sets: alloc::vec![(set, Section::Answer, exp)],
+            ede: None,
+            cache: true,
+        })
+    }
+
+    /// Finishes `q` (waiting on a chain target) with the target's result.
+    fn finish_chain(&mut self, q: &Question, target: Done, now: u64, rng: &mut impl Entropy) {
+        let Some(f) = self.flights.get(q) else {
+            return;
+        };
+        let cache_it = target.cache && !self.config.zones[f.zone].no_cache;
+        let mut sets: Vec<(RrSet, Section, u32)> = f
+            .chain
+            .iter()
+            .map(|(s, e)| (s.clone(), Section::Answer, *e))
+            .collect();
+        sets.extend(target.sets);
+        self.finish(
+            q,
+            Done {
+                rcode: target.rcode,
+                kind: if target.kind == Kind::Positive {
+                    Kind::Positive
+                } else {
+                    target.kind
+                },
+                sets,
+                ede: target.ede,
+                cache: cache_it,
+            },
+            now,
+            rng,
+        );
+    }
+
+    /// SERVFAIL for `q` (or a stale answer, RFC 8767 §4, when the cache may serve one).
+    fn fail(&mut self, q: &Question, now: u64) {
+        let Some(f) = self.flights.get(q) else {
+            return;
+        };
+        let ede = if f.errors == 0 {
+            ede::NO_REACHABLE_AUTHORITY
+        } else {
+            ede::NETWORK_ERROR
+        };
+        self.stats.servfail += 1;
+        let done = Done {
+            rcode: u16::from(rcode::SERVFAIL),
+            kind: Kind::NoData,
+            sets: Vec::new(),
+            ede: Some(ede),
+            cache: false,
+        };
+        // `finish` needs an Entropy only for chains, which a failure does not start.
+        self.finish(q, done, now, &mut NoEntropy);
+    }
+
+    /// Removes `q`'s flight, caches its answer when it may, and answers its waiters.
+    fn finish(&mut self, q: &Question, done: Done, now: u64, rng: &mut impl Entropy) {
+        let Some(f) = self.flights.remove(q) else {
+            return;
+        };
+        if let Some(t) = f.outstanding {
+            self.drop_outstanding(t);
+        }
+        let now_s = secs(now);
+        let failed = done.rcode == u16::from(rcode::SERVFAIL);
+        let mut waiters = f.waiters;
+        // A failure with a stale entry at hand: the stale answer instead (RFC 8767 §4).
+        if failed {
+            let key = q.key();
+            let stale = self.cache.stale(&key, now_s, |h| Rendered {
+                flags: h.flags,
+                kind: Kind::Positive,
+                body: crate::render::Body {
+                    counts: h.counts.try_into().unwrap_or([0; 6]),
+                    bounds: h.bounds.to_vec(),
+                    tail: h.tail.to_vec(),
+                    ttls: h.ttls.to_vec(),
+                },
+                expires: 0,
+                ttl: 0,
+                zone: 0,
+                ede: Some(ede::STALE_ANSWER),
+            });
+            if let Some(r) = stale {
+                let reply_ttl = self.cache.config().serve_expired_reply_ttl;
+                self.answer_waiters(&mut waiters, Arc::new(r), Some(reply_ttl), None, now, rng);
+                return;
+            }
+        }
+        let expires = done.sets.iter().map(|&(_, _, e)| e).min().unwrap_or(now_s);
+        let body = render(&q.name, done.sets.iter().map(|(s, sec, e)| (s, *sec, *e)));
+        let rendered = Arc::new(Rendered {
+            flags: flags::QR | flags::RA | done.rcode,
+            kind: done.kind,
+            body,
+            expires,
+            ttl: expires.saturating_sub(now_s),
+            zone: self.config.zones.get(f.zone).map_or(0, |z| z.id),
+            ede: done.ede,
+        });
+        if done.cache && !failed && rendered.ttl > 0 {
+            self.cache.insert(&q.key(), (*rendered).clone(), now_s);
+        }
+        let for_chain = Done {
+            rcode: done.rcode,
+            kind: done.kind,
+            sets: done.sets,
+            ede: done.ede,
+            cache: done.cache,
+        };
+        self.answer_waiters(&mut waiters, rendered, None, Some(for_chain), now, rng);
+    }
+
+    fn answer_waiters(
+        &mut self,
+        waiters: &mut Vec<Waiter<C>>,
+        rendered: Arc<Rendered>,
+        fixed_ttl: Option<u32>,
+        done: Option<Done>,
+        now: u64,
+        rng: &mut impl Entropy,
+    ) {
+        let mut clients = Vec::new();
+        let mut chains = Vec::new();
+        for w in waiters.drain(..) {
+            match w {
+                Waiter::Client(c) => clients.push(c),
+                Waiter::Chain(p) => chains.push(p),
+            }
+        }
+        if !clients.is_empty() {
+            self.events.push_back(Event::Answer(Answer {
+                clients,
+                rendered: rendered.clone(),
+                fixed_ttl,
+            }));
+        }
+        for p in chains {
+            match &done {
+                Some(d) if d.rcode != u16::from(rcode::SERVFAIL) => {
+                    let d = Done {
+                        rcode: d.rcode,
+                        kind: d.kind,
+                        sets: d.sets.clone(),
+                        ede: d.ede,
+                        cache: d.cache,
+                    };
+                    self.finish_chain(&p, d, now, rng);
+                }
+                _ => self.fail(&p, now),
+            }
+        }
+    }
+
+    /// Runs what is due at `now`: upstream timeouts (next upstream, or SERVFAIL), stale
+    /// answers for clients that waited `serve-expired-client-timeout`, and questions past
+    /// their budget.
+    pub fn tick(&mut self, now: u64, rng: &mut impl Entropy) {
+        // Stale answers first: a client that waited long enough gets one even if the
+        // question goes on (to refresh the cache).
+        let due: Vec<Question> = self
+            .flights
+            .iter()
+            .filter(|(_, f)| f.stale_at.is_some_and(|t| t <= now))
+            .map(|(q, _)| q.clone())
+            .collect();
+        for q in due {
+            self.stale_now(&q, now, rng);
+        }
+        let expired: Vec<(u64, u64)> = self
+            .timers
+            .range(..=(now, u64::MAX))
+            .map(|(&k, _)| k)
+            .collect();
+        for (t, token) in expired {
+            self.timers.remove(&(t, token));
+            let Some(o) = self.outstanding.remove(&token) else {
+                continue;
+            };
+            self.infra.timed_out(o.to, now);
+            if let Some(f) = self.flights.get_mut(&o.question) {
+                f.outstanding = None;
+            }
+            self.send(&o.question, now, rng, None);
+        }
+        // Flights with no query out and past their budget (a reconfigured zone).
+        let stuck: Vec<Question> = self
+            .flights
+            .iter()
+            .filter(|(_, f)| f.outstanding.is_none() && f.deadline_ms <= now)
+            .map(|(q, _)| q.clone())
+            .collect();
+        for q in stuck {
+            self.fail(&q, now);
+        }
+    }
+
+    fn stale_now(&mut self, q: &Question, now: u64, rng: &mut impl Entropy) {
+        let Some(f) = self.flights.get_mut(q) else {
+            return;
+        };
+        f.stale_at = None;
+        let now_s = secs(now);
+        let stale = self.cache.stale(&q.key(), now_s, |h| Rendered {
+            flags: h.flags,
+            kind: Kind::Positive,
+            body: crate::render::Body {
+                counts: h.counts.try_into().unwrap_or([0; 6]),
+                bounds: h.bounds.to_vec(),
+                tail: h.tail.to_vec(),
+                ttls: h.ttls.to_vec(),
+            },
+            expires: 0,
+            ttl: 0,
+            zone: 0,
+            ede: Some(ede::STALE_ANSWER),
+        });
+        let Some(r) = stale else {
+            return;
+        };
+        let f = self.flights.get_mut(q).expect("present");
+        let (mut clients, rest): (Vec<_>, Vec<_>) = f
+            .waiters
+            .drain(..)
+            .partition(|w| matches!(w, Waiter::Client(_)));
+        f.waiters = rest;
+        let ttl = self.cache.config().serve_expired_reply_ttl;
+        self.answer_waiters(&mut clients, Arc::new(r), Some(ttl), None, now, rng);
+    }
+}
+
+struct NoEntropy;
+
+impl Entropy for NoEntropy {
+    fn u32(&mut self) -> u32 {
+        0
+    }
+}
+
+/// Flips the case of each letter of `name` at random (0x20, draft-vixie-dnsext-dns0x20).
+fn randomize_case(name: &mut [u8], rng: &mut impl Entropy) {
+    let mut bits = 0u32;
+    let mut left = 0;
+    let mut pos = 0usize;
+    while pos < name.len() && name[pos] != 0 {
+        let len = usize::from(name[pos]);
+        let end = (pos + 1 + len).min(name.len());
+        for b in &mut name[pos + 1..end] {
+            if b.is_ascii_alphabetic() {
+                if left == 0 {
+                    bits = rng.u32();
+                    left = 32;
+                }
+                if bits & 1 != 0 {
+                    *b ^= 0x20;
+                }
+                bits >>= 1;
+                left -= 1;
+            }
+        }
+        pos += 1 + len;
+    }
+}
+
+/// An upstream query: header, question, and an OPT record when `edns` gives a size
+/// (RFC 6891 §6.1.2; DO clear: nothing is validated yet).
+pub fn build_query(
+    id: u16,
+    rd: bool,
+    name: &[u8],
+    qtype: u16,
+    qclass: u16,
+    edns: Option<u16>,
+) -> Vec<u8> {
+    let mut m = Vec::with_capacity(HEADER_LEN + name.len() + 4 + 11);
+    m.extend_from_slice(&id.to_be_bytes());
+    m.extend_from_slice(&(if rd { flags::RD } else { 0 }).to_be_bytes());
+    m.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, u8::from(edns.is_some())]);
+    m.extend_from_slice(name);
+    m.extend_from_slice(&qtype.to_be_bytes());
+    m.extend_from_slice(&qclass.to_be_bytes());
+    if let Some(size) = edns {
+        m.extend_from_slice(&[0, 0, 41]);
+        m.extend_from_slice(&size.to_be_bytes());
+        m.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::{CacheConfig, Lookup};
+    use alloc::vec;
+    use core::cell::RefCell;
+
+    type TestCache = Cache<RefCell<MsgShard>, RefCell<SetShard>>;
+    type Fwd = Forwarder<u32, RefCell<MsgShard>, RefCell<SetShard>>;
+
+    /// A counter as randomness: predictable, and every ID differs.
+    struct Seq(u32);
+    impl Entropy for Seq {
+        fn u32(&mut self) -> u32 {
+            self.0 = self.0.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            self.0
+        }
+    }
+
+    fn up(n: u8) -> SocketAddr {
+        SocketAddr::from(([198, 18, 0, n], 53))
+    }
+
+    fn zone(name: &[u8], kind: ZoneKind, ups: &[u8], id: u32) -> ZoneConfig {
+        ZoneConfig {
+            name: name.to_vec(),
+            kind,
+            upstreams: ups
+                .iter()
+                .map(|&n| Upstream {
+                    addr: up(n),
+                    tls_name: None,
+                })
+                .collect(),
+            no_cache: false,
+            first: false,
+            tls: false,
+            id,
+        }
+    }
+
+    fn fwd(zones: Vec<ZoneConfig>, cache: CacheConfig) -> Fwd {
+        let cfg = ForwardConfig {
+            zones,
+            ..ForwardConfig::default()
+        };
+        // One thread: the RefCell shards make the cache !Sync, which is the point.
+        #[allow(clippy::arc_with_non_send_sync)]
+        let cache = Arc::new(TestCache::new(cache));
+        Forwarder::new(cfg, cache)
+    }
+
+    const WWW: &[u8] = b"\x03www\x07example\x00";
+
+    fn q(name: &[u8], qtype: u16) -> Question {
+        Question {
+            name: name.to_vec(),
+            qtype,
+            qclass: 1,
+        }
+    }
+
+    /// A reply to `query` (the transmitted bytes): same ID and question, `rcode`, the
+    /// records given as (owner, type, ttl, rdata) in answer and authority.
+    fn reply(
+        query: &[u8],
+        rcode: u16,
+        tc: bool,
+        answer: &[(&[u8], u16, u32, &[u8])],
+        auth: &[(&[u8], u16, u32, &[u8])],
+    ) -> Vec<u8> {
+        let qm = Message::parse(query).unwrap();
+        let qq = qm.question.unwrap();
+        let mut m = Vec::new();
+        m.extend_from_slice(&qm.id.to_be_bytes());
+        let f =
+            0x8000 | (qm.flags & flags::RD) | flags::RA | rcode | if tc { flags::TC } else { 0 };
+        m.extend_from_slice(&f.to_be_bytes());
+        m.extend_from_slice(&[0, 1]);
+        m.extend_from_slice(&(answer.len() as u16).to_be_bytes());
+        m.extend_from_slice(&(auth.len() as u16).to_be_bytes());
+        m.extend_from_slice(&[0, 0]);
+        m.extend_from_slice(&qq.name);
+        m.extend_from_slice(&qq.qtype.to_be_bytes());
+        m.extend_from_slice(&qq.qclass.to_be_bytes());
+        for (o, t, ttl, rd) in answer.iter().chain(auth) {
+            m.extend_from_slice(o);
+            m.extend_from_slice(&t.to_be_bytes());
+            m.extend_from_slice(&[0, 1]);
+            m.extend_from_slice(&ttl.to_be_bytes());
+            m.extend_from_slice(&(rd.len() as u16).to_be_bytes());
+            m.extend_from_slice(rd);
+        }
+        m
+    }
+
+    fn transmit(f: &mut Fwd) -> Transmit {
+        match f.poll_event() {
+            Some(Event::Transmit(t)) => t,
+            other => panic!("expected a transmit, got {other:?}"),
+        }
+    }
+
+    fn answer(f: &mut Fwd) -> Answer<u32> {
+        match f.poll_event() {
+            Some(Event::Answer(a)) => a,
+            other => panic!("expected an answer, got {other:?}"),
+        }
+    }
+
+    fn rcode_of(a: &Answer<u32>) -> u16 {
+        a.rendered.flags & 0xf
+    }
+
+    fn soa(minimum: u32) -> Vec<u8> {
+        let mut v = b"\x02ns\x07example\x00\x05admin\x07example\x00".to_vec();
+        for x in [1u32, 2, 3, 4, minimum] {
+            v.extend_from_slice(&x.to_be_bytes());
+        }
+        v
+    }
+
+    #[test]
+    fn forwards_coalesces_and_caches() {
+        let mut f = fwd(
+            vec![zone(b"\x00", ZoneKind::Forward, &[1], 1)],
+            CacheConfig::default(),
+        );
+        let mut rng = Seq(1);
+        assert_eq!(
+            f.resolve(q(WWW, 1), Some(10), 1000, &mut rng),
+            Start::Pending
+        );
+        let t = transmit(&mut f);
+        assert_eq!(t.to, up(1));
+        assert_eq!(t.transport, Transport::Udp);
+        let sent = Message::parse(&t.bytes).unwrap();
+        assert_eq!(sent.flags & flags::RD, flags::RD);
+        assert_eq!(sent.opt.unwrap().udp_size, 1232);
+        // Same question while in flight: no second upstream query.
+        assert_eq!(
+            f.resolve(q(WWW, 1), Some(11), 1001, &mut rng),
+            Start::Pending
+        );
+        assert!(f.poll_event().is_none());
+        let r = reply(&t.bytes, 0, false, &[(WWW, 1, 300, &[192, 0, 2, 1])], &[]);
+        f.reply(t.token, up(1), &r, 1020, &mut rng);
+        let a = answer(&mut f);
+        assert_eq!(a.clients, vec![10, 11]);
+        assert_eq!(rcode_of(&a), 0);
+        assert_eq!(a.rendered.body.counts, [0, 1, 0, 0, 0, 0]);
+        assert_eq!(f.stats.coalesced, 1);
+        // Cached: a hit 100 s later has TTL 200.
+        let key = Key::new(WWW, 1, 1);
+        let ttl = f.cache().lookup(&key, 101, |h| {
+            let mut tail = h.tail.to_vec();
+            crate::render::patch_ttls(&mut tail, h.tail.len(), h.ttls, 101, None);
+            u32::from_be_bytes([tail[6], tail[7], tail[8], tail[9]])
+        });
+        assert_eq!(ttl, Ok(200));
+        // The upstream's RTT was learnt.
+        assert_eq!(f.infra().hosts()[0].replies, 1);
+    }
+
+    #[test]
+    fn spoofed_replies_are_ignored() {
+        let mut f = fwd(
+            vec![zone(b"\x00", ZoneKind::Forward, &[1], 1)],
+            CacheConfig::default(),
+        );
+        f.config.use_caps_for_id = true;
+        let mut rng = Seq(7);
+        let _ = f.resolve(q(WWW, 1), Some(1), 0, &mut rng);
+        let t = transmit(&mut f);
+        let sent = Message::parse(&t.bytes).unwrap();
+        // 0x20: the name went out in mixed case.
+        let sent_name = sent.question.unwrap().name;
+        assert!(sent_name.eq_ignore_ascii_case(WWW) && sent_name != WWW);
+        let good = reply(&t.bytes, 0, false, &[(WWW, 1, 300, &[192, 0, 2, 1])], &[]);
+        let poison = reply(&t.bytes, 0, false, &[(WWW, 1, 300, &[6, 6, 6, 6])], &[]);
+        // Wrong source address.
+        f.reply(t.token, up(9), &poison, 5, &mut rng);
+        // Wrong ID.
+        let mut bad_id = poison.clone();
+        bad_id[0] ^= 0xff;
+        f.reply(t.token, up(1), &bad_id, 5, &mut rng);
+        // Question in the wrong case (the attacker doesn't know the 0x20 bits).
+        let mut bad_case = poison.clone();
+        bad_case[13..16].copy_from_slice(b"www");
+        assert_ne!(
+            bad_case[13..16],
+            t.bytes[13..16],
+            "this seed mixes the case of www"
+        );
+        f.reply(t.token, up(1), &bad_case, 5, &mut rng);
+        // Unknown token.
+        f.reply(999, up(1), &poison, 5, &mut rng);
+        assert_eq!(f.stats.unwanted, 4);
+        assert!(f.poll_event().is_none());
+        f.reply(t.token, up(1), &good, 6, &mut rng);
+        let a = answer(&mut f);
+        assert_eq!(a.rendered.body.tail[12..16], [192, 0, 2, 1]);
+    }
+
+    #[test]
+    fn out_of_bailiwick_is_not_cached_and_chain_crosses_zones() {
+        let mut f = fwd(
+            vec![
+                zone(b"\x07example\x00", ZoneKind::Forward, &[1], 1),
+                zone(b"\x05other\x00", ZoneKind::Forward, &[2], 2),
+            ],
+            CacheConfig::default(),
+        );
+        let mut rng = Seq(3);
+        let _ = f.resolve(q(WWW, 1), Some(1), 0, &mut rng);
+        let t = transmit(&mut f);
+        // example.'s upstream answers with a CNAME into other. and (poison) an address for
+        // the target and for an unrelated name of other.
+        let target: &[u8] = b"\x03cdn\x05other\x00";
+        let r = reply(
+            &t.bytes,
+            0,
+            false,
+            &[
+                (WWW, 5, 300, target),
+                (target, 1, 300, &[6, 6, 6, 6]),
+                (b"\x01x\x05other\x00", 1, 300, &[6, 6, 6, 7]),
+            ],
+            &[],
+        );
+        f.reply(t.token, up(1), &r, 10, &mut rng);
+        // The target is asked of other.'s upstream.
+        let t2 = transmit(&mut f);
+        assert_eq!(t2.to, up(2));
+        assert_eq!(
+            Message::parse(&t2.bytes).unwrap().question.unwrap().name,
+            target
+        );
+        // Nothing of other. was cached from example.'s reply.
+        assert!(f.cache().rrset(target, 1, 1, 0).is_none());
+        assert!(f.cache().rrset(b"\x01x\x05other\x00", 1, 1, 0).is_none());
+        let r2 = reply(
+            &t2.bytes,
+            0,
+            false,
+            &[(target, 1, 60, &[192, 0, 2, 7])],
+            &[],
+        );
+        f.reply(t2.token, up(2), &r2, 20, &mut rng);
+        let a = answer(&mut f);
+        assert_eq!(a.clients, vec![1]);
+        assert_eq!(a.rendered.body.counts, [0, 2, 0, 0, 0, 0]);
+        assert!(a.rendered.body.tail.ends_with(&[192, 0, 2, 7]));
+        // Both questions are cached.
+        assert!(f.cache().lookup(&Key::new(WWW, 1, 1), 0, |_| ()).is_ok());
+        assert!(f.cache().lookup(&Key::new(target, 1, 1), 0, |_| ()).is_ok());
+    }
+
+    #[test]
+    fn timeouts_retry_then_servfail_with_ede() {
+        let mut f = fwd(
+            vec![zone(b"\x00", ZoneKind::Forward, &[1, 2], 1)],
+            CacheConfig::default(),
+        );
+        let mut rng = Seq(5);
+        let _ = f.resolve(q(WWW, 1), Some(1), 0, &mut rng);
+        let t1 = transmit(&mut f);
+        let due = f.next_timer().unwrap();
+        assert_eq!(due, 376);
+        f.tick(due, &mut rng);
+        let t2 = transmit(&mut f);
+        assert_ne!(t1.to, t2.to, "the other upstream next");
+        // Late reply to the first query: its token is gone, so it is unwanted.
+        let late = reply(&t1.bytes, 0, false, &[(WWW, 1, 300, &[192, 0, 2, 1])], &[]);
+        f.reply(t1.token, t1.to, &late, due + 1, &mut rng);
+        assert_eq!(f.stats.unwanted, 1);
+        // Nobody answers: SERVFAIL with EDE 22 within the budget.
+        let a = loop {
+            let now = f.next_timer().unwrap();
+            assert!(now <= 5_000);
+            f.tick(now, &mut rng);
+            match f.poll_event() {
+                Some(Event::Transmit(_)) => continue,
+                Some(Event::Answer(a)) => break a,
+                None => panic!("nothing at {now}"),
+            }
+        };
+        assert_eq!(rcode_of(&a), 2);
+        assert_eq!(a.rendered.ede, Some(ede::NO_REACHABLE_AUTHORITY));
+        assert_eq!(f.in_flight(), 0);
+        assert_eq!(f.next_timer(), None);
+    }
+
+    #[test]
+    fn truncation_goes_to_tcp_and_errors_to_the_next_upstream() {
+        let mut f = fwd(
+            vec![zone(b"\x00", ZoneKind::Forward, &[1, 2], 1)],
+            CacheConfig::default(),
+        );
+        let mut rng = Seq(9);
+        let _ = f.resolve(q(WWW, 1), Some(1), 0, &mut rng);
+        let t = transmit(&mut f);
+        f.reply(
+            t.token,
+            t.to,
+            &reply(&t.bytes, 0, true, &[], &[]),
+            5,
+            &mut rng,
+        );
+        let tcp = transmit(&mut f);
+        assert_eq!((tcp.to, tcp.transport.clone()), (t.to, Transport::Tcp));
+        // SERVFAIL from it: the other upstream, over UDP again.
+        f.reply(
+            tcp.token,
+            tcp.to,
+            &reply(&tcp.bytes, 2, false, &[], &[]),
+            9,
+            &mut rng,
+        );
+        let other = transmit(&mut f);
+        assert_ne!(other.to, t.to);
+        // Garbage from it: an error too; then both are tried and a second round begins.
+        f.reply(other.token, other.to, b"\x00\x01garbage", 12, &mut rng);
+        let again = transmit(&mut f);
+        f.reply(
+            again.token,
+            again.to,
+            &reply(
+                &again.bytes,
+                0,
+                false,
+                &[(WWW, 1, 30, &[192, 0, 2, 3])],
+                &[],
+            ),
+            15,
+            &mut rng,
+        );
+        assert_eq!(rcode_of(&answer(&mut f)), 0);
+    }
+
+    #[test]
+    fn negative_answers_cached_for_soa_minimum() {
+        let mut f = fwd(
+            vec![zone(b"\x00", ZoneKind::Forward, &[1], 1)],
+            CacheConfig::default(),
+        );
+        let mut rng = Seq(11);
+        let _ = f.resolve(q(WWW, 1), Some(1), 0, &mut rng);
+        let t = transmit(&mut f);
+        let s = soa(120);
+        f.reply(
+            t.token,
+            up(1),
+            &reply(
+                &t.bytes,
+                3,
+                false,
+                &[],
+                &[(b"\x07example\x00", 6, 3600, &s)],
+            ),
+            0,
+            &mut rng,
+        );
+        let a = answer(&mut f);
+        assert_eq!(rcode_of(&a), 3);
+        assert_eq!(a.rendered.body.counts, [0, 0, 0, 1, 0, 0]);
+        let key = Key::new(WWW, 1, 1);
+        assert!(
+            f.cache()
+                .lookup(&key, 119, |h| h.flags & 0xf)
+                .is_ok_and(|r| r == 3)
+        );
+        assert_eq!(f.cache().lookup(&key, 120, |_| ()), Err(Lookup::Miss));
+    }
+
+    #[test]
+    fn stub_queries_go_without_rd_and_no_cache_zones_are_not_cached() {
+        let mut nc = zone(b"\x07example\x00", ZoneKind::Stub, &[1], 1);
+        nc.no_cache = true;
+        let mut f = fwd(vec![nc], CacheConfig::default());
+        let mut rng = Seq(13);
+        assert_eq!(
+            f.resolve(q(b"\x01x\x05other\x00", 1), Some(4), 0, &mut rng),
+            Start::NoZone(4)
+        );
+        let _ = f.resolve(q(WWW, 1), Some(1), 0, &mut rng);
+        let t = transmit(&mut f);
+        assert_eq!(Message::parse(&t.bytes).unwrap().flags & flags::RD, 0);
+        f.reply(
+            t.token,
+            up(1),
+            &reply(&t.bytes, 0, false, &[(WWW, 1, 300, &[192, 0, 2, 1])], &[]),
+            1000,
+            &mut rng,
+        );
+        assert_eq!(rcode_of(&answer(&mut f)), 0);
+        assert_eq!(
+            f.cache().lookup(&Key::new(WWW, 1, 1), 1, |_| ()),
+            Err(Lookup::Miss)
+        );
+        assert!(f.cache().rrset(WWW, 1, 1, 1).is_none());
+    }
+
+    #[test]
+    fn stale_answer_when_upstream_is_down() {
+        let cache = CacheConfig {
+            serve_expired: true,
+            ..CacheConfig::default()
+        };
+        let mut f = fwd(vec![zone(b"\x00", ZoneKind::Forward, &[1], 1)], cache);
+        let mut rng = Seq(17);
+        let _ = f.resolve(q(WWW, 1), Some(1), 0, &mut rng);
+        let t = transmit(&mut f);
+        f.reply(
+            t.token,
+            up(1),
+            &reply(&t.bytes, 0, false, &[(WWW, 1, 10, &[192, 0, 2, 1])], &[]),
+            0,
+            &mut rng,
+        );
+        let _ = answer(&mut f);
+        // Expired at 10 s; the upstream is down now.
+        let _ = f.resolve(q(WWW, 1), Some(2), 20_000, &mut rng);
+        let mut now = 20_000;
+        let a = loop {
+            match f.poll_event() {
+                Some(Event::Transmit(_)) => {}
+                Some(Event::Answer(a)) => break a,
+                None => {
+                    now = f.next_timer().unwrap();
+                    f.tick(now, &mut rng);
+                }
+            }
+        };
+        assert_eq!(a.clients, vec![2]);
+        assert_eq!(a.fixed_ttl, Some(30));
+        assert_eq!(a.rendered.ede, Some(ede::STALE_ANSWER));
+        assert_eq!(rcode_of(&a), 0);
+        assert!(now <= 25_000);
+    }
+}
