@@ -8,7 +8,9 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 
 use crate::acl::{Acl, AclAction};
-pub use crate::exchange::{DropReason, EngineConfig, Outcome, ReplyInfo, Request, Transport};
+pub use crate::exchange::{
+    AnswerCache, Cached, DropReason, EngineConfig, NoCache, Outcome, ReplyInfo, Request, Transport,
+};
 use crate::exchange::{Found, Tables};
 use crate::general;
 use crate::localzone::{LocalZoneType, default_zones};
@@ -192,6 +194,22 @@ impl Engine {
     /// ([`ReplyInfo::slipped`]).
     #[inline]
     pub fn handle_query(&self, req: &Request, query: &[u8], out: &mut [u8]) -> Outcome {
+        self.handle_query_with(req, query, out, &NoCache)
+    }
+
+    /// [`Engine::handle_query`] with the resolver's cache: with [`EngineConfig::resolve`],
+    /// a question outside local data is answered from `cache` when it holds an answer
+    /// (TTLs counted down, [`ReplyInfo::cached`]), and is [`Outcome::Resolve`] otherwise.
+    /// As Unbound: RD=0 questions are resolved only for `allow_snoop` (and `allow_setrd`,
+    /// which sets RD); `allow` refuses them.
+    #[inline]
+    pub fn handle_query_with<C: AnswerCache>(
+        &self,
+        req: &Request,
+        query: &[u8],
+        out: &mut [u8],
+        cache: &C,
+    ) -> Outcome {
         let acl = self.acl.check(req.src);
         match acl {
             AclAction::Deny => {
@@ -211,6 +229,13 @@ impl Engine {
             _ => {
                 let mut meta = general::Meta::default();
                 let o = general::handle(self, req, acl, query, out, &mut meta);
+                if meta.not_local
+                    && self.config.resolve
+                    && query.len() > 3
+                    && resolvable(acl, u16::from_be_bytes([query[2], query[3]]))
+                {
+                    return Outcome::Resolve;
+                }
                 return self.after_general(req, query, o, meta, out);
             }
         };
@@ -238,6 +263,11 @@ impl Engine {
                 reason: DropReason::Zone,
                 inform,
             },
+            Found::NotLocal if self.config.resolve && resolvable(acl, q.flags()) => cache
+                .lookup(key, hash, q.qtype, q.qclass, req.now, |c| {
+                    self.emit_cached(req, &q, acl, hash, c, out)
+                })
+                .unwrap_or(Outcome::Resolve),
             Found::NotLocal => {
                 let o = self.not_local(&q, acl, out, true);
                 let Some(table) = self.rrl.as_deref() else {
@@ -256,6 +286,93 @@ impl Engine {
                 self.rate_limit(table, req, o, &s, out)
             }
         }
+    }
+
+    /// Answers `query` with an answer of the resolver (for the clients that waited on an
+    /// upstream): as a cache hit would be, with the client's ID, case, flags, EDNS and size
+    /// limit, and rate limiting.
+    pub fn answer_cached(
+        &self,
+        req: &Request,
+        query: &[u8],
+        out: &mut [u8],
+        c: &Cached<'_>,
+    ) -> Outcome {
+        let acl = self.acl.check(req.src);
+        match acl {
+            AclAction::Deny => Outcome::Drop {
+                reason: DropReason::Acl,
+                inform: false,
+            },
+            AclAction::Refuse => {
+                let o = general::refuse(self, query, out);
+                self.after_general(req, query, o, general::Meta::default(), out)
+            }
+            _ => match Query::parse(query) {
+                Ok(q) => {
+                    let mut key = [0u8; crate::name::MAX_NAME_LEN];
+                    let qname = q.qname();
+                    let key = &mut key[..qname.len()];
+                    for (k, b) in key.iter_mut().zip(qname) {
+                        *k = b.to_ascii_lowercase();
+                    }
+                    let hash = store::name_hash(key);
+                    self.emit_cached(req, &q, acl, hash, c, out)
+                }
+                // The query was read once already; if it no longer parses, the general path
+                // says what it is.
+                Err(_) => self.handle_query(req, query, out),
+            },
+        }
+    }
+
+    /// Builds a reply from a cached answer: copied like a compiled one (truncated at an
+    /// RRset boundary when too large, rate-limited), then each TTL written from its RRset's
+    /// expiry (or the stale TTL) and the Extended DNS Error appended to our OPT record.
+    fn emit_cached(
+        &self,
+        req: &Request,
+        q: &Query<'_>,
+        acl: AclAction,
+        hash: u64,
+        c: &Cached<'_>,
+        out: &mut [u8],
+    ) -> Outcome {
+        let a = Answer::rendered(c.flags, c.counts, c.bounds, c.tail, c.class);
+        let o = match self.rrl.as_deref() {
+            None => self.emit(q, acl, &a, req.transport, out, true),
+            Some(table) => {
+                let resp = Response::new(a.rrl(), hash, q.qtype, q.qclass);
+                let tcp = req.transport == Transport::Tcp;
+                let verdict = table.check(req.now, req.src, tcp, &resp);
+                self.emit_limited(table, verdict, c.class, q, acl, &a, req.transport, out)
+            }
+        };
+        let Outcome::Reply { mut len, mut info } = o else {
+            return o;
+        };
+        info.cached = true;
+        info.refresh = c.refresh;
+        let head = HEADER_LEN + q.question().len();
+        let opt = if q.edns.is_some() { OPT_RR_LEN } else { 0 };
+        let tail_len = len.saturating_sub(head + opt);
+        if let Some(tail) = out.get_mut(head..head + tail_len) {
+            crate::exchange::patch_ttls(tail, c.ttls, req.now, c.fixed_ttl);
+        }
+        // RFC 8914 §3: an EDE option in our OPT record (4 octets of option header, 2 of
+        // INFO-CODE), when the client speaks EDNS and the reply has room for it.
+        if let (Some(code), true) = (c.ede, opt != 0) {
+            let limit = self.size_limit(q, req.transport).min(out.len());
+            if len + 6 <= limit && len >= OPT_RR_LEN {
+                let rdlen_at = len - 2;
+                wire::put16(out, rdlen_at, 6);
+                out[len..len + 2].copy_from_slice(&15u16.to_be_bytes());
+                out[len + 2..len + 4].copy_from_slice(&2u16.to_be_bytes());
+                out[len + 4..len + 6].copy_from_slice(&code.to_be_bytes());
+                len += 6;
+            }
+        }
+        Outcome::Reply { len, info }
     }
 
     /// Builds a compiled answer as rate limiting decided: sent, dropped, or slipped (a
@@ -624,6 +741,8 @@ impl Engine {
                 qtype: q.qtype,
                 slipped: false,
                 rrl_would: None,
+                cached: false,
+                refresh: false,
             },
         }
     }
@@ -667,6 +786,18 @@ impl Engine {
                 usize::from(e.udp_size.max(512).min(self.config.max_udp_size.max(512)))
             }
         }
+    }
+}
+
+/// Whether a question outside local data may be resolved for a client with this access:
+/// `allow` only with RD=1 (Unbound refuses cache snooping), `allow_snoop` always,
+/// `allow_setrd` always (it sets RD); `*_non_local` never.
+#[inline]
+fn resolvable(acl: AclAction, query_flags: u16) -> bool {
+    match acl {
+        AclAction::Allow => query_flags & flags::RD != 0,
+        AclAction::AllowSnoop | AclAction::AllowSetRd => true,
+        _ => false,
     }
 }
 

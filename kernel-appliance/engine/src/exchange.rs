@@ -70,6 +70,11 @@ pub struct ReplyInfo {
     pub slipped: bool,
     /// With `log-only`: what rate limiting would have done (the reply is sent anyway).
     pub rrl_would: Option<Limit>,
+    /// Answered from the resolver's cache ([`AnswerCache`]).
+    pub cached: bool,
+    /// The cache asks for this question to be resolved again (a prefetch in the last 10 %
+    /// of the TTL, or a stale answer's refresh): hand it to the resolver as well.
+    pub refresh: bool,
 }
 
 /// What the caller must do.
@@ -83,6 +88,9 @@ pub enum Outcome {
         /// Facts about it.
         info: ReplyInfo,
     },
+    /// Not local data and not in the cache: hand the query to the resolver, which answers
+    /// it later (only when [`EngineConfig::resolve`] is set).
+    Resolve,
     /// Send nothing.
     Drop {
         /// Why.
@@ -106,6 +114,10 @@ pub struct EngineConfig {
     pub edns_buffer_size: u16,
     /// Largest UDP reply we send [`max-udp-size`].
     pub max_udp_size: u16,
+    /// Names outside local data are resolved (a `forward-zone:` or `stub-zone:` is
+    /// configured): the engine consults the cache and answers [`Outcome::Resolve`] on a
+    /// miss. Off, they get REFUSED.
+    pub resolve: bool,
 }
 
 impl Default for EngineConfig {
@@ -117,6 +129,7 @@ impl Default for EngineConfig {
             // Unbound 1.17 defaults: advertise 1232 (DNS flag day 2020), send up to 4096.
             edns_buffer_size: 1232,
             max_udp_size: 4096,
+            resolve: false,
         }
     }
 }
@@ -147,4 +160,85 @@ pub(crate) trait Tables {
         out: &mut [u8],
         hot: bool,
     ) -> Outcome;
+}
+
+/// An answer held by the resolver's cache, as the engine needs it to build a reply: what
+/// follows the question, rendered for this query name's length (compression pointers
+/// into the question at offset 12 hold for any letter case), with each record's TTL
+/// offset and expiry.
+#[derive(Clone, Copy, Debug)]
+pub struct Cached<'a> {
+    /// Header flags: QR, RA, RCODE (the engine adds RD and CD from the query).
+    pub flags: u16,
+    /// ANCOUNT, NSCOUNT, ARCOUNT, big-endian.
+    pub counts: &'a [u8],
+    /// RRset boundaries for truncation: (end offset u16 LE, counts so far) per RRset.
+    pub bounds: &'a [u8],
+    /// The records.
+    pub tail: &'a [u8],
+    /// Per record: TTL offset in `tail` (u16 LE) and expiry (u32 LE, seconds of the
+    /// clock of [`Request::now`]).
+    pub ttls: &'a [u8],
+    /// Write this TTL in every record (a stale answer, RFC 8767 §4) instead of expiry
+    /// minus now.
+    pub fixed_ttl: Option<u32>,
+    /// Extended DNS Error to attach when the query has EDNS (RFC 8914).
+    pub ede: Option<u16>,
+    /// Resolve the question again (prefetch, stale refresh).
+    pub refresh: bool,
+    /// How rate limiting classes the answer.
+    pub class: crate::rrl::ResponseClass,
+}
+
+/// The cache the engine consults for names outside local data (the resolver's; the
+/// engine knows it only through this interface).
+pub trait AnswerCache {
+    /// Calls `f` with what the cache can send at `now` for a lower-cased name (with its
+    /// [`crate::store::name_hash`]), type and class; `None` when it has nothing to send
+    /// now.
+    fn lookup<R>(
+        &self,
+        lower: &[u8],
+        hash: u64,
+        qtype: u16,
+        qclass: u16,
+        now: u32,
+        f: impl FnOnce(&Cached<'_>) -> R,
+    ) -> Option<R>;
+}
+
+/// No cache: every miss is a miss.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoCache;
+
+impl AnswerCache for NoCache {
+    fn lookup<R>(
+        &self,
+        _: &[u8],
+        _: u64,
+        _: u16,
+        _: u16,
+        _: u32,
+        _: impl FnOnce(&Cached<'_>) -> R,
+    ) -> Option<R> {
+        None
+    }
+}
+
+/// Writes each record's TTL into `tail` (a reply's records after the question): its
+/// RRset's expiry minus `now`, or `fixed` for every record (a stale answer). `ttls` holds
+/// (offset u16 LE, expiry u32 LE) per record; offsets past `tail` (a truncated reply) are
+/// skipped.
+pub fn patch_ttls(tail: &mut [u8], ttls: &[u8], now: u32, fixed: Option<u32>) {
+    for t in ttls.chunks_exact(6) {
+        let off = usize::from(u16::from_le_bytes([t[0], t[1]]));
+        let Some(field) = tail.get_mut(off..off + 4) else {
+            continue;
+        };
+        let ttl = match fixed {
+            Some(f) => f,
+            None => u32::from_le_bytes([t[2], t[3], t[4], t[5]]).saturating_sub(now),
+        };
+        field.copy_from_slice(&ttl.to_be_bytes());
+    }
 }

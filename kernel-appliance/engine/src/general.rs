@@ -31,6 +31,9 @@ pub(crate) struct Meta {
     pub rrl: Option<AnswerRrl>,
     /// The query's EDNS DO bit, when it had an OPT record.
     pub edns_do: Option<bool>,
+    /// The question is not local data (the REFUSED written is what the engine sends when
+    /// it does not resolve).
+    pub not_local: bool,
 }
 
 fn drop_malformed() -> Outcome {
@@ -183,6 +186,7 @@ pub(crate) fn handle(
                     inform: false,
                 };
             }
+            meta.not_local = true;
             finish(resp, ResponseCode::Refused, ra, limit, out)
         }
         Found::Answer(a) => {

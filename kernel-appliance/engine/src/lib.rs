@@ -56,4 +56,7 @@ pub mod text;
 pub mod wire;
 pub mod zonefile;
 
-pub use engine::{Engine, EngineBuilder, Outcome, Request, Transport};
+pub use engine::{
+    AnswerCache, Cached, Engine, EngineBuilder, NoCache, Outcome, Request, Transport,
+};
+pub use exchange::patch_ttls;

@@ -1616,7 +1616,7 @@ mod tests {
                         reason: DropReason::RateLimited,
                         ..
                     } => 'D',
-                    Outcome::Drop { .. } => '?',
+                    Outcome::Drop { .. } | Outcome::Resolve => '?',
                 },
             )
             .collect()
@@ -1649,6 +1649,8 @@ mod tests {
                 qtype: 1,
                 slipped: true,
                 rrl_would: None,
+                cached: false,
+                refresh: false,
             }
         );
         let question = &q[12..q.len() - 11];

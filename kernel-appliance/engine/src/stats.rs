@@ -77,6 +77,10 @@ pub struct Counters {
     pub rrl_would_drop: AtomicU64,
     /// `log-only` rate limiting: replies sent that would have been slipped.
     pub rrl_would_slip: AtomicU64,
+    /// Replies from the resolver's cache.
+    pub cached: AtomicU64,
+    /// Queries handed to the resolver (not local data, not in the cache).
+    pub resolve: AtomicU64,
     /// Replies by RCODE ([`RCODES`] order, then other).
     pub rcode: [AtomicU64; RCODES.len() + 1],
     /// Replies by QTYPE of the question ([`QTYPES`] order, then other).
@@ -99,6 +103,8 @@ impl Default for Counters {
             slipped: AtomicU64::new(0),
             rrl_would_drop: AtomicU64::new(0),
             rrl_would_slip: AtomicU64::new(0),
+            cached: AtomicU64::new(0),
+            resolve: AtomicU64::new(0),
             rcode: Default::default(),
             qtype: Default::default(),
             dropped: Default::default(),
@@ -176,6 +182,9 @@ impl Counters {
                 if info.slipped {
                     add(&self.slipped, 1);
                 }
+                if info.cached {
+                    add(&self.cached, 1);
+                }
                 match info.rrl_would {
                     None => {}
                     Some(crate::rrl::Limit::Drop) => add(&self.rrl_would_drop, 1),
@@ -187,6 +196,8 @@ impl Counters {
                 }
             }
             Outcome::Drop { reason, .. } => add(&self.dropped[drop_slot(*reason)], 1),
+            // Counted as a query here; its reply is counted when the resolver sends it.
+            Outcome::Resolve => add(&self.resolve, 1),
         }
     }
 

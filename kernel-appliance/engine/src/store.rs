@@ -97,6 +97,28 @@ impl Answer<'static> {
 }
 
 impl<'a> Answer<'a> {
+    /// An answer rendered outside the store (the resolver's cache): flags, counts, tail
+    /// and truncation bounds in the store's formats, nothing to patch, rate-limited by
+    /// `class` under the query name.
+    pub(crate) fn rendered(
+        flags: u16,
+        counts: &'a [u8],
+        bounds: &'a [u8],
+        tail: &'a [u8],
+        class: ResponseClass,
+    ) -> Self {
+        Answer {
+            flags,
+            counts,
+            patches: &[],
+            bounds,
+            tail,
+            inform: false,
+            meta: (class as u8) << 1,
+            rrl_name: &[],
+        }
+    }
+
     /// How response rate limiting counts it (class, account name), decided at compile time.
     #[inline]
     pub fn rrl(&self) -> AnswerRrl {

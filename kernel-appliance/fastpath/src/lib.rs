@@ -390,7 +390,10 @@ pub fn handle_frame(
     let (dns_len, info) =
         match engine.handle_query(&req, &scratch[..qlen], &mut frame[payload_off..]) {
             Outcome::Reply { len, info } => (len, info),
-            Outcome::Drop {
+            // Too large for the frame, or for the resolver (its reply comes later, from a
+            // socket): the caller's kernel path.
+            Outcome::Resolve
+            | Outcome::Drop {
                 reason: EngineDrop::Buffer,
                 ..
             } => {

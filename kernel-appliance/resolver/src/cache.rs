@@ -28,6 +28,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use hashbrown::HashTable;
 use skua_engine::rrl::ResponseClass;
 use skua_engine::store::name_hash;
+use skua_engine::{AnswerCache, Cached};
 
 use crate::rrset::RrSet;
 
@@ -156,6 +157,28 @@ impl Kind {
             Kind::Positive => ResponseClass::Response,
             Kind::NoData => ResponseClass::Nodata,
             Kind::NxDomain => ResponseClass::Nxdomain,
+        }
+    }
+}
+
+impl Rendered {
+    /// The answer as the engine takes it ([`skua_engine::Engine::answer_cached`]), with
+    /// every TTL fixed (a stale answer) or counted down from the expiries.
+    pub fn as_cached(&self, fixed_ttl: Option<u32>) -> Cached<'_> {
+        Cached {
+            flags: self.flags,
+            counts: &self.body.counts,
+            bounds: &self.body.bounds,
+            tail: &self.body.tail,
+            ttls: &self.body.ttls,
+            fixed_ttl,
+            ede: self.ede,
+            refresh: false,
+            class: if self.flags & 0xf == 2 {
+                ResponseClass::Error
+            } else {
+                self.kind.class()
+            },
         }
     }
 }
@@ -754,6 +777,42 @@ impl<M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Cache<M, S> {
     }
 }
 
+/// The engine consults the message store for names outside local data: a fresh entry
+/// (or a stale one with `serve-expired` and no client timeout) is sent at once.
+impl<M: ShardLock<MsgShard>, S: ShardLock<SetShard>> AnswerCache for Cache<M, S> {
+    #[inline]
+    fn lookup<R>(
+        &self,
+        lower: &[u8],
+        hash: u64,
+        qtype: u16,
+        qclass: u16,
+        now: u32,
+        f: impl FnOnce(&Cached<'_>) -> R,
+    ) -> Option<R> {
+        let key = Key {
+            name: lower,
+            hash,
+            qtype,
+            qclass,
+        };
+        Cache::lookup(self, &key, now, |h| {
+            f(&Cached {
+                flags: h.flags,
+                counts: h.counts,
+                bounds: h.bounds,
+                tail: h.tail,
+                ttls: h.ttls,
+                fixed_ttl: h.fixed_ttl,
+                ede: if h.stale { Some(3) } else { None },
+                refresh: h.refresh,
+                class: h.class,
+            })
+        })
+        .ok()
+    }
+}
+
 /// One thread's lock: a `RefCell` (tests, and the unikernel's single event loop). A cache
 /// built on it is not `Sync`, so the compiler keeps it on one thread.
 impl<T> ShardLock<T> for core::cell::RefCell<T> {
@@ -812,7 +871,7 @@ mod tests {
     fn ttl_at(c: &TestCache, key: &Key<'_>, now: u32) -> Result<(u32, bool, bool), Lookup> {
         c.lookup(key, now, |h| {
             let mut tail = h.tail.to_vec();
-            crate::render::patch_ttls(&mut tail, h.tail.len(), h.ttls, now, h.fixed_ttl);
+            crate::render::patch_ttls(&mut tail, h.ttls, now, h.fixed_ttl);
             let off = usize::from(u16::from_le_bytes([h.ttls[0], h.ttls[1]]));
             (
                 u32::from_be_bytes([tail[off], tail[off + 1], tail[off + 2], tail[off + 3]]),

@@ -1251,7 +1251,7 @@ mod tests {
         let key = Key::new(WWW, 1, 1);
         let ttl = f.cache().lookup(&key, 101, |h| {
             let mut tail = h.tail.to_vec();
-            crate::render::patch_ttls(&mut tail, h.tail.len(), h.ttls, 101, None);
+            crate::render::patch_ttls(&mut tail, h.ttls, 101, None);
             u32::from_be_bytes([tail[6], tail[7], tail[8], tail[9]])
         });
         assert_eq!(ttl, Ok(200));

@@ -228,22 +228,9 @@ pub fn render<'a>(
     w.body
 }
 
-/// Writes the TTLs into a copy of `tail` (its first `len` octets, which begin at
-/// `out[0]`): each record's RRset expiry minus `now`, or `fixed` for every record when
-/// given (serve-stale's reply TTL, RFC 8767 §4).
-pub fn patch_ttls(out: &mut [u8], len: usize, ttls: &[u8], now: u32, fixed: Option<u32>) {
-    for t in ttls.chunks_exact(6) {
-        let off = usize::from(u16::from_le_bytes([t[0], t[1]]));
-        if off + 4 > len || off + 4 > out.len() {
-            continue;
-        }
-        let ttl = match fixed {
-            Some(f) => f,
-            None => u32::from_le_bytes([t[2], t[3], t[4], t[5]]).saturating_sub(now),
-        };
-        out[off..off + 4].copy_from_slice(&ttl.to_be_bytes());
-    }
-}
+/// Writes each record's TTL into `tail` from its RRset's expiry (or `fixed`): the
+/// engine's [`skua_engine::patch_ttls`], which cache hits use.
+pub use skua_engine::patch_ttls;
 
 #[cfg(test)]
 mod tests {
@@ -272,7 +259,7 @@ mod tests {
         let base = m.len();
         m.extend_from_slice(&body.tail);
         let len = body.tail.len();
-        patch_ttls(&mut m[base..], len, &body.ttls, 100, None);
+        patch_ttls(&mut m[base..base + len], &body.ttls, 100, None);
         Message::parse(&m).unwrap()
     }
 

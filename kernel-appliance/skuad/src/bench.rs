@@ -306,7 +306,7 @@ impl Run<'_> {
                         reason: DropReason::RateLimited,
                         ..
                     } => s.rate_limited += 1,
-                    Outcome::Drop { .. } => s.drops += 1,
+                    Outcome::Drop { .. } | Outcome::Resolve => s.drops += 1,
                 }
             }
         }

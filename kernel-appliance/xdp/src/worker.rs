@@ -266,7 +266,9 @@ pub fn run(
                 } => {
                     stats.dropped[Drop::RateLimited as usize].fetch_add(1, Ordering::Relaxed);
                 }
-                Outcome::Drop { .. } => {}
+                // Only with `EngineConfig::resolve`, which no AF_XDP configuration sets
+                // until the workers hand misses to the resolver.
+                Outcome::Drop { .. } | Outcome::Resolve => {}
             }
         }
         if n == 0 {

@@ -40,6 +40,7 @@ fn inform(o: &Outcome, peer: SocketAddr, q: &[u8]) {
     let informs = match o {
         Outcome::Reply { info, .. } => info.inform,
         Outcome::Drop { inform, .. } => *inform,
+        Outcome::Resolve => false,
     };
     if informs {
         log::info(format_args!(
@@ -174,7 +175,8 @@ async fn tcp_conn(
                 reason: skua_engine::engine::DropReason::Acl,
                 ..
             } => break,
-            Outcome::Drop { .. } => {}
+            // Not before the resolver is wired in (EngineConfig::resolve stays off).
+            Outcome::Drop { .. } | Outcome::Resolve => {}
         }
     }
     drop(tx);
