@@ -202,6 +202,9 @@ pub enum Event<C> {
     Transmit(Transmit),
     /// Answer clients.
     Answer(Answer<C>),
+    /// Upstream query `token` is over (answered, timed out, replaced): close its socket,
+    /// forget its ID on a shared connection. Late replies to it count as unwanted.
+    Cancel(u64),
 }
 
 /// What [`Forwarder::resolve`] did with a question.
@@ -545,7 +548,13 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
     fn drop_outstanding(&mut self, token: u64) {
         if let Some(o) = self.outstanding.remove(&token) {
             self.timers.remove(&(o.deadline_ms, token));
+            self.events.push_back(Event::Cancel(token));
         }
+    }
+
+    /// Whether upstream query `token` still waits for a reply.
+    pub fn is_outstanding(&self, token: u64) -> bool {
+        self.outstanding.contains_key(&token)
     }
 
     /// The transport of query `token` failed (connection refused or reset, TLS handshake
@@ -581,6 +590,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             if from == o.to {
                 let o = self.outstanding.remove(&token).expect("present");
                 self.timers.remove(&(o.deadline_ms, token));
+                self.events.push_back(Event::Cancel(token));
                 self.infra.failed(o.to);
                 if let Some(f) = self.flights.get_mut(&o.question) {
                     f.errors += 1;
@@ -609,6 +619,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         }
         let o = self.outstanding.remove(&token).expect("present");
         self.timers.remove(&(o.deadline_ms, token));
+        self.events.push_back(Event::Cancel(token));
         let q = o.question.clone();
         let rtt = now.saturating_sub(o.sent_ms).min(u64::from(u32::MAX)) as u32;
         if let Some(f) = self.flights.get_mut(&q) {
@@ -985,6 +996,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             let Some(o) = self.outstanding.remove(&token) else {
                 continue;
             };
+            self.events.push_back(Event::Cancel(token));
             self.infra.timed_out(o.to, now);
             if let Some(f) = self.flights.get_mut(&o.question) {
                 f.outstanding = None;
@@ -1191,15 +1203,25 @@ mod tests {
         m
     }
 
+    /// The next event that is not a cancellation.
+    fn next(f: &mut Fwd) -> Option<Event<u32>> {
+        loop {
+            match f.poll_event() {
+                Some(Event::Cancel(_)) => continue,
+                e => return e,
+            }
+        }
+    }
+
     fn transmit(f: &mut Fwd) -> Transmit {
-        match f.poll_event() {
+        match next(f) {
             Some(Event::Transmit(t)) => t,
             other => panic!("expected a transmit, got {other:?}"),
         }
     }
 
     fn answer(f: &mut Fwd) -> Answer<u32> {
-        match f.poll_event() {
+        match next(f) {
             Some(Event::Answer(a)) => a,
             other => panic!("expected an answer, got {other:?}"),
         }
@@ -1239,7 +1261,7 @@ mod tests {
             f.resolve(q(WWW, 1), Some(11), 1001, &mut rng),
             Start::Pending
         );
-        assert!(f.poll_event().is_none());
+        assert!(next(&mut f).is_none());
         let r = reply(&t.bytes, 0, false, &[(WWW, 1, 300, &[192, 0, 2, 1])], &[]);
         f.reply(t.token, up(1), &r, 1020, &mut rng);
         let a = answer(&mut f);
@@ -1293,7 +1315,7 @@ mod tests {
         // Unknown token.
         f.reply(999, up(1), &poison, 5, &mut rng);
         assert_eq!(f.stats.unwanted, 4);
-        assert!(f.poll_event().is_none());
+        assert!(next(&mut f).is_none());
         f.reply(t.token, up(1), &good, 6, &mut rng);
         let a = answer(&mut f);
         assert_eq!(a.rendered.body.tail[12..16], [192, 0, 2, 1]);
@@ -1376,10 +1398,10 @@ mod tests {
             let now = f.next_timer().unwrap();
             assert!(now <= 5_000);
             f.tick(now, &mut rng);
-            match f.poll_event() {
+            match next(&mut f) {
                 Some(Event::Transmit(_)) => continue,
                 Some(Event::Answer(a)) => break a,
-                None => panic!("nothing at {now}"),
+                Some(Event::Cancel(_)) | None => panic!("nothing at {now}"),
             }
         };
         assert_eq!(rcode_of(&a), 2);
@@ -1520,8 +1542,8 @@ mod tests {
         let _ = f.resolve(q(WWW, 1), Some(2), 20_000, &mut rng);
         let mut now = 20_000;
         let a = loop {
-            match f.poll_event() {
-                Some(Event::Transmit(_)) => {}
+            match next(&mut f) {
+                Some(Event::Transmit(_)) | Some(Event::Cancel(_)) => {}
                 Some(Event::Answer(a)) => break a,
                 None => {
                     now = f.next_timer().unwrap();
