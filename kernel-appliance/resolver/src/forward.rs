@@ -342,8 +342,10 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         self.flights.len()
     }
 
-    /// Replaces the settings (a reload). Questions in flight finish on their zone as it
-    /// was; upstreams no longer configured are forgotten.
+    /// Replaces the settings (a reload). The cache is kept except what was resolved
+    /// through zones whose configuration changed (their [`ZoneConfig::id`] is gone).
+    /// Questions in flight through a zone that is still there finish; the others fail.
+    /// Upstreams no longer configured are forgotten.
     pub fn reconfigure(&mut self, config: ForwardConfig) {
         let keep: Vec<SocketAddr> = config
             .zones
@@ -351,6 +353,21 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             .flat_map(|z| z.upstreams.iter().map(|u| u.addr))
             .collect();
         self.infra.retain(|a| keep.contains(a));
+        // What was resolved through a zone that changed or went is dropped: its answers
+        // (by zone id) and every RRset under its name (RRsets carry no zone).
+        let gone: Vec<&ZoneConfig> = self
+            .config
+            .zones
+            .iter()
+            .filter(|z| !config.zones.iter().any(|n| n.id == z.id))
+            .collect();
+        if !gone.is_empty() {
+            let ids: Vec<u32> = gone.iter().map(|z| z.id).collect();
+            self.cache.flush(crate::cache::Flush::Zones(&ids));
+            for z in &gone {
+                self.cache.flush(crate::cache::Flush::Subtree(&z.name));
+            }
+        }
         // Flights keep their zone index only if it still means the same zone.
         let old = core::mem::replace(&mut self.config, config);
         for f in self.flights.values_mut() {
