@@ -16,6 +16,14 @@ pub fn now_secs() -> u32 {
     u32::try_from(start.elapsed().as_secs()).unwrap_or(u32::MAX)
 }
 
+/// Milliseconds since the first call, on the same clock as [`now_secs`] (whole seconds of
+/// it are `now_secs()`): the resolver's timers, whose cache expiries the engine compares
+/// with `now_secs()`.
+pub fn now_millis() -> u64 {
+    let start = START.get_or_init(Instant::now);
+    u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

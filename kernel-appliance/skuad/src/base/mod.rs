@@ -3,12 +3,14 @@
 //! The serving handle ([`serving`]) shared by the dataplanes and the control core, the
 //! listener settings ([`settings`]), the interface the control core drives the dataplanes
 //! through ([`planes`]), logging ([`log`]), the clock ([`clock`]), service-manager
-//! notification ([`notify`]) and query encoding ([`query`]).
+//! notification ([`notify`]), query encoding ([`query`]) and the resolver's cache and job
+//! queue as the dataplanes see them ([`resolving`]).
 
 pub mod clock;
 pub mod log;
 pub mod notify;
 pub mod planes;
 pub mod query;
+pub mod resolving;
 pub mod serving;
 pub mod settings;

@@ -11,6 +11,7 @@ use serde::Serialize;
 use skua_engine::Engine;
 use skua_xdp::worker::QueueStats;
 
+use crate::base::resolving::ResolverSettings;
 use crate::base::serving::Serving;
 use crate::base::settings::Settings;
 
@@ -61,4 +62,9 @@ pub trait Dataplanes: Send + Sync {
     fn programs(&self) -> Vec<ProgramCounters>;
     /// Human-readable counters, one line per queue and program (SIGUSR1, stop).
     fn summary(&self) -> Vec<String>;
+    /// Starts, reconfigures or (`None`) stops the resolver, and puts its handle in the
+    /// serving handle. A change of cache sizes starts it afresh (an empty cache); other
+    /// changes keep the cache. `Err` (a TLS root bundle that cannot be read): nothing
+    /// changed.
+    fn resolver(&self, serving: &Serving, settings: Option<&ResolverSettings>) -> Result<(), String>;
 }

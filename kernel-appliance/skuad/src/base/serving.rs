@@ -28,6 +28,8 @@ pub struct Serving {
     /// Counters of every kernel-socket worker started so far (retired ones included, so
     /// totals never go down) and of TCP.
     pub stats: std::sync::Mutex<Vec<Arc<WorkerStats>>>,
+    /// The resolver (its cache and job queue), when forwarding is configured.
+    pub resolver: arc_swap::ArcSwapOption<crate::base::resolving::ResolverHandle>,
 }
 
 impl Serving {
@@ -38,6 +40,7 @@ impl Serving {
             stop: AtomicBool::new(false),
             generation: AtomicU64::new(0),
             stats: std::sync::Mutex::new(Vec::new()),
+            resolver: arc_swap::ArcSwapOption::empty(),
         }
     }
 

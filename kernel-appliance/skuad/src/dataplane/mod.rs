@@ -7,6 +7,7 @@
 
 pub mod listeners;
 pub mod sockets;
+pub mod upstream;
 pub mod xdp;
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -15,6 +16,7 @@ use skua_engine::Engine;
 
 use crate::base::log;
 use crate::base::planes::{DataplaneState, Dataplanes, ProgramCounters, QueueCounters};
+use crate::base::resolving::ResolverSettings;
 use crate::base::serving::Serving;
 use crate::base::settings::Settings;
 use listeners::Listeners;
@@ -28,6 +30,8 @@ pub struct Planes {
     listeners: Mutex<Option<Listeners>>,
     xdp: Mutex<Option<XdpPlane>>,
     state: Mutex<DataplaneState>,
+    resolver: Mutex<Option<upstream::Resolver>>,
+    rt: tokio::runtime::Handle,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -48,6 +52,8 @@ impl Planes {
             listeners: Mutex::new(Some(listeners)),
             xdp: Mutex::new(None),
             state: Mutex::new(DataplaneState::Sockets),
+            resolver: Mutex::new(None),
+            rt: tokio::runtime::Handle::current(),
         })
     }
 
@@ -77,6 +83,10 @@ impl Planes {
         if let Some(mut l) = lock(&self.listeners).take() {
             l.stop();
         }
+        if let Some(r) = lock(&self.resolver).take() {
+            self.serving.resolver.store(None);
+            r.stop();
+        }
         if let Some(mut p) = lock(&self.xdp).take() {
             for line in p.summary() {
                 log::info(format_args!("{line}"));
@@ -87,6 +97,36 @@ impl Planes {
 }
 
 impl Dataplanes for Planes {
+    fn resolver(&self, serving: &Serving, settings: Option<&ResolverSettings>) -> Result<(), String> {
+        let mut guard = lock(&self.resolver);
+        let Some(new) = settings else {
+            if let Some(r) = guard.take() {
+                serving.resolver.store(None);
+                r.stop();
+                log::info(format_args!("resolver stopped"));
+            }
+            return Ok(());
+        };
+        match guard.as_mut() {
+            Some(r) if r.settings() == new => Ok(()),
+            Some(r) if r.settings().cache == new.cache => r.reconfigure(new),
+            _ => {
+                let r = upstream::Resolver::start(&self.rt, self.serving.clone(), new)?;
+                serving.resolver.store(Some(r.handle.clone()));
+                if let Some(old) = guard.replace(r) {
+                    old.stop();
+                }
+                log::info(format_args!(
+                    "resolver: {} forward/stub zone(s), cache {} + {} bytes",
+                    new.forward.zones.len(),
+                    new.cache.msg_bytes,
+                    new.cache.rrset_bytes
+                ));
+                Ok(())
+            }
+        }
+    }
+
     fn swap(&self, serving: &Serving, engine: Arc<Engine>) {
         let plane = lock(&self.xdp);
         if let Some(p) = plane.as_ref() {

@@ -14,6 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::base::log;
+use crate::base::resolving::{Job, ResolverHandle, Route};
 use crate::base::serving::{Serving, WorkerStats};
 
 /// TCP parameters read at each accept.
@@ -71,6 +72,8 @@ pub(crate) fn udp_worker(
     let mut rx = skua_netio::Batch::new(BATCH, RX_BUF);
     let mut tx = skua_netio::Batch::new(BATCH, tx_size);
     let stats = &*stats;
+    // The resolver answers later through this socket (a shared reference to it).
+    let sock = Arc::new(sock);
     while !shared.stop.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
         let n = match rx.recv(&sock) {
             Ok(n) => n,
@@ -87,6 +90,7 @@ pub(crate) fn udp_worker(
         // One clock read per batch (rate limiting counts whole seconds).
         let now = crate::base::clock::now_secs();
         let engine = shared.engine.load();
+        let resolver = shared.resolver.load();
         for i in 0..n {
             let Some((q, peer)) = rx.get(i) else { continue };
             let Some(out) = tx.next_buf() else { break };
@@ -95,11 +99,27 @@ pub(crate) fn udp_worker(
                 transport: Transport::Udp,
                 now,
             };
-            let o = engine.handle_query(&req, q, out);
+            let o = match resolver.as_deref() {
+                Some(r) => engine.handle_query_with(&req, q, out, &*r.cache),
+                None => engine.handle_query(&req, q, out),
+            };
             stats.record(&o);
             inform(&o, peer, q);
-            if let Outcome::Reply { len, .. } = o {
-                tx.push(len, peer);
+            match o {
+                Outcome::Reply { len, info } => {
+                    if info.refresh {
+                        refresh(resolver.as_deref(), q);
+                    }
+                    tx.push(len, peer);
+                }
+                Outcome::Resolve => {
+                    let route = Route::Udp {
+                        sock: sock.clone(),
+                        peer,
+                    };
+                    hand_over(resolver.as_deref(), q, route);
+                }
+                Outcome::Drop { .. } => {}
             }
         }
         if !tx.is_empty()
@@ -108,6 +128,27 @@ pub(crate) fn udp_worker(
             log::warn(format_args!("worker {idx}: sendmmsg: {e}"));
         }
         stats.record_latency(t0.elapsed().as_nanos() as u64, n as u64);
+    }
+}
+
+/// Hands a query that missed the cache to the resolver, which answers on `route`. A full
+/// queue drops it (the client retries), as an overloaded Unbound drops.
+fn hand_over(resolver: Option<&ResolverHandle>, query: &[u8], route: Route) {
+    if let Some(r) = resolver {
+        let _ = r.submit(Job {
+            query: query.to_vec(),
+            route: Some(route),
+        });
+    }
+}
+
+/// Asks the resolver to refresh a question the cache answered (prefetch, stale).
+fn refresh(resolver: Option<&ResolverHandle>, query: &[u8]) {
+    if let Some(r) = resolver {
+        let _ = r.submit(Job {
+            query: query.to_vec(),
+            route: None,
+        });
     }
 }
 
@@ -153,16 +194,23 @@ async fn tcp_conn(
             _ => break,
         }
         let engine = shared.engine.load();
+        let resolver = shared.resolver.load();
         let req = Request {
             src: peer.ip(),
             transport: Transport::Tcp,
             now: crate::base::clock::now_secs(),
         };
-        let o = engine.handle_query(&req, &q[..n], &mut out[2..]);
+        let o = match resolver.as_deref() {
+            Some(r) => engine.handle_query_with(&req, &q[..n], &mut out[2..], &*r.cache),
+            None => engine.handle_query(&req, &q[..n], &mut out[2..]),
+        };
         stats.record(&o);
         inform(&o, peer, &q[..n]);
         match o {
-            Outcome::Reply { len, .. } => {
+            Outcome::Reply { len, info } => {
+                if info.refresh {
+                    refresh(resolver.as_deref(), &q[..n]);
+                }
                 // Cannot truncate: replies are at most 65535 bytes.
                 out[..2].copy_from_slice(&(len as u16).to_be_bytes());
                 match tokio::time::timeout(idle, tx.send(out[..2 + len].to_vec())).await {
@@ -175,8 +223,11 @@ async fn tcp_conn(
                 reason: skua_engine::engine::DropReason::Acl,
                 ..
             } => break,
-            // Not before the resolver is wired in (EngineConfig::resolve stays off).
-            Outcome::Drop { .. } | Outcome::Resolve => {}
+            Outcome::Resolve => {
+                let route = Route::Tcp { tx: tx.clone(), peer };
+                hand_over(resolver.as_deref(), &q[..n], route);
+            }
+            Outcome::Drop { .. } => {}
         }
     }
     drop(tx);

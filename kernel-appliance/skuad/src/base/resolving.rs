@@ -1,0 +1,117 @@
+//! What the dataplanes share with the resolver: its cache, read on every query that is
+//! not local data, and the queue of questions it must resolve.
+//!
+//! A dataplane asks the engine with the cache ([`skua_engine::Engine::handle_query_with`]);
+//! a hit is answered on the spot like local data. On [`skua_engine::Outcome::Resolve`] it
+//! hands a [`Job`] to the resolver (the query's bytes and how to reach the client back);
+//! the resolver answers later, through the same socket. A hit that asks for a refresh
+//! (prefetch, stale) is handed over as well, without a client.
+//!
+//! The cache's shards are `RwLock`s: readers on different workers share a shard's lock
+//! only when their names hash to the same one of 64 shards; writers (upstream replies) take
+//! it briefly.
+
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::sync::{Arc, RwLock};
+
+use skua_resolver::cache::{Cache, CacheConfig, MsgShard, SetShard, ShardLock};
+use skua_resolver::forward::ForwardConfig;
+use tokio::sync::mpsc;
+
+/// A shard behind a `std::sync::RwLock` (poisoning ignored: a shard is consistent after
+/// every operation, none panics halfway).
+pub struct RwShard<T>(RwLock<T>);
+
+impl<T> ShardLock<T> for RwShard<T> {
+    fn new(shard: T) -> Self {
+        RwShard(RwLock::new(shard))
+    }
+    fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        f(&self.0.read().unwrap_or_else(|e| e.into_inner()))
+    }
+    fn write<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut self.0.write().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// What the control core decides about resolving (from `forward-zone:`, `stub-zone:` and
+/// the cache and upstream directives of `server:`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolverSettings {
+    /// Zones, limits, EDNS size, 0x20, TCP.
+    pub forward: ForwardConfig,
+    /// Sizes and TTL policy of the cache.
+    pub cache: CacheConfig,
+    /// Source ports for UDP queries (`outgoing-port-permit` minus `-avoid`), inclusive
+    /// ranges; empty for 1024-65535.
+    pub ports: Vec<(u16, u16)>,
+    /// `tls-cert-bundle:`: roots for DoT upstreams (PEM).
+    pub tls_cert_bundle: Option<String>,
+    /// `tls-system-cert:`: the system's roots too (also used when no bundle is given).
+    pub tls_system_cert: bool,
+}
+
+/// The cache every dataplane reads.
+pub type SharedCache = Cache<RwShard<MsgShard>, RwShard<SetShard>>;
+
+/// How to reach a client again.
+#[derive(Clone, Debug)]
+pub enum Route {
+    /// A UDP query: reply from the socket it came in on.
+    Udp {
+        /// The listening socket (a duplicate of the worker's descriptor).
+        sock: Arc<UdpSocket>,
+        /// The client.
+        peer: SocketAddr,
+    },
+    /// A TCP query: the connection's writer takes the reply (length prefix added there).
+    Tcp {
+        /// The writer of the connection.
+        tx: mpsc::Sender<Vec<u8>>,
+        /// The client.
+        peer: SocketAddr,
+    },
+}
+
+impl Route {
+    /// The client's address.
+    pub fn peer(&self) -> SocketAddr {
+        match self {
+            Route::Udp { peer, .. } | Route::Tcp { peer, .. } => *peer,
+        }
+    }
+
+    /// The client's source address (for the access list and rate limiting).
+    pub fn src(&self) -> IpAddr {
+        self.peer().ip()
+    }
+}
+
+/// A question for the resolver.
+#[derive(Debug)]
+pub struct Job {
+    /// The client's query as received.
+    pub query: Vec<u8>,
+    /// The way back; `None` for a refresh (prefetch or stale), which no client waits on.
+    pub route: Option<Route>,
+}
+
+/// The resolver as the dataplanes see it.
+pub struct ResolverHandle {
+    /// The cache.
+    pub cache: Arc<SharedCache>,
+    jobs: mpsc::Sender<Job>,
+}
+
+impl ResolverHandle {
+    /// A handle on `cache` whose jobs go to `jobs`.
+    pub fn new(cache: Arc<SharedCache>, jobs: mpsc::Sender<Job>) -> Self {
+        ResolverHandle { cache, jobs }
+    }
+
+    /// Queues a job without blocking; `false` when the resolver's queue is full (the
+    /// caller answers SERVFAIL or drops, as a busy Unbound does).
+    pub fn submit(&self, job: Job) -> bool {
+        self.jobs.try_send(job).is_ok()
+    }
+}
