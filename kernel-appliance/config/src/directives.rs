@@ -33,6 +33,10 @@ pub(crate) enum ClauseKind {
     Server,
     /// `auth-zone:`
     AuthZone,
+    /// `forward-zone:`
+    ForwardZone,
+    /// `stub-zone:`
+    StubZone,
     /// `api:` (skuad's REST API; not an Unbound clause).
     Api,
     /// `audit:` (skuad's audit log; not an Unbound clause).
@@ -44,12 +48,12 @@ pub(crate) enum ClauseKind {
 const CLAUSES: &[(&str, ClauseKind)] = &[
     ("server", ClauseKind::Server),
     ("auth-zone", ClauseKind::AuthZone),
+    ("forward-zone", ClauseKind::ForwardZone),
+    ("stub-zone", ClauseKind::StubZone),
     // Not Unbound clauses: ours (Unbound would reject them).
     ("api", ClauseKind::Api),
     ("audit", ClauseKind::Audit),
     ("remote-control", ClauseKind::Unsupported),
-    ("forward-zone", ClauseKind::Unsupported),
-    ("stub-zone", ClauseKind::Unsupported),
     ("view", ClauseKind::Unsupported),
     ("python", ClauseKind::Unsupported),
     ("dynlib", ClauseKind::Unsupported),
@@ -114,6 +118,35 @@ pub(crate) enum ServerKey {
     RrlLogOnly,
     RrlMaxTableSize,
     RrlMinTableSize,
+    TlsCertBundle,
+    TlsSystemCert,
+    MsgCacheSize,
+    MsgCacheSlabs,
+    RrsetCacheSize,
+    RrsetCacheSlabs,
+    CacheMinTtl,
+    CacheMaxTtl,
+    CacheMaxNegativeTtl,
+    Prefetch,
+    ServeExpired,
+    ServeExpiredTtl,
+    ServeExpiredTtlReset,
+    ServeExpiredReplyTtl,
+    ServeExpiredClientTimeout,
+    OutgoingRange,
+    OutgoingPortPermit,
+    OutgoingPortAvoid,
+    UseCapsForId,
+    CapsExempt,
+    DoNotQueryLocalhost,
+    UnwantedReplyThreshold,
+    TcpUpstream,
+    TlsUpstream,
+    InfraHostTtl,
+    NumQueriesPerThread,
+    JostleTimeout,
+    Ede,
+    EdeServeExpired,
 }
 
 impl ServerKey {
@@ -190,6 +223,52 @@ const SERVER: &[(&str, Support<ServerKey>)] = &[
     ("rrl-log-only", I(ServerKey::RrlLogOnly)),
     ("rrl-max-table-size", I(ServerKey::RrlMaxTableSize)),
     ("rrl-min-table-size", I(ServerKey::RrlMinTableSize)),
+    // For the caching forwarder: the cache, the upstream side and TLS to upstreams.
+    ("tls-cert-bundle", I(ServerKey::TlsCertBundle)),
+    ("ssl-cert-bundle", I(ServerKey::TlsCertBundle)),
+    ("tls-system-cert", I(ServerKey::TlsSystemCert)),
+    ("tls-win-cert", I(ServerKey::TlsSystemCert)),
+    ("msg-cache-size", I(ServerKey::MsgCacheSize)),
+    ("msg-cache-slabs", I(ServerKey::MsgCacheSlabs)),
+    ("rrset-cache-size", I(ServerKey::RrsetCacheSize)),
+    ("rrset-cache-slabs", I(ServerKey::RrsetCacheSlabs)),
+    ("cache-min-ttl", I(ServerKey::CacheMinTtl)),
+    ("cache-max-ttl", I(ServerKey::CacheMaxTtl)),
+    ("cache-max-negative-ttl", I(ServerKey::CacheMaxNegativeTtl)),
+    ("prefetch", I(ServerKey::Prefetch)),
+    ("serve-expired", I(ServerKey::ServeExpired)),
+    ("serve-expired-ttl", I(ServerKey::ServeExpiredTtl)),
+    (
+        "serve-expired-ttl-reset",
+        I(ServerKey::ServeExpiredTtlReset),
+    ),
+    (
+        "serve-expired-reply-ttl",
+        I(ServerKey::ServeExpiredReplyTtl),
+    ),
+    (
+        "serve-expired-client-timeout",
+        I(ServerKey::ServeExpiredClientTimeout),
+    ),
+    ("outgoing-range", I(ServerKey::OutgoingRange)),
+    ("outgoing-port-permit", I(ServerKey::OutgoingPortPermit)),
+    ("outgoing-port-avoid", I(ServerKey::OutgoingPortAvoid)),
+    ("use-caps-for-id", I(ServerKey::UseCapsForId)),
+    ("caps-exempt", I(ServerKey::CapsExempt)),
+    ("caps-whitelist", I(ServerKey::CapsExempt)),
+    ("do-not-query-localhost", I(ServerKey::DoNotQueryLocalhost)),
+    (
+        "unwanted-reply-threshold",
+        I(ServerKey::UnwantedReplyThreshold),
+    ),
+    ("tcp-upstream", I(ServerKey::TcpUpstream)),
+    ("tls-upstream", I(ServerKey::TlsUpstream)),
+    ("ssl-upstream", I(ServerKey::TlsUpstream)),
+    ("infra-host-ttl", I(ServerKey::InfraHostTtl)),
+    ("num-queries-per-thread", I(ServerKey::NumQueriesPerThread)),
+    ("jostle-timeout", I(ServerKey::JostleTimeout)),
+    ("ede", I(ServerKey::Ede)),
+    ("ede-serve-expired", I(ServerKey::EdeServeExpired)),
     // (b) Known to Unbound, not supported (yet). unbound.conf(5), Unbound 1.17, in man page
     // order.
     ("statistics-interval", U(1)),
@@ -199,16 +278,9 @@ const SERVER: &[(&str, Support<ServerKey>)] = &[
     ("interface-automatic", U(1)),
     ("interface-automatic-ports", U(1)),
     ("outgoing-interface", U(1)),
-    ("outgoing-range", U(1)),
-    ("outgoing-port-permit", U(1)),
-    ("outgoing-port-avoid", U(1)),
     ("outgoing-num-tcp", U(1)),
     ("stream-wait-size", U(1)),
     ("msg-buffer-size", U(1)),
-    ("msg-cache-size", U(1)),
-    ("msg-cache-slabs", U(1)),
-    ("num-queries-per-thread", U(1)),
-    ("jostle-timeout", U(1)),
     ("delay-close", U(1)),
     ("udp-connect", U(1)),
     ("unknown-server-time-limit", U(1)),
@@ -218,12 +290,6 @@ const SERVER: &[(&str, Support<ServerKey>)] = &[
     ("ip-transparent", U(1)),
     ("ip-freebind", U(1)),
     ("ip-dscp", U(1)),
-    ("rrset-cache-size", U(1)),
-    ("rrset-cache-slabs", U(1)),
-    ("cache-max-ttl", U(1)),
-    ("cache-min-ttl", U(1)),
-    ("cache-max-negative-ttl", U(1)),
-    ("infra-host-ttl", U(1)),
     ("infra-cache-slabs", U(1)),
     ("infra-cache-numhosts", U(1)),
     ("infra-cache-min-rtt", U(1)),
@@ -239,20 +305,13 @@ const SERVER: &[(&str, Support<ServerKey>)] = &[
     ("tcp-auth-query-timeout", U(1)),
     ("edns-tcp-keepalive", U(1)),
     ("edns-tcp-keepalive-timeout", U(1)),
-    ("tcp-upstream", U(1)),
     ("udp-upstream-without-downstream", U(1)),
-    ("tls-upstream", U(1)),
-    ("ssl-upstream", U(1)),
     ("tls-service-key", U(1)),
     ("ssl-service-key", U(1)),
     ("tls-service-pem", U(1)),
     ("ssl-service-pem", U(1)),
     ("tls-port", U(1)),
     ("ssl-port", U(1)),
-    ("tls-cert-bundle", U(1)),
-    ("ssl-cert-bundle", U(1)),
-    ("tls-win-cert", U(1)),
-    ("tls-system-cert", U(1)),
     ("tls-additional-port", U(1)),
     ("tls-session-ticket-keys", U(1)),
     ("tls-ciphers", U(1)),
@@ -302,18 +361,12 @@ const SERVER: &[(&str, Support<ServerKey>)] = &[
     ("harden-below-nxdomain", U(1)),
     ("harden-referral-path", U(1)),
     ("harden-algo-downgrade", U(1)),
-    ("use-caps-for-id", U(1)),
-    ("caps-exempt", U(1)),
-    ("caps-whitelist", U(1)),
     ("qname-minimisation", U(1)),
     ("qname-minimisation-strict", U(1)),
     ("aggressive-nsec", U(1)),
     ("private-address", U(1)),
     ("private-domain", U(1)),
-    ("unwanted-reply-threshold", U(1)),
     ("do-not-query-address", U(1)),
-    ("do-not-query-localhost", U(1)),
-    ("prefetch", U(1)),
     ("prefetch-key", U(1)),
     ("deny-any", U(1)),
     ("rrset-roundrobin", U(1)),
@@ -335,11 +388,6 @@ const SERVER: &[(&str, Support<ServerKey>)] = &[
     ("val-log-level", U(1)),
     ("val-permissive-mode", U(1)),
     ("ignore-cd-flag", U(1)),
-    ("serve-expired", U(1)),
-    ("serve-expired-ttl", U(1)),
-    ("serve-expired-ttl-reset", U(1)),
-    ("serve-expired-reply-ttl", U(1)),
-    ("serve-expired-client-timeout", U(1)),
     ("serve-original-ttl", U(1)),
     ("val-nsec3-keysize-iterations", U(1)),
     ("zonemd-permissive-mode", U(1)),
@@ -377,8 +425,6 @@ const SERVER: &[(&str, Support<ServerKey>)] = &[
     ("fast-server-num", U(1)),
     ("edns-client-string", U(2)),
     ("edns-client-string-opcode", U(1)),
-    ("ede", U(1)),
-    ("ede-serve-expired", U(1)),
     // Module options that go in server: (dns64, EDNS client subnet, ipsecmod).
     ("dns64-prefix", U(1)),
     ("dns64-synthall", U(1)),
@@ -476,6 +522,59 @@ pub(crate) fn auth_zone(name: &str) -> Option<Support<AuthKey>> {
     AUTH_ZONE.iter().find(|(n, _)| *n == name).map(|&(_, s)| s)
 }
 
+/// The implemented `forward-zone:` and `stub-zone:` directives (the same for both; the
+/// names differ: `forward-addr:`, `stub-addr:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ZoneKey {
+    Name,
+    Addr,
+    Host,
+    First,
+    NoCache,
+    TlsUpstream,
+    TcpUpstream,
+    /// `stub-prime:` (stub zones only).
+    Prime,
+}
+
+/// Every `forward-zone:` directive of unbound.conf(5) (Unbound 1.17, unchanged since).
+const FORWARD_ZONE: &[(&str, Support<ZoneKey>)] = &[
+    ("name", I(ZoneKey::Name)),
+    ("forward-addr", I(ZoneKey::Addr)),
+    ("forward-host", I(ZoneKey::Host)),
+    ("forward-first", I(ZoneKey::First)),
+    ("forward-no-cache", I(ZoneKey::NoCache)),
+    ("forward-tls-upstream", I(ZoneKey::TlsUpstream)),
+    ("forward-ssl-upstream", I(ZoneKey::TlsUpstream)),
+    ("forward-tcp-upstream", I(ZoneKey::TcpUpstream)),
+];
+
+/// Every `stub-zone:` directive of unbound.conf(5) (Unbound 1.17, unchanged since).
+const STUB_ZONE: &[(&str, Support<ZoneKey>)] = &[
+    ("name", I(ZoneKey::Name)),
+    ("stub-addr", I(ZoneKey::Addr)),
+    ("stub-host", I(ZoneKey::Host)),
+    ("stub-prime", I(ZoneKey::Prime)),
+    ("stub-first", I(ZoneKey::First)),
+    ("stub-no-cache", I(ZoneKey::NoCache)),
+    ("stub-tls-upstream", I(ZoneKey::TlsUpstream)),
+    ("stub-ssl-upstream", I(ZoneKey::TlsUpstream)),
+    ("stub-tcp-upstream", I(ZoneKey::TcpUpstream)),
+];
+
+/// The `forward-zone:` directive named `name`, if known.
+pub(crate) fn forward_zone(name: &str) -> Option<Support<ZoneKey>> {
+    FORWARD_ZONE
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, s)| s)
+}
+
+/// The `stub-zone:` directive named `name`, if known.
+pub(crate) fn stub_zone(name: &str) -> Option<Support<ZoneKey>> {
+    STUB_ZONE.iter().find(|(n, _)| *n == name).map(|&(_, s)| s)
+}
+
 /// The `api:` directives (skuad's own clause: all implemented).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ApiKey {
@@ -567,6 +666,12 @@ mod tests {
         for (name, _) in AUTH_ZONE {
             assert!(seen.insert(*name), "duplicate auth-zone directive {name}");
         }
+        for table in [FORWARD_ZONE, STUB_ZONE] {
+            let mut seen = HashSet::new();
+            for (name, _) in table {
+                assert!(seen.insert(*name), "duplicate zone directive {name}");
+            }
+        }
         let mut seen = HashSet::new();
         for (name, _) in API {
             assert!(seen.insert(*name), "duplicate api directive {name}");
@@ -580,6 +685,7 @@ mod tests {
             assert!(seen.insert(*name), "duplicate clause {name}");
             assert!(server(name).is_none() && auth_zone(name).is_none());
             assert!(api(name).is_none() && audit(name).is_none());
+            assert!(forward_zone(name).is_none() && stub_zone(name).is_none());
         }
     }
 
@@ -587,7 +693,7 @@ mod tests {
     fn lookups() {
         assert_eq!(server("port"), Some(I(ServerKey::Port)));
         assert_eq!(server("ip-address"), Some(I(ServerKey::Interface)));
-        assert_eq!(server("prefetch"), Some(U(1)));
+        assert_eq!(server("rrset-roundrobin"), Some(U(1)));
         assert_eq!(server("local-zone-override"), Some(U(3)));
         assert_eq!(server("no-such-thing"), None);
         assert_eq!(
@@ -597,7 +703,20 @@ mod tests {
         );
         assert_eq!(auth_zone("master"), Some(I(AuthKey::Primary)));
         assert_eq!(auth_zone("url"), Some(U(1)));
-        assert_eq!(clause("forward-zone"), Some(ClauseKind::Unsupported));
+        assert_eq!(clause("forward-zone"), Some(ClauseKind::ForwardZone));
+        assert_eq!(clause("stub-zone"), Some(ClauseKind::StubZone));
+        assert_eq!(clause("view"), Some(ClauseKind::Unsupported));
+        assert_eq!(server("prefetch"), Some(I(ServerKey::Prefetch)));
+        assert_eq!(server("ssl-upstream"), Some(I(ServerKey::TlsUpstream)));
+        assert_eq!(server("tls-win-cert"), Some(I(ServerKey::TlsSystemCert)));
+        assert_eq!(server("caps-whitelist"), Some(I(ServerKey::CapsExempt)));
+        assert_eq!(
+            forward_zone("forward-ssl-upstream"),
+            Some(I(ZoneKey::TlsUpstream))
+        );
+        assert_eq!(forward_zone("stub-prime"), None);
+        assert_eq!(stub_zone("stub-prime"), Some(I(ZoneKey::Prime)));
+        assert_eq!(stub_zone("forward-addr"), None);
         assert_eq!(clause("server"), Some(ClauseKind::Server));
         assert_eq!(clause("port"), None);
         assert_eq!(clause("api"), Some(ClauseKind::Api));
@@ -619,7 +738,21 @@ mod tests {
                 U(_) => None,
             })
             .collect();
-        assert_eq!(keys.len(), 46, "one table entry per ServerKey variant");
+        assert_eq!(keys.len(), 75, "one table entry per ServerKey variant");
+        for (table, want) in [(FORWARD_ZONE, 7), (STUB_ZONE, 8)] {
+            let keys: HashSet<String> = table
+                .iter()
+                .filter_map(|(_, s)| match s {
+                    I(k) => Some(format!("{k:?}")),
+                    U(_) => None,
+                })
+                .collect();
+            assert_eq!(
+                keys.len(),
+                want,
+                "every ZoneKey reachable (Prime: stubs only)"
+            );
+        }
         assert_eq!(API.len(), 14, "one table entry per ApiKey variant");
         assert_eq!(AUDIT.len(), 4, "one table entry per AuditKey variant");
     }

@@ -3,6 +3,7 @@
 //! `skua-config` turns a configuration file, and the files it includes, into a **string-level,
 //! located** data model: [`Config`] with the merged `server:` clauses ([`Server`], with the
 //! response rate limiting directives in [`Rrl`]), the `auth-zone:` clauses ([`AuthZone`]),
+//! the `forward-zone:` and `stub-zone:` clauses ([`ForwardZone`], one list for both),
 //! skuad's own `api:` ([`Api`]) and `audit:` ([`Audit`]) clauses, merged like `server:`, and a
 //! list of [`Warning`]s. Every value that another
 //! crate interprets keeps the place it was written ([`Located`], [`Loc`]), so that crate can
@@ -18,32 +19,50 @@
 //! - `include:` and `include-toplevel:` with glob patterns, loop detection (see
 //!   [`parse_file`] for how relative paths are resolved).
 //! - Booleans (`yes`/`no`, any case), decimal numbers with range checks, memory sizes
-//!   (`4m`, `512k`, `1g`), the number of values each directive takes.
+//!   (`4m`, `512k`, `1g`), slab counts (powers of 2), the number of values each directive
+//!   takes.
+//! - `forward-zone:` and `stub-zone:` with every directive Unbound 1.17 knows in them.
+//!   Upstream addresses (`forward-addr: 9.9.9.9@853#dns.quad9.net`) are parsed into
+//!   [`UpstreamAddr`] (IP address, optional port, optional TLS name); upstream host names
+//!   (`forward-host:`) into [`UpstreamHost`], the name kept as written. The `server:`
+//!   directives of the cache and the upstream side (`msg-cache-size:`, `cache-max-ttl:`,
+//!   `prefetch:`, `serve-expired*:`, `tls-cert-bundle:`, `tls-upstream:`,
+//!   `outgoing-port-permit:`/`-avoid:` as [`PortRule`]s, ...) are read with Unbound's
+//!   defaults. This crate only reads them: what the daemon does with them is its own
+//!   business (see docs/configuration.md).
 //! - Honesty about what is not implemented: every `server:` or `auth-zone:` directive that
 //!   is known to Unbound but not implemented here gives a warning, one per occurrence
-//!   (`'prefetch' is not supported yet and is ignored`); a directive unknown to Unbound too
-//!   gives a warning as well (Unbound would refuse to start); a clause that is not
-//!   implemented (`forward-zone:`, `remote-control:`, ...) gives one warning with the number
-//!   of directives it ignores. Nothing is dropped silently.
+//!   (`'rrset-roundrobin' is not supported yet and is ignored`); a directive unknown to
+//!   Unbound too gives a warning as well (Unbound would refuse to start); a clause that is
+//!   not implemented (`view:`, `remote-control:`, ...) gives one warning with the number of
+//!   directives it ignores. A `forward-zone:` or `stub-zone:` without any address or host
+//!   gives a warning (Unbound accepts it). Nothing is dropped silently.
 //! - Errors ([`Error`], displayed as `file:line: reason`) for what Unbound would refuse too:
 //!   an attribute outside any clause, a missing value, a bad boolean or number, an
-//!   unterminated quote, an unknown clause, an `auth-zone:` without `name:`, an include that
-//!   names a missing file or loops; and for skuad's own directives: a value out of range, an
-//!   `api:` `token:` that is not `"NAME ROLE SECRET"` with a known role and a secret given as
-//!   `sha256:HEX`, `env:VAR` or `file:PATH`, `tls-cert:` without `tls-key:` (or the reverse),
-//!   an `audit:` `key:` that is not `file:PATH` or `env:VAR`, an audit `log:` without any
-//!   `key:`.
+//!   unterminated quote, an unknown clause, an `auth-zone:`, `forward-zone:` or `stub-zone:`
+//!   without `name:` or with two, a bad upstream address or port (`forward-addr:`,
+//!   `stub-addr:`, the port of `forward-host:`/`stub-host:`), a slab count that is not a power
+//!   of 2, an `outgoing-port-permit:`/`-avoid:` that is not a port or a `LOW-HIGH` range, an
+//!   include that names a missing file or loops; and for skuad's own directives: a value out
+//!   of range, an `api:` `token:` that is not `"NAME ROLE SECRET"` with a known role and a
+//!   secret given as `sha256:HEX`, `env:VAR` or `file:PATH`, `tls-cert:` without `tls-key:`
+//!   (or the reverse), an `audit:` `key:` that is not `file:PATH` or `env:VAR`, an audit
+//!   `log:` without any `key:`.
 //!
 //! # What it does not do
 //!
 //! - It does not interpret zone data: resource records (`local-data:`), netblocks and
-//!   actions (`access-control:`), zone names and types (`local-zone:`, `auth-zone:`),
-//!   interface addresses and zone files are kept as written. The crates that use them
-//!   convert them and report errors with the kept locations.
-//! - It does not check cross-directive consistency (duplicate auth-zone names, a
-//!   `local-data:` outside every `local-zone:`, `rrl-min-table-size:` above
-//!   `rrl-max-table-size:`, ...), except `tls-cert:`/`tls-key:` in `api:` and `log:`/`key:`
-//!   in `audit:`.
+//!   actions (`access-control:`), zone names and types (`local-zone:`, `auth-zone:`,
+//!   `forward-zone:`, `stub-zone:` names, `forward-host:` names, `caps-exempt:`), interface
+//!   addresses and zone files are kept as written. The crates that use them convert them and
+//!   report errors with the kept locations.
+//! - It does not resolve anything: `forward-host:` names are not looked up, the
+//!   `tls-cert-bundle:` file is not read.
+//! - It does not check cross-directive consistency (duplicate auth-zone or forward-zone
+//!   names, a `forward-zone:` and a `stub-zone:` for the same name, a `local-data:` outside
+//!   every `local-zone:`, `rrl-min-table-size:` above `rrl-max-table-size:`,
+//!   `forward-tls-upstream:` without any `tls-cert-bundle:`, ...), except
+//!   `tls-cert:`/`tls-key:` in `api:` and `log:`/`key:` in `audit:`.
 //! - It does not open sockets, change directory, change user or chroot; `directory:`,
 //!   `chroot:`, `username:`, `pidfile:`, `logfile:` are only stored. It reads no key, token
 //!   or certificate: `api:` and `audit:` paths and `env:`/`file:` references are kept as
@@ -63,12 +82,18 @@
 //!   looked up relative to the including file's directory.
 //! - `max-udp-size:` defaults to 4096, as Unbound 1.17.
 //! - Booleans are case-insensitive.
+//! - Upstream addresses and ports are checked strictly: Unbound reads a port with `atoi`
+//!   (`@53x` is 53, `@70000` wraps) and accepts port 0; here a port is 1-65535 in decimal,
+//!   and a `#` TLS name must not be empty. An IPv6 scope (`fe80::1%eth0`) is refused.
+//! - `outgoing-port-permit:`/`-avoid:` ranges must have `LOW <= HIGH` (Unbound ignores an
+//!   empty range).
 //!
 //! # Example
 //!
 //! ```
 //! let config = skua_config::parse_str(
-//!     "server:\n  port: 5353\n  local-data: \"www.example. A 192.0.2.1\"\n  prefetch: yes\n",
+//!     "server:\n  port: 5353\n  local-data: \"www.example. A 192.0.2.1\"\n  rrset-roundrobin: yes\n\
+//!      forward-zone:\n  name: \".\"\n  forward-addr: 9.9.9.9@853#dns.quad9.net\n",
 //!     "example.conf",
 //! )
 //! .unwrap();
@@ -77,8 +102,11 @@
 //! assert_eq!(config.server.local_data[0].loc.to_string(), "example.conf:3");
 //! assert_eq!(
 //!     config.warnings[0].to_string(),
-//!     "example.conf:4: 'prefetch' is not supported yet and is ignored"
+//!     "example.conf:4: 'rrset-roundrobin' is not supported yet and is ignored"
 //! );
+//! let quad9 = &config.forward_zones[0].addrs[0].value;
+//! assert_eq!(quad9.socket_addr().to_string(), "9.9.9.9:853");
+//! assert_eq!(quad9.tls_name.as_deref(), Some("dns.quad9.net"));
 //! ```
 
 #![forbid(unsafe_code)]
@@ -95,7 +123,8 @@ mod tests;
 use std::path::{Path, PathBuf};
 
 pub use model::{
-    Api, Audit, AuditFsync, AuthZone, Config, Error, Loc, Located, Rrl, Server, Warning,
+    Api, Audit, AuditFsync, AuthZone, Config, Error, ForwardZone, Loc, Located, PortAction,
+    PortRule, Rrl, Server, UpstreamAddr, UpstreamHost, Warning, ZoneKind,
 };
 
 /// The local control socket skuad makes when `control-socket:` is not set, and where

@@ -1,6 +1,7 @@
 //! The data model: what a configuration says, at string level, with locations.
 
 use std::fmt;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -93,8 +94,9 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// A whole configuration: every `server:` clause merged, the `auth-zone:` clauses, every
-/// `api:` and every `audit:` clause merged, and the warnings found while reading it.
+/// A whole configuration: every `server:` clause merged, the `auth-zone:`, `forward-zone:`
+/// and `stub-zone:` clauses, every `api:` and every `audit:` clause merged, and the warnings
+/// found while reading it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Config {
     /// All `server:` clauses, merged in file order (a later value replaces an earlier one;
@@ -102,6 +104,9 @@ pub struct Config {
     pub server: Server,
     /// The `auth-zone:` clauses, in file order.
     pub auth_zones: Vec<AuthZone>,
+    /// The `forward-zone:` and `stub-zone:` clauses, both kinds in one list, in file order
+    /// ([`ForwardZone::kind`] tells them apart).
+    pub forward_zones: Vec<ForwardZone>,
     /// All `api:` clauses, merged in file order like `server:`. **Not an Unbound clause.**
     pub api: Api,
     /// All `audit:` clauses, merged in file order like `server:`. **Not an Unbound clause.**
@@ -197,6 +202,87 @@ pub struct Server {
     /// The `rrl-*:` directives: response rate limiting. **Not Unbound directives**: Unbound
     /// rejects them, so a configuration that uses them is skuad-only.
     pub rrl: Rrl,
+
+    // The cache and the upstream side (the caching forwarder).
+    /// `tls-cert-bundle:` (alias `ssl-cert-bundle:`) path as written: the PEM file of CA
+    /// certificates that upstream TLS certificates are checked against. `None` (the
+    /// default) and `Some("")`: no file, as in Unbound (then only the system store, with
+    /// [`tls_system_cert`](Self::tls_system_cert), authenticates upstreams).
+    pub tls_cert_bundle: Option<Located<String>>,
+    /// `tls-system-cert:` (alias `tls-win-cert:`): also trust the system's CA store.
+    /// Default no.
+    pub tls_system_cert: bool,
+    /// `msg-cache-size:` in bytes (a size: `4m`, `512k`, as `so-rcvbuf:`; 0 is kept as 0).
+    /// Default 4 MiB.
+    pub msg_cache_size: usize,
+    /// `msg-cache-slabs:`, a power of 2: the message cache's shards. Default 4.
+    pub msg_cache_slabs: usize,
+    /// `rrset-cache-size:` in bytes, like [`msg_cache_size`](Self::msg_cache_size). Default
+    /// 4 MiB.
+    pub rrset_cache_size: usize,
+    /// `rrset-cache-slabs:`, a power of 2: the RRset cache's shards. Default 4.
+    pub rrset_cache_slabs: usize,
+    /// `cache-min-ttl:` in seconds: cached TTLs are raised to at least this. Default 0.
+    pub cache_min_ttl: u32,
+    /// `cache-max-ttl:` in seconds: cached TTLs are lowered to at most this. Default 86400.
+    pub cache_max_ttl: u32,
+    /// `cache-max-negative-ttl:` in seconds: the most a negative answer (NXDOMAIN, NODATA)
+    /// is cached. Default 3600.
+    pub cache_max_negative_ttl: u32,
+    /// `prefetch:`: refresh a cached answer asked for in the last 10 % of its TTL. Default
+    /// no.
+    pub prefetch: bool,
+    /// `serve-expired:`: answer from expired cache entries (RFC 8767). Default no.
+    pub serve_expired: bool,
+    /// `serve-expired-ttl:` in seconds: how long past expiry an entry may be served; 0 (the
+    /// default) is no limit.
+    pub serve_expired_ttl: u32,
+    /// `serve-expired-ttl-reset:`: a failed refresh of an expired entry restarts its
+    /// `serve-expired-ttl`. Default no.
+    pub serve_expired_ttl_reset: bool,
+    /// `serve-expired-reply-ttl:` in seconds: the TTL of an expired answer. Default 30.
+    pub serve_expired_reply_ttl: u32,
+    /// `serve-expired-client-timeout:` in milliseconds: how long to try the upstreams
+    /// before an expired answer is sent; 0 (the default in Unbound 1.17) sends it at once.
+    pub serve_expired_client_timeout_ms: u32,
+    /// `outgoing-range:`, at least 1: the outgoing UDP ports open per thread. Default 4096
+    /// (Unbound built with libevent, as distributions ship it; 960 without).
+    pub outgoing_range: usize,
+    /// `outgoing-port-permit:` and `outgoing-port-avoid:`, both kinds in one list in file
+    /// order, because they apply in order, as Unbound (a later rule overrides an earlier one
+    /// for the ports they share). Empty (the default): Unbound's ports, 1024-65535 without
+    /// the IANA-assigned ones.
+    pub outgoing_port_rules: Vec<Located<PortRule>>,
+    /// `use-caps-for-id:`: random letter case in upstream questions (0x20), checked in the
+    /// reply. Default no.
+    pub use_caps_for_id: bool,
+    /// `caps-exempt:` (alias `caps-whitelist:`) domain names as written, in order: names
+    /// under them are asked without 0x20. Repeatable.
+    pub caps_exempt: Vec<Located<String>>,
+    /// `do-not-query-localhost:`: never send queries to 127.0.0.0/8 or ::1. Default **yes**
+    /// (so a forwarder on localhost needs `do-not-query-localhost: no`, as in Unbound).
+    pub do_not_query_localhost: bool,
+    /// `unwanted-reply-threshold:`: after this many unwanted replies the caches are flushed
+    /// (a defence against spoofing); 0 (the default) is never.
+    pub unwanted_reply_threshold: u64,
+    /// `tcp-upstream:`: every upstream query over TCP. Default no.
+    pub tcp_upstream: bool,
+    /// `tls-upstream:` (alias `ssl-upstream:`): every upstream query over TLS (RFC 7858).
+    /// Default no.
+    pub tls_upstream: bool,
+    /// `infra-host-ttl:` in seconds: how long what is learned about an upstream (RTT,
+    /// EDNS, lameness) is kept. Default 900.
+    pub infra_host_ttl: u32,
+    /// `num-queries-per-thread:`, at least 1: the questions one thread works on at once.
+    /// Default 1024 (Unbound built with libevent; 512 without).
+    pub num_queries_per_thread: usize,
+    /// `jostle-timeout:` in milliseconds: when the query list is full, a query older than
+    /// this may be replaced by a new one. Default 200.
+    pub jostle_timeout_ms: u32,
+    /// `ede:`: add Extended DNS Errors (RFC 8914) to error answers. Default no.
+    pub ede: bool,
+    /// `ede-serve-expired:`: add EDE 3 (Stale Answer) to expired answers. Default no.
+    pub ede_serve_expired: bool,
 }
 
 impl Default for Server {
@@ -234,8 +320,57 @@ impl Default for Server {
             directory: None,
             pidfile: None,
             rrl: Rrl::default(),
+            tls_cert_bundle: None,
+            tls_system_cert: false,
+            msg_cache_size: 4 << 20,
+            msg_cache_slabs: 4,
+            rrset_cache_size: 4 << 20,
+            rrset_cache_slabs: 4,
+            cache_min_ttl: 0,
+            cache_max_ttl: 86_400,
+            cache_max_negative_ttl: 3600,
+            prefetch: false,
+            serve_expired: false,
+            serve_expired_ttl: 0,
+            serve_expired_ttl_reset: false,
+            serve_expired_reply_ttl: 30,
+            serve_expired_client_timeout_ms: 0,
+            outgoing_range: 4096,
+            outgoing_port_rules: Vec::new(),
+            use_caps_for_id: false,
+            caps_exempt: Vec::new(),
+            do_not_query_localhost: true,
+            unwanted_reply_threshold: 0,
+            tcp_upstream: false,
+            tls_upstream: false,
+            infra_host_ttl: 900,
+            num_queries_per_thread: 1024,
+            jostle_timeout_ms: 200,
+            ede: false,
+            ede_serve_expired: false,
         }
     }
+}
+
+/// One `outgoing-port-permit:` or `outgoing-port-avoid:`: a port (`low == high`) or a
+/// range `low-high`, both ends included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PortRule {
+    /// Permit or avoid.
+    pub action: PortAction,
+    /// The first port of the range.
+    pub low: u16,
+    /// The last port of the range (`>= low`).
+    pub high: u16,
+}
+
+/// What a [`PortRule`] does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PortAction {
+    /// `outgoing-port-permit:`: the ports may be used.
+    Permit,
+    /// `outgoing-port-avoid:`: the ports are not used.
+    Avoid,
 }
 
 /// Response rate limiting: the `rrl-*:` directives of `server:`, BIND 9's `rate-limit`
@@ -487,5 +622,151 @@ impl AuthZone {
             primaries: Vec::new(),
             loc,
         }
+    }
+}
+
+/// Whether a [`ForwardZone`] came from `forward-zone:` or `stub-zone:`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ZoneKind {
+    /// `forward-zone:`: queries go with RD=1 to recursive resolvers.
+    Forward,
+    /// `stub-zone:`: queries go with RD=0 to the zone's authoritative servers.
+    Stub,
+}
+
+impl ZoneKind {
+    /// The clause name, without the colon: `forward-zone` or `stub-zone`.
+    pub fn clause(self) -> &'static str {
+        match self {
+            ZoneKind::Forward => "forward-zone",
+            ZoneKind::Stub => "stub-zone",
+        }
+    }
+}
+
+/// One `forward-zone:` or `stub-zone:` clause. The directive names below are the forward
+/// ones; a stub zone has the same with `stub-` (`stub-addr:`, `stub-first:`, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForwardZone {
+    /// Which clause this is.
+    pub kind: ZoneKind,
+    /// `name:`, the zone, as written (`"."` forwards everything). Required. The daemon
+    /// converts it to a wire name and reports errors at its location.
+    pub name: Located<String>,
+    /// `forward-addr:` / `stub-addr:`, in order: `IP`, `IP@PORT`, `IP#TLS-NAME` or
+    /// `IP@PORT#TLS-NAME`, checked and parsed here.
+    pub addrs: Vec<Located<UpstreamAddr>>,
+    /// `forward-host:` / `stub-host:`, in order: `NAME`, `NAME@PORT`, `NAME#TLS-NAME` or
+    /// `NAME@PORT#TLS-NAME`; the port is checked here, the name is kept as written.
+    pub hosts: Vec<Located<UpstreamHost>>,
+    /// `forward-first:` / `stub-first:`: if the upstreams fail, resolve the name by
+    /// recursion instead. Default no.
+    pub first: bool,
+    /// `forward-no-cache:` / `stub-no-cache:`: answers from this zone are not cached.
+    /// Default no.
+    pub no_cache: bool,
+    /// `forward-tls-upstream:` / `stub-tls-upstream:` (aliases `forward-ssl-upstream:`,
+    /// `stub-ssl-upstream:`): queries to this zone's upstreams over TLS. Default no.
+    pub tls_upstream: bool,
+    /// `forward-tcp-upstream:` / `stub-tcp-upstream:`: queries to this zone's upstreams
+    /// over TCP. Default no.
+    pub tcp_upstream: bool,
+    /// `stub-prime:` (stub zones only; always `false` for forward zones): ask the stub
+    /// servers for the zone's NS set and use that. Default no.
+    pub prime: bool,
+    /// Where the `forward-zone:` or `stub-zone:` line is.
+    pub loc: Loc,
+}
+
+impl ForwardZone {
+    /// A zone of `kind` with Unbound's defaults, named `name`, opened at `loc`, with no
+    /// upstreams.
+    pub fn new(kind: ZoneKind, name: Located<String>, loc: Loc) -> Self {
+        ForwardZone {
+            kind,
+            name,
+            addrs: Vec::new(),
+            hosts: Vec::new(),
+            first: false,
+            no_cache: false,
+            tls_upstream: false,
+            tcp_upstream: false,
+            prime: false,
+            loc,
+        }
+    }
+}
+
+/// A `forward-addr:` or `stub-addr:` value: `IP[@PORT][#TLS-NAME]`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct UpstreamAddr {
+    /// The address.
+    pub ip: IpAddr,
+    /// `@PORT`, 1-65535, if given (see [`port_or_default`](Self::port_or_default)).
+    pub port: Option<u16>,
+    /// `#TLS-NAME`, if given: the name the upstream's TLS certificate must carry.
+    pub tls_name: Option<String>,
+}
+
+impl UpstreamAddr {
+    /// The port to use: `@PORT` if given, else 853 when a `#TLS-NAME` is given (Unbound's
+    /// rule for `IP#NAME`), else 53. Note that, as in Unbound, `forward-tls-upstream: yes`
+    /// alone does not change the port of an address written without `@` or `#`.
+    pub fn port_or_default(&self) -> u16 {
+        self.port
+            .unwrap_or(if self.tls_name.is_some() { 853 } else { 53 })
+    }
+
+    /// The address and [`port_or_default`](Self::port_or_default).
+    pub fn socket_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.ip, self.port_or_default())
+    }
+}
+
+impl fmt::Display for UpstreamAddr {
+    /// As written in the configuration (`IP[@PORT][#TLS-NAME]`), without brackets.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.ip)?;
+        if let Some(port) = self.port {
+            write!(f, "@{port}")?;
+        }
+        if let Some(name) = &self.tls_name {
+            write!(f, "#{name}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A `forward-host:` or `stub-host:` value: `NAME[@PORT][#TLS-NAME]`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct UpstreamHost {
+    /// The host name, as written (the daemon converts and resolves it).
+    pub name: String,
+    /// `@PORT`, 1-65535, if given (without it: 853 when a `#TLS-NAME` is given, else 53,
+    /// as for [`UpstreamAddr::port_or_default`]).
+    pub port: Option<u16>,
+    /// `#TLS-NAME`, if given: the name the upstream's TLS certificate must carry.
+    pub tls_name: Option<String>,
+}
+
+impl UpstreamHost {
+    /// The port to use, as [`UpstreamAddr::port_or_default`].
+    pub fn port_or_default(&self) -> u16 {
+        self.port
+            .unwrap_or(if self.tls_name.is_some() { 853 } else { 53 })
+    }
+}
+
+impl fmt::Display for UpstreamHost {
+    /// As written in the configuration (`NAME[@PORT][#TLS-NAME]`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)?;
+        if let Some(port) = self.port {
+            write!(f, "@{port}")?;
+        }
+        if let Some(name) = &self.tls_name {
+            write!(f, "#{name}")?;
+        }
+        Ok(())
     }
 }

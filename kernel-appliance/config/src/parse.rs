@@ -4,9 +4,14 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::directives::{self, ApiKey, Arity, AuditKey, AuthKey, ClauseKind, ServerKey, Support};
+use crate::directives::{
+    self, ApiKey, Arity, AuditKey, AuthKey, ClauseKind, ServerKey, Support, ZoneKey,
+};
 use crate::lexer::{Token, tokenize};
-use crate::model::{AuditFsync, AuthZone, Config, Error, Loc, Located, Warning};
+use crate::model::{
+    AuditFsync, AuthZone, Config, Error, ForwardZone, Loc, Located, PortAction, PortRule,
+    UpstreamAddr, UpstreamHost, Warning, ZoneKind,
+};
 
 /// Deepest include nesting accepted (loops are caught before; this bounds pathological but
 /// loop-free nesting).
@@ -30,12 +35,24 @@ struct PendingAuthZone {
     primaries: Vec<Located<String>>,
 }
 
+/// A `forward-zone:` or `stub-zone:` clause being read.
+struct PendingZone {
+    /// The zone, with a placeholder name until `name:` is read.
+    zone: ForwardZone,
+    name: Option<Located<String>>,
+    /// The number of warnings when the clause opened: where its own warning goes, so that
+    /// warnings stay in file order.
+    warnings_at_open: usize,
+}
+
 /// The clause the next directive belongs to.
 enum Clause {
     /// Top level: before the first clause, or after `include-toplevel:`.
     None,
     Server,
     AuthZone(PendingAuthZone),
+    /// `forward-zone:` or `stub-zone:`.
+    Zone(PendingZone),
     /// `api:` (merged into [`Config::api`] as it is read).
     Api,
     /// `audit:` (merged into [`Config::audit`] as it is read), opened at this line.
@@ -253,6 +270,7 @@ impl Parser {
             }
             Clause::Server => self.server_directive(name, vals, loc),
             Clause::AuthZone(_) => self.auth_zone_directive(name, vals, loc),
+            Clause::Zone(_) => self.zone_directive(name, vals, loc),
             Clause::Api => self.api_directive(name, vals, loc),
             Clause::Audit(_) => self.audit_directive(name, vals, loc),
             Clause::Unsupported { count, .. } => {
@@ -278,6 +296,22 @@ impl Parser {
                 fallback_enabled: false,
                 primaries: Vec::new(),
             }),
+            ClauseKind::ForwardZone | ClauseKind::StubZone => {
+                let kind = if kind == ClauseKind::ForwardZone {
+                    ZoneKind::Forward
+                } else {
+                    ZoneKind::Stub
+                };
+                let placeholder = Located {
+                    value: String::new(),
+                    loc: loc.clone(),
+                };
+                Clause::Zone(PendingZone {
+                    zone: ForwardZone::new(kind, placeholder, loc.clone()),
+                    name: None,
+                    warnings_at_open: self.config.warnings.len(),
+                })
+            }
             ClauseKind::Api => Clause::Api,
             ClauseKind::Audit => Clause::Audit(loc.clone()),
             ClauseKind::Unsupported => {
@@ -309,6 +343,31 @@ impl Parser {
                 zone.fallback_enabled = p.fallback_enabled;
                 zone.primaries = p.primaries;
                 self.config.auth_zones.push(zone);
+            }
+            Clause::Zone(p) => {
+                let mut zone = p.zone;
+                let clause = zone.kind.clause();
+                let Some(name) = p.name else {
+                    return Err(Error::at(
+                        &zone.loc,
+                        format!("{clause}: clause without 'name:'"),
+                    ));
+                };
+                zone.name = name;
+                if zone.addrs.is_empty() && zone.hosts.is_empty() {
+                    // Unbound accepts such a zone (and fails every query in it).
+                    let prefix = zone_prefix(zone.kind);
+                    let warning = Warning {
+                        loc: zone.loc.clone(),
+                        msg: format!(
+                            "{clause}: '{}' has no '{prefix}-addr:' or '{prefix}-host:': its \
+                             queries have nowhere to go",
+                            zone.name.value
+                        ),
+                    };
+                    self.config.warnings.insert(p.warnings_at_open, warning);
+                }
+                self.config.forward_zones.push(zone);
             }
             Clause::Unsupported {
                 name,
@@ -348,15 +407,7 @@ impl Parser {
                 if n == 0 {
                     return Err(unknown_clause(name, loc));
                 }
-                let owner = if directives::auth_zone(name).is_some() {
-                    Some("auth-zone:")
-                } else if directives::api(name).is_some() {
-                    Some("api:")
-                } else if directives::audit(name).is_some() {
-                    Some("audit:")
-                } else {
-                    None
-                };
+                let owner = owner_clause(name, "server:");
                 let msg = match owner {
                     Some(owner) => format!(
                         "unknown server: directive '{name}', ignored ('{name}:' belongs in {} \
@@ -439,15 +490,7 @@ impl Parser {
         if n == 0 {
             return Err(unknown_clause(name, loc));
         }
-        let owner = [
-            ("server:", directives::server(name).is_some()),
-            ("auth-zone:", directives::auth_zone(name).is_some()),
-            ("api:", directives::api(name).is_some()),
-            ("audit:", directives::audit(name).is_some()),
-        ]
-        .into_iter()
-        .find(|&(other, known)| known && other != clause)
-        .map(|(other, _)| other);
+        let owner = owner_clause(name, clause);
         let msg = match owner {
             Some(owner) => format!(
                 "'{name}:' is {} directive, not {} one; ignored (is {} '{owner}' line missing?)",
@@ -458,6 +501,77 @@ impl Parser {
             None => format!("unknown {clause} directive '{name}', ignored"),
         };
         self.warn(loc, msg);
+        Ok(n)
+    }
+
+    fn zone_directive(&mut self, name: &str, vals: &[Token], loc: &Loc) -> Result<usize, Error> {
+        let Clause::Zone(pending) = &self.clause else {
+            unreachable!("zone_directive is called in forward-zone: and stub-zone: clauses only")
+        };
+        let kind = pending.zone.kind;
+        let clause = match kind {
+            ZoneKind::Forward => "forward-zone:",
+            ZoneKind::Stub => "stub-zone:",
+        };
+        let support = match kind {
+            ZoneKind::Forward => directives::forward_zone(name),
+            ZoneKind::Stub => directives::stub_zone(name),
+        };
+        let key = match support {
+            Some(Support::Implemented(key)) => key,
+            Some(Support::Unsupported(arity)) => {
+                need(name, vals, arity, loc)?;
+                self.warn(
+                    loc,
+                    format!("'{name}' in {clause} is not supported yet and is ignored"),
+                );
+                return Ok(loose_count(vals, arity));
+            }
+            None => return self.misplaced(name, clause, vals, loc),
+        };
+        let n = take(name, vals, Arity::Exactly(1), loc)?;
+        let tok = &vals[0];
+        let Clause::Zone(pending) = &mut self.clause else {
+            unreachable!("checked above")
+        };
+        let zone = &mut pending.zone;
+        match key {
+            ZoneKey::Name => {
+                if let Some(first) = &pending.name {
+                    return Err(Error::at(
+                        loc,
+                        format!(
+                            "second 'name:' in this {clause} clause (the first is at {}); each \
+                             {clause} has one name",
+                            first.loc
+                        ),
+                    ));
+                }
+                pending.name = Some(Located {
+                    value: tok.text.clone(),
+                    loc: loc.clone(),
+                });
+            }
+            ZoneKey::Addr => {
+                let addr = parse_upstream_addr(name, &tok.text, kind, loc)?;
+                zone.addrs.push(Located {
+                    value: addr,
+                    loc: loc.clone(),
+                });
+            }
+            ZoneKey::Host => {
+                let host = parse_upstream_host(name, &tok.text, loc)?;
+                zone.hosts.push(Located {
+                    value: host,
+                    loc: loc.clone(),
+                });
+            }
+            ZoneKey::First => zone.first = parse_bool(name, tok, loc)?,
+            ZoneKey::NoCache => zone.no_cache = parse_bool(name, tok, loc)?,
+            ZoneKey::TlsUpstream => zone.tls_upstream = parse_bool(name, tok, loc)?,
+            ZoneKey::TcpUpstream => zone.tcp_upstream = parse_bool(name, tok, loc)?,
+            ZoneKey::Prime => zone.prime = parse_bool(name, tok, loc)?,
+        }
         Ok(n)
     }
 
@@ -696,6 +810,66 @@ impl Parser {
                 s.rrl.min_table_size =
                     to_usize(name, ranged(name, &vals[0], 0, u64::MAX, loc)?, loc)?;
             }
+            ServerKey::TlsCertBundle => s.tls_cert_bundle = Some(located(text())),
+            ServerKey::TlsSystemCert => s.tls_system_cert = parse_bool(name, &vals[0], loc)?,
+            ServerKey::MsgCacheSize => {
+                s.msg_cache_size = parse_size(name, &vals[0], loc)?.unwrap_or(0);
+            }
+            ServerKey::MsgCacheSlabs => s.msg_cache_slabs = slabs(name, &vals[0], loc)?,
+            ServerKey::RrsetCacheSize => {
+                s.rrset_cache_size = parse_size(name, &vals[0], loc)?.unwrap_or(0);
+            }
+            ServerKey::RrsetCacheSlabs => s.rrset_cache_slabs = slabs(name, &vals[0], loc)?,
+            ServerKey::CacheMinTtl => s.cache_min_ttl = ranged_u32(name, &vals[0], loc)?,
+            ServerKey::CacheMaxTtl => s.cache_max_ttl = ranged_u32(name, &vals[0], loc)?,
+            ServerKey::CacheMaxNegativeTtl => {
+                s.cache_max_negative_ttl = ranged_u32(name, &vals[0], loc)?;
+            }
+            ServerKey::Prefetch => s.prefetch = parse_bool(name, &vals[0], loc)?,
+            ServerKey::ServeExpired => s.serve_expired = parse_bool(name, &vals[0], loc)?,
+            ServerKey::ServeExpiredTtl => s.serve_expired_ttl = ranged_u32(name, &vals[0], loc)?,
+            ServerKey::ServeExpiredTtlReset => {
+                s.serve_expired_ttl_reset = parse_bool(name, &vals[0], loc)?;
+            }
+            ServerKey::ServeExpiredReplyTtl => {
+                s.serve_expired_reply_ttl = ranged_u32(name, &vals[0], loc)?;
+            }
+            ServerKey::ServeExpiredClientTimeout => {
+                s.serve_expired_client_timeout_ms = ranged_u32(name, &vals[0], loc)?;
+            }
+            ServerKey::OutgoingRange => {
+                s.outgoing_range = to_usize(name, ranged(name, &vals[0], 1, u64::MAX, loc)?, loc)?;
+            }
+            ServerKey::OutgoingPortPermit | ServerKey::OutgoingPortAvoid => {
+                let action = if key == ServerKey::OutgoingPortPermit {
+                    PortAction::Permit
+                } else {
+                    PortAction::Avoid
+                };
+                let rule = parse_port_rule(name, &vals[0], action, loc)?;
+                s.outgoing_port_rules.push(Located {
+                    value: rule,
+                    loc: loc.clone(),
+                });
+            }
+            ServerKey::UseCapsForId => s.use_caps_for_id = parse_bool(name, &vals[0], loc)?,
+            ServerKey::CapsExempt => s.caps_exempt.push(located(text())),
+            ServerKey::DoNotQueryLocalhost => {
+                s.do_not_query_localhost = parse_bool(name, &vals[0], loc)?;
+            }
+            ServerKey::UnwantedReplyThreshold => {
+                s.unwanted_reply_threshold = ranged(name, &vals[0], 0, u64::MAX, loc)?;
+            }
+            ServerKey::TcpUpstream => s.tcp_upstream = parse_bool(name, &vals[0], loc)?,
+            ServerKey::TlsUpstream => s.tls_upstream = parse_bool(name, &vals[0], loc)?,
+            ServerKey::InfraHostTtl => s.infra_host_ttl = ranged_u32(name, &vals[0], loc)?,
+            ServerKey::NumQueriesPerThread => {
+                s.num_queries_per_thread =
+                    to_usize(name, ranged(name, &vals[0], 1, u64::MAX, loc)?, loc)?;
+            }
+            ServerKey::JostleTimeout => s.jostle_timeout_ms = ranged_u32(name, &vals[0], loc)?,
+            ServerKey::Ede => s.ede = parse_bool(name, &vals[0], loc)?,
+            ServerKey::EdeServeExpired => s.ede_serve_expired = parse_bool(name, &vals[0], loc)?,
             ServerKey::Directory => {
                 let dir = text();
                 // Unbound chdirs to `directory:` as soon as it reads it ("" does nothing), so
@@ -929,13 +1103,34 @@ fn is_known_name(name: &str) -> bool {
 }
 
 fn is_known_directive(name: &str) -> bool {
-    directives::server(name).is_some()
-        || directives::auth_zone(name).is_some()
-        || directives::api(name).is_some()
-        || directives::audit(name).is_some()
+    owner_clause(name, "").is_some()
 }
 
-/// "a" or "an" for a clause name (`server:`, `auth-zone:`, `api:`, `audit:`).
+/// The first clause other than `except` that knows directive `name`, for the hints in
+/// warnings. `name:` is in auth-zone:, forward-zone: and stub-zone:; auth-zone: is named.
+fn owner_clause(name: &str, except: &str) -> Option<&'static str> {
+    [
+        ("server:", directives::server(name).is_some()),
+        ("auth-zone:", directives::auth_zone(name).is_some()),
+        ("forward-zone:", directives::forward_zone(name).is_some()),
+        ("stub-zone:", directives::stub_zone(name).is_some()),
+        ("api:", directives::api(name).is_some()),
+        ("audit:", directives::audit(name).is_some()),
+    ]
+    .into_iter()
+    .find(|&(clause, known)| known && clause != except)
+    .map(|(clause, _)| clause)
+}
+
+/// `forward` or `stub`: how the zone's directives start.
+fn zone_prefix(kind: ZoneKind) -> &'static str {
+    match kind {
+        ZoneKind::Forward => "forward",
+        ZoneKind::Stub => "stub",
+    }
+}
+
+/// "a" or "an" for a clause name (`server:`, `auth-zone:`, `forward-zone:`, `api:`, ...).
 fn article(clause: &str) -> &'static str {
     if clause.starts_with(['a', 'e', 'i', 'o', 'u']) {
         "an"
@@ -1107,6 +1302,137 @@ fn check_token(name: &str, value: &str, loc: &Loc) -> Result<(), Error> {
         ));
     }
     Ok(())
+}
+
+/// A slab (shard) count: a decimal number, at least 1, a power of 2 (as Unbound).
+fn slabs(name: &str, tok: &Token, loc: &Loc) -> Result<usize, Error> {
+    let v = ranged(name, tok, 1, u32::MAX.into(), loc)?;
+    if !v.is_power_of_two() {
+        return Err(Error::at(
+            loc,
+            format!("'{name}:' value {v} is not a power of 2"),
+        ));
+    }
+    to_usize(name, v, loc)
+}
+
+/// An `outgoing-port-permit:`/`outgoing-port-avoid:` value: `PORT` or `LOW-HIGH`, decimal
+/// 0-65535, no spaces, `LOW <= HIGH`.
+fn parse_port_rule(
+    name: &str,
+    tok: &Token,
+    action: PortAction,
+    loc: &Loc,
+) -> Result<PortRule, Error> {
+    let text = tok.text.as_str();
+    let port = |p: &str| {
+        (!p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| p.parse::<u16>().ok())
+            .flatten()
+    };
+    let (low, high) = match text.split_once('-') {
+        Some((l, h)) => (port(l), port(h)),
+        None => (port(text), port(text)),
+    };
+    let (Some(low), Some(high)) = (low, high) else {
+        return Err(Error::at(
+            loc,
+            format!(
+                "'{name}:' must be a port or a range LOW-HIGH of ports 0-65535 without \
+                 spaces, not '{text}'"
+            ),
+        ));
+    };
+    if low > high {
+        return Err(Error::at(
+            loc,
+            format!("'{name}:' range '{text}' is empty (its first port is above its last)"),
+        ));
+    }
+    Ok(PortRule { action, low, high })
+}
+
+/// Splits `X[@PORT][#TLS-NAME]` as Unbound's `authextstrtoaddr`: the first `@` ends `X` and
+/// starts the port, a `#` after it starts the TLS name; without `@`, the first `#` ends `X`.
+/// Checks the port (1-65535) and that a TLS name is not empty.
+fn split_upstream<'a>(
+    name: &str,
+    text: &'a str,
+    loc: &Loc,
+) -> Result<(&'a str, Option<u16>, Option<String>), Error> {
+    let (host, port, tls) = match text.split_once('@') {
+        Some((host, rest)) => match rest.split_once('#') {
+            Some((port, tls)) => (host, Some(port), Some(tls)),
+            None => (host, Some(rest), None),
+        },
+        None => match text.split_once('#') {
+            Some((host, tls)) => (host, None, Some(tls)),
+            None => (text, None, None),
+        },
+    };
+    let port = match port {
+        None => None,
+        Some(p) => {
+            let ok = !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+            match ok.then(|| p.parse::<u16>().ok()).flatten() {
+                Some(port) if port != 0 => Some(port),
+                _ => {
+                    return Err(Error::at(
+                        loc,
+                        format!("'{name}:' '{text}': port '{p}' is not a number from 1 to 65535"),
+                    ));
+                }
+            }
+        }
+    };
+    if tls == Some("") {
+        return Err(Error::at(
+            loc,
+            format!("'{name}:' '{text}': empty TLS name after '#'"),
+        ));
+    }
+    Ok((host, port, tls.map(str::to_owned)))
+}
+
+/// A `forward-addr:`/`stub-addr:` value: `IP[@PORT][#TLS-NAME]`.
+fn parse_upstream_addr(
+    name: &str,
+    text: &str,
+    kind: ZoneKind,
+    loc: &Loc,
+) -> Result<UpstreamAddr, Error> {
+    let (ip, port, tls_name) = split_upstream(name, text, loc)?;
+    if let Some((_, scope)) = ip.split_once('%') {
+        return Err(Error::at(
+            loc,
+            format!("'{name}:' '{text}': an IPv6 scope ('%{scope}') is not supported"),
+        ));
+    }
+    let ip = ip.parse().map_err(|_| {
+        Error::at(
+            loc,
+            format!(
+                "'{name}:' '{text}': '{ip}' is not an IP address (write IP, IP@PORT, \
+                 IP#TLS-NAME or IP@PORT#TLS-NAME; a host name goes in '{}-host:')",
+                zone_prefix(kind)
+            ),
+        )
+    })?;
+    Ok(UpstreamAddr { ip, port, tls_name })
+}
+
+/// A `forward-host:`/`stub-host:` value: `NAME[@PORT][#TLS-NAME]`; the name is kept as
+/// written.
+fn parse_upstream_host(name: &str, text: &str, loc: &Loc) -> Result<UpstreamHost, Error> {
+    let (host, port, tls_name) = split_upstream(name, text, loc)?;
+    if host.is_empty() {
+        return Err(Error::at(loc, format!("'{name}:' '{text}': no host name")));
+    }
+    Ok(UpstreamHost {
+        name: host.to_owned(),
+        port,
+        tls_name,
+    })
 }
 
 fn to_usize(name: &str, v: u64, loc: &Loc) -> Result<usize, Error> {

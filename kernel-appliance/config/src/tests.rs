@@ -4,7 +4,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::{Api, Audit, AuditFsync, Config, Error, Loc, Rrl, Server, parse_file, parse_str};
+use crate::{
+    Api, Audit, AuditFsync, Config, Error, ForwardZone, Loc, PortAction, PortRule, Rrl, Server,
+    UpstreamAddr, UpstreamHost, ZoneKind, parse_file, parse_str,
+};
 
 /// A fresh directory under the system temp dir, removed on drop.
 struct TempDir(PathBuf);
@@ -90,6 +93,31 @@ fn defaults() {
         (&None, &None, &None, &None)
     );
     assert!(c.auth_zones.is_empty() && c.warnings.is_empty() && c.files.is_empty());
+    assert!(c.forward_zones.is_empty());
+    // The cache and the upstream side: Unbound 1.17's defaults.
+    assert_eq!(s.tls_cert_bundle, None);
+    assert!(!s.tls_system_cert);
+    assert_eq!((s.msg_cache_size, s.rrset_cache_size), (4 << 20, 4 << 20));
+    assert_eq!((s.msg_cache_slabs, s.rrset_cache_slabs), (4, 4));
+    assert_eq!(
+        (s.cache_min_ttl, s.cache_max_ttl, s.cache_max_negative_ttl),
+        (0, 86_400, 3600)
+    );
+    assert!(!s.prefetch);
+    assert!(!s.serve_expired && !s.serve_expired_ttl_reset);
+    assert_eq!(s.serve_expired_ttl, 0);
+    assert_eq!(s.serve_expired_reply_ttl, 30);
+    assert_eq!(s.serve_expired_client_timeout_ms, 0);
+    assert_eq!(s.outgoing_range, 4096);
+    assert!(s.outgoing_port_rules.is_empty());
+    assert!(!s.use_caps_for_id && s.caps_exempt.is_empty());
+    assert!(s.do_not_query_localhost, "Unbound's default is yes");
+    assert_eq!(s.unwanted_reply_threshold, 0);
+    assert!(!s.tcp_upstream && !s.tls_upstream);
+    assert_eq!(s.infra_host_ttl, 900);
+    assert_eq!(s.num_queries_per_thread, 1024);
+    assert_eq!(s.jostle_timeout_ms, 200);
+    assert!(!s.ede && !s.ede_serve_expired);
     // An empty server: clause, comments and blank lines change nothing.
     let c = parse("# nothing\n\nserver:\n   \n\t# still nothing\n");
     assert_eq!(c.server, Server::default());
@@ -473,7 +501,7 @@ fn error_fields() {
 fn warnings_for_unsupported_and_unknown() {
     let c = parse(
         "server:
-  prefetch: yes
+  prefetch-key: yes
   port: 5353
   frobnicate: 7
   zonefile: x
@@ -499,16 +527,12 @@ view:
     assert_eq!(
         warnings(&c),
         [
-            (2, "'prefetch' is not supported yet and is ignored"),
+            (2, "'prefetch-key' is not supported yet and is ignored"),
             (4, "unknown directive 'frobnicate', ignored"),
             (
                 5,
                 "unknown server: directive 'zonefile', ignored ('zonefile:' belongs in an \
                  auth-zone: clause)"
-            ),
-            (
-                6,
-                "clause 'forward-zone:' is not supported yet; its 3 directives are ignored"
             ),
             (11, "'rrset-roundrobin' is not supported yet and is ignored"),
             (
@@ -545,6 +569,11 @@ view:
     );
     assert_eq!(c.server.port, 5353, "port: inside auth-zone: is ignored");
     assert_eq!(c.auth_zones.len(), 1);
+    assert_eq!(
+        c.forward_zones.len(),
+        1,
+        "forward-zone: is read, without warnings"
+    );
     assert!(
         c.warnings
             .iter()
@@ -552,7 +581,7 @@ view:
     );
     assert_eq!(
         c.warnings[0].to_string(),
-        "t.conf:2: 'prefetch' is not supported yet and is ignored"
+        "t.conf:2: 'prefetch-key' is not supported yet and is ignored"
     );
 }
 
@@ -618,7 +647,7 @@ fn includes_with_globs() {
     dir.write("conf.d/b.conf", "  local-zone: b. static\n");
     dir.write(
         "conf.d/a.conf",
-        "  local-zone: a. static\n  prefetch: yes\n",
+        "  local-zone: a. static\n  prefetch-key: yes\n",
     );
     dir.write("conf.d/.hidden.conf", "  local-zone: hidden. static\n");
     dir.write("conf.d/c.txt", "  local-zone: txt. static\n");
@@ -654,7 +683,7 @@ fn includes_with_globs() {
     assert_eq!(c.warnings.len(), 2);
     assert_eq!(
         c.warnings[0].to_string(),
-        format!("{d}/conf.d/a.conf:2: 'prefetch' is not supported yet and is ignored")
+        format!("{d}/conf.d/a.conf:2: 'prefetch-key' is not supported yet and is ignored")
     );
     assert_eq!(
         c.files,
@@ -806,20 +835,24 @@ fn unsupported_clause_spans_includes_and_counts_directives() {
     let dir = TempDir::new("unsupported");
     let d = dir.0.display();
     dir.write(
-        "fwd.conf",
-        "  forward-addr: 192.0.2.1\n  forward-first: yes\n",
+        "view.conf",
+        "  local-zone: example. static\n  view-first: yes\n",
     );
     let c = parse(&format!(
-        "forward-zone:\n  name: example.\n  include: {d}/fwd.conf\nserver:\n  port: 9\n"
+        "view:\n  name: v\n  include: {d}/view.conf\nserver:\n  port: 9\n"
     ));
     assert_eq!(
         warnings(&c),
         [(
             1,
-            "clause 'forward-zone:' is not supported yet; its 3 directives are ignored"
+            "clause 'view:' is not supported yet; its 3 directives are ignored"
         )]
     );
     assert_eq!(c.server.port, 9);
+    assert!(
+        c.server.local_zones.is_empty(),
+        "local-zone: inside view: is ignored"
+    );
 }
 
 /// The value and line of each located string.
@@ -1521,4 +1554,1079 @@ fn control_socket_directives() {
         let e = err(text);
         assert!(e.ends_with(want), "{e}");
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// The caching forwarder: server: directives, forward-zone: and stub-zone:.
+
+#[test]
+fn every_forwarder_server_directive() {
+    let c = parse(
+        "server:
+    tls-cert-bundle: /etc/ssl/certs/ca-certificates.crt
+    tls-system-cert: yes
+    msg-cache-size: 64m
+    msg-cache-slabs: 8
+    rrset-cache-size: 128m
+    rrset-cache-slabs: 16
+    cache-min-ttl: 60
+    cache-max-ttl: 3600
+    cache-max-negative-ttl: 300
+    prefetch: yes
+    serve-expired: yes
+    serve-expired-ttl: 86400
+    serve-expired-ttl-reset: yes
+    serve-expired-reply-ttl: 5
+    serve-expired-client-timeout: 1800
+    outgoing-range: 8192
+    outgoing-port-permit: 32768-60999
+    outgoing-port-avoid: 53
+    outgoing-port-avoid: 0-1023
+    use-caps-for-id: yes
+    caps-exempt: licdn.com.
+    do-not-query-localhost: no
+    unwanted-reply-threshold: 10000000
+    tcp-upstream: yes
+    tls-upstream: yes
+    infra-host-ttl: 60
+    num-queries-per-thread: 4096
+    jostle-timeout: 300
+    ede: yes
+    ede-serve-expired: yes
+    edns-buffer-size: 1232
+",
+    );
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    let s = &c.server;
+    let bundle = s.tls_cert_bundle.as_ref().unwrap();
+    assert_eq!(
+        (bundle.value.as_str(), bundle.loc.to_string().as_str()),
+        ("/etc/ssl/certs/ca-certificates.crt", "t.conf:2")
+    );
+    assert!(s.tls_system_cert);
+    assert_eq!((s.msg_cache_size, s.msg_cache_slabs), (64 << 20, 8));
+    assert_eq!((s.rrset_cache_size, s.rrset_cache_slabs), (128 << 20, 16));
+    assert_eq!(
+        (s.cache_min_ttl, s.cache_max_ttl, s.cache_max_negative_ttl),
+        (60, 3600, 300)
+    );
+    assert!(s.prefetch && s.serve_expired && s.serve_expired_ttl_reset);
+    assert_eq!(s.serve_expired_ttl, 86_400);
+    assert_eq!(s.serve_expired_reply_ttl, 5);
+    assert_eq!(s.serve_expired_client_timeout_ms, 1800);
+    assert_eq!(s.outgoing_range, 8192);
+    let rules: Vec<(PortRule, usize)> = s
+        .outgoing_port_rules
+        .iter()
+        .map(|r| (r.value, r.loc.line))
+        .collect();
+    let rule = |action, low, high| PortRule { action, low, high };
+    assert_eq!(
+        rules,
+        [
+            (rule(PortAction::Permit, 32768, 60999), 18),
+            (rule(PortAction::Avoid, 53, 53), 19),
+            (rule(PortAction::Avoid, 0, 1023), 20),
+        ],
+        "permit and avoid in one list, in file order"
+    );
+    assert!(s.use_caps_for_id);
+    assert_eq!(lines(&s.caps_exempt), [("licdn.com.", 22)]);
+    assert!(!s.do_not_query_localhost);
+    assert_eq!(s.unwanted_reply_threshold, 10_000_000);
+    assert!(s.tcp_upstream && s.tls_upstream);
+    assert_eq!(s.infra_host_ttl, 60);
+    assert_eq!(s.num_queries_per_thread, 4096);
+    assert_eq!(s.jostle_timeout_ms, 300);
+    assert!(s.ede && s.ede_serve_expired);
+    assert_eq!(s.edns_buffer_size, 1232);
+
+    // The other ends: zeros where Unbound takes them, one slab, the largest TTL.
+    let c = parse(
+        "server:\n  cache-max-ttl: 0\n  cache-min-ttl: 4294967295\n  msg-cache-size: 0\n  \
+         msg-cache-slabs: 1\n  rrset-cache-slabs: 1024\n  jostle-timeout: 0\n  \
+         outgoing-port-permit: 65535\n  serve-expired-reply-ttl: 0\n  outgoing-range: 1\n",
+    );
+    let s = &c.server;
+    assert_eq!((s.cache_max_ttl, s.cache_min_ttl), (0, u32::MAX));
+    assert_eq!(s.msg_cache_size, 0, "0 is kept as 0");
+    assert_eq!((s.msg_cache_slabs, s.rrset_cache_slabs), (1, 1024));
+    assert_eq!(s.jostle_timeout_ms, 0);
+    assert_eq!(
+        s.outgoing_port_rules[0].value,
+        PortRule {
+            action: PortAction::Permit,
+            low: 65535,
+            high: 65535
+        }
+    );
+    assert_eq!(s.serve_expired_reply_ttl, 0);
+    assert_eq!(s.outgoing_range, 1);
+    // A later value replaces an earlier one; lists accumulate.
+    let c = parse(
+        "server:\n  prefetch: yes\n  caps-exempt: a.\nserver:\n  prefetch: no\n  caps-exempt: b.\n",
+    );
+    assert!(!c.server.prefetch);
+    assert_eq!(lines(&c.server.caps_exempt), [("a.", 3), ("b.", 6)]);
+}
+
+#[test]
+fn forwarder_server_aliases() {
+    let c = parse(
+        "server:
+    ssl-cert-bundle: /etc/ssl/cert.pem
+    tls-win-cert: yes
+    caps-whitelist: example.com.
+    caps-exempt: example.net.
+    ssl-upstream: yes
+",
+    );
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    let s = &c.server;
+    assert_eq!(
+        s.tls_cert_bundle.as_ref().unwrap().value,
+        "/etc/ssl/cert.pem"
+    );
+    assert!(s.tls_system_cert);
+    assert_eq!(
+        lines(&s.caps_exempt),
+        [("example.com.", 4), ("example.net.", 5)],
+        "caps-whitelist: and caps-exempt: fill one list"
+    );
+    assert!(s.tls_upstream);
+    // The new and the old name set the same value: the last one wins.
+    let c = parse("server:\n  tls-upstream: yes\n  ssl-upstream: no\n");
+    assert!(!c.server.tls_upstream);
+    let c = parse("server:\n  tls-system-cert: no\n  tls-win-cert: yes\n");
+    assert!(c.server.tls_system_cert);
+}
+
+#[test]
+fn forwarder_server_errors_name_file_line_and_reason() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "server:\n  prefetch: sometimes\n",
+            "t.conf:2: 'prefetch:' must be yes or no, not 'sometimes'",
+        ),
+        (
+            "server:\n  serve-expired: 1\n",
+            "t.conf:2: 'serve-expired:' must be yes or no, not '1'",
+        ),
+        (
+            "server:\n  tls-win-cert: y\n",
+            "t.conf:2: 'tls-win-cert:' must be yes or no, not 'y'",
+        ),
+        (
+            "server:\n  msg-cache-size: lots\n",
+            "t.conf:2: 'msg-cache-size:' must be a size (a number of bytes, or with k, m or g \
+             as in '4m'), not 'lots'",
+        ),
+        (
+            "server:\n  rrset-cache-size: 4x\n",
+            "t.conf:2: 'rrset-cache-size:' must be a size (a number of bytes, or with k, m or \
+             g as in '4m'), not '4x'",
+        ),
+        (
+            "server:\n  msg-cache-slabs: 3\n",
+            "t.conf:2: 'msg-cache-slabs:' value 3 is not a power of 2",
+        ),
+        (
+            "server:\n  rrset-cache-slabs: 0\n",
+            "t.conf:2: 'rrset-cache-slabs:' value 0 is out of range (1-4294967295)",
+        ),
+        (
+            "server:\n  cache-min-ttl: -1\n",
+            "t.conf:2: 'cache-min-ttl:' must be a decimal number, not '-1'",
+        ),
+        (
+            "server:\n  cache-max-ttl: 4294967296\n",
+            "t.conf:2: 'cache-max-ttl:' value 4294967296 is out of range (0-4294967295)",
+        ),
+        (
+            "server:\n  cache-max-negative-ttl: 1h\n",
+            "t.conf:2: 'cache-max-negative-ttl:' must be a decimal number, not '1h'",
+        ),
+        (
+            "server:\n  serve-expired-client-timeout: 1.8s\n",
+            "t.conf:2: 'serve-expired-client-timeout:' must be a decimal number, not '1.8s'",
+        ),
+        (
+            "server:\n  outgoing-range: 0\n",
+            "t.conf:2: 'outgoing-range:' value 0 is out of range (at least 1)",
+        ),
+        (
+            "server:\n  num-queries-per-thread: 0\n",
+            "t.conf:2: 'num-queries-per-thread:' value 0 is out of range (at least 1)",
+        ),
+        (
+            "server:\n  unwanted-reply-threshold: many\n",
+            "t.conf:2: 'unwanted-reply-threshold:' must be a decimal number, not 'many'",
+        ),
+        (
+            "server:\n  outgoing-port-permit: 2000-1000\n",
+            "t.conf:2: 'outgoing-port-permit:' range '2000-1000' is empty (its first port is \
+             above its last)",
+        ),
+        (
+            "server:\n\n  outgoing-port-avoid: 1000-\n",
+            "t.conf:3: 'outgoing-port-avoid:' must be a port or a range LOW-HIGH of ports \
+             0-65535 without spaces, not '1000-'",
+        ),
+        (
+            "server:\n  outgoing-port-avoid: -1000\n",
+            "t.conf:2: 'outgoing-port-avoid:' must be a port or a range LOW-HIGH of ports \
+             0-65535 without spaces, not '-1000'",
+        ),
+        (
+            "server:\n  outgoing-port-permit: 65536\n",
+            "t.conf:2: 'outgoing-port-permit:' must be a port or a range LOW-HIGH of ports \
+             0-65535 without spaces, not '65536'",
+        ),
+        (
+            "server:\n  outgoing-port-permit: http\n",
+            "t.conf:2: 'outgoing-port-permit:' must be a port or a range LOW-HIGH of ports \
+             0-65535 without spaces, not 'http'",
+        ),
+        (
+            "server:\n  outgoing-port-permit: 1-2-3\n",
+            "t.conf:2: 'outgoing-port-permit:' must be a port or a range LOW-HIGH of ports \
+             0-65535 without spaces, not '1-2-3'",
+        ),
+        (
+            "server:\n  outgoing-port-permit: 1000 - 2000\n",
+            "t.conf:2: 'outgoing-port-permit:' takes one value, found more: '-' (quote a \
+             value that contains spaces)",
+        ),
+        (
+            "server:\n  tls-cert-bundle:\n",
+            "t.conf:2: 'tls-cert-bundle:' needs a value",
+        ),
+        (
+            "server:\n  caps-exempt: a. b.\n",
+            "t.conf:2: 'caps-exempt:' takes one value, found more: 'b.' (quote a value that \
+             contains spaces)",
+        ),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(&err(text), expected, "for {text:?}");
+    }
+}
+
+/// The addresses of a zone as (text, line).
+fn addrs(z: &ForwardZone) -> Vec<(String, usize)> {
+    z.addrs
+        .iter()
+        .map(|a| (a.value.to_string(), a.loc.line))
+        .collect()
+}
+
+#[test]
+fn forward_and_stub_zones() {
+    let c = parse(
+        r#"server:
+  port: 5353
+forward-zone:
+  name: "."
+  forward-addr: 9.9.9.9@853#dns.quad9.net
+  forward-addr: 2620:fe::fe@853#dns.quad9.net
+  forward-addr: 192.0.2.1
+  forward-addr: 192.0.2.2#tls.example.
+  forward-addr: "2001:db8::53@5353"
+  forward-host: dns.example.net
+  forward-host: dot.example.net@8853#dot.example.net
+  forward-first: yes
+  forward-no-cache: yes
+  forward-tls-upstream: yes
+  forward-tcp-upstream: yes
+stub-zone:
+  name: corp.example.
+  stub-addr: 10.0.0.53
+  stub-host: ns1.corp.example.
+  stub-prime: yes
+  stub-first: yes
+  stub-no-cache: yes
+  stub-tls-upstream: yes
+  stub-tcp-upstream: yes
+forward-zone:
+  name: example.org
+  forward-host: resolver.example.#resolver.example.
+server:
+  verbosity: 2
+"#,
+    );
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    assert_eq!((c.server.port, c.server.verbosity), (5353, 2));
+    let z = &c.forward_zones;
+    assert_eq!(
+        z.len(),
+        3,
+        "forward and stub zones in one list, in file order"
+    );
+
+    let root = &z[0];
+    assert_eq!(root.kind, ZoneKind::Forward);
+    assert_eq!(root.loc, Loc::new("t.conf", 3));
+    assert_eq!((root.name.value.as_str(), root.name.loc.line), (".", 4));
+    assert_eq!(
+        root.addrs[0].value,
+        UpstreamAddr {
+            ip: "9.9.9.9".parse().unwrap(),
+            port: Some(853),
+            tls_name: Some("dns.quad9.net".into()),
+        }
+    );
+    assert_eq!(
+        root.addrs[1].value,
+        UpstreamAddr {
+            ip: "2620:fe::fe".parse().unwrap(),
+            port: Some(853),
+            tls_name: Some("dns.quad9.net".into()),
+        }
+    );
+    assert_eq!(
+        root.addrs[2].value,
+        UpstreamAddr {
+            ip: "192.0.2.1".parse().unwrap(),
+            port: None,
+            tls_name: None,
+        }
+    );
+    let to_strings = |v: &[(&str, usize)]| -> Vec<(String, usize)> {
+        v.iter().map(|&(a, l)| (a.to_owned(), l)).collect()
+    };
+    assert_eq!(
+        addrs(root),
+        to_strings(&[
+            ("9.9.9.9@853#dns.quad9.net", 5),
+            ("2620:fe::fe@853#dns.quad9.net", 6),
+            ("192.0.2.1", 7),
+            ("192.0.2.2#tls.example.", 8),
+            ("2001:db8::53@5353", 9),
+        ])
+    );
+    // The ports used: @PORT, else 853 with a TLS name (Unbound's rule for IP#NAME), else 53.
+    let used: Vec<String> = root
+        .addrs
+        .iter()
+        .map(|a| a.value.socket_addr().to_string())
+        .collect();
+    assert_eq!(
+        used,
+        [
+            "9.9.9.9:853",
+            "[2620:fe::fe]:853",
+            "192.0.2.1:53",
+            "192.0.2.2:853",
+            "[2001:db8::53]:5353"
+        ]
+    );
+    assert_eq!(
+        root.hosts[0].value,
+        UpstreamHost {
+            name: "dns.example.net".into(),
+            port: None,
+            tls_name: None,
+        }
+    );
+    assert_eq!(root.hosts[0].value.port_or_default(), 53);
+    assert_eq!(
+        root.hosts[1].value,
+        UpstreamHost {
+            name: "dot.example.net".into(),
+            port: Some(8853),
+            tls_name: Some("dot.example.net".into()),
+        }
+    );
+    assert_eq!(root.hosts[1].loc.line, 11);
+    assert_eq!(
+        root.hosts[1].value.to_string(),
+        "dot.example.net@8853#dot.example.net"
+    );
+    assert!(root.first && root.no_cache && root.tls_upstream && root.tcp_upstream);
+    assert!(!root.prime, "stub-prime: is for stub zones only");
+
+    let stub = &z[1];
+    assert_eq!(stub.kind, ZoneKind::Stub);
+    assert_eq!(stub.kind.clause(), "stub-zone");
+    assert_eq!(
+        (stub.name.value.as_str(), stub.loc.line),
+        ("corp.example.", 16)
+    );
+    assert_eq!(addrs(stub), to_strings(&[("10.0.0.53", 18)]));
+    assert_eq!(stub.hosts[0].value.name, "ns1.corp.example.");
+    assert!(stub.prime && stub.first && stub.no_cache && stub.tls_upstream && stub.tcp_upstream);
+
+    let org = &z[2];
+    assert_eq!(org.kind, ZoneKind::Forward);
+    assert_eq!(org.name.value, "example.org", "kept as written");
+    assert!(org.addrs.is_empty());
+    assert_eq!(
+        org.hosts[0].value,
+        UpstreamHost {
+            name: "resolver.example.".into(),
+            port: None,
+            tls_name: Some("resolver.example.".into()),
+        }
+    );
+    assert_eq!(org.hosts[0].value.port_or_default(), 853);
+    assert!(!org.first && !org.no_cache && !org.tls_upstream && !org.tcp_upstream);
+    assert_eq!(
+        *org,
+        ForwardZone {
+            addrs: Vec::new(),
+            hosts: org.hosts.clone(),
+            ..ForwardZone::new(ZoneKind::Forward, org.name.clone(), org.loc.clone())
+        },
+        "defaults are ForwardZone::new's"
+    );
+}
+
+#[test]
+fn zone_aliases_and_several_directives_on_one_line() {
+    let c = parse(
+        "forward-zone: name: a. forward-addr: 192.0.2.1 forward-ssl-upstream: yes\n\
+         stub-zone:\n  name: b.\n  stub-addr:192.0.2.2@5300\n  stub-ssl-upstream: yes\n",
+    );
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    let (a, b) = (&c.forward_zones[0], &c.forward_zones[1]);
+    assert_eq!(a.name.value, "a.");
+    assert!(
+        a.tls_upstream,
+        "forward-ssl-upstream: is forward-tls-upstream:"
+    );
+    assert_eq!(a.addrs[0].value.to_string(), "192.0.2.1");
+    assert_eq!(b.addrs[0].value.port, Some(5300));
+    assert!(b.tls_upstream, "stub-ssl-upstream: is stub-tls-upstream:");
+    // Later values replace earlier ones inside a zone; booleans in any case.
+    let c = parse(
+        "forward-zone:\n name: x.\n forward-addr: ::1\n forward-first: YES\n forward-first: no\n",
+    );
+    assert!(!c.forward_zones[0].first);
+}
+
+#[test]
+fn zone_errors_name_file_line_and_reason() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "server:\n\nforward-zone:\n  forward-addr: 192.0.2.1\nserver:\n",
+            "t.conf:3: forward-zone: clause without 'name:'",
+        ),
+        (
+            "stub-zone:\n  stub-addr: 192.0.2.1\n",
+            "t.conf:1: stub-zone: clause without 'name:'",
+        ),
+        (
+            "forward-zone:\n  name: a.\n  name: b.\n",
+            "t.conf:3: second 'name:' in this forward-zone: clause (the first is at \
+             t.conf:2); each forward-zone: has one name",
+        ),
+        (
+            "stub-zone:\n  name: a.\n  stub-addr: 192.0.2.1\n  name: a.\n",
+            "t.conf:4: second 'name:' in this stub-zone: clause (the first is at t.conf:2); \
+             each stub-zone: has one name",
+        ),
+        (
+            "forward-zone:\n  name:\n",
+            "t.conf:2: 'name:' needs a value",
+        ),
+        (
+            "forward-zone:\n  name: .\n  forward-addr: 192.0.2.300\n",
+            "t.conf:3: 'forward-addr:' '192.0.2.300': '192.0.2.300' is not an IP address \
+             (write IP, IP@PORT, IP#TLS-NAME or IP@PORT#TLS-NAME; a host name goes in \
+             'forward-host:')",
+        ),
+        (
+            "forward-zone:\n  name: .\n  forward-addr: dns.quad9.net@853\n",
+            "t.conf:3: 'forward-addr:' 'dns.quad9.net@853': 'dns.quad9.net' is not an IP \
+             address (write IP, IP@PORT, IP#TLS-NAME or IP@PORT#TLS-NAME; a host name goes in \
+             'forward-host:')",
+        ),
+        (
+            "stub-zone:\n  name: .\n  stub-addr: [2001:db8::1]@53\n",
+            "t.conf:3: 'stub-addr:' '[2001:db8::1]@53': '[2001:db8::1]' is not an IP address \
+             (write IP, IP@PORT, IP#TLS-NAME or IP@PORT#TLS-NAME; a host name goes in \
+             'stub-host:')",
+        ),
+        (
+            "forward-zone:\n  name: .\n  forward-addr: 9.9.9.9#dns.quad9.net@853\n",
+            "t.conf:3: 'forward-addr:' '9.9.9.9#dns.quad9.net@853': \
+             '9.9.9.9#dns.quad9.net' is not an IP address (write IP, IP@PORT, IP#TLS-NAME or \
+             IP@PORT#TLS-NAME; a host name goes in 'forward-host:')",
+        ),
+        (
+            "forward-zone:\n  name: .\n  forward-addr: 9.9.9.9@99999\n",
+            "t.conf:3: 'forward-addr:' '9.9.9.9@99999': port '99999' is not a number from 1 \
+             to 65535",
+        ),
+        (
+            "forward-zone:\n  name: .\n  forward-addr: 9.9.9.9@0\n",
+            "t.conf:3: 'forward-addr:' '9.9.9.9@0': port '0' is not a number from 1 to 65535",
+        ),
+        (
+            "forward-zone:\n  name: .\n  forward-addr: 9.9.9.9@853x#dns.quad9.net\n",
+            "t.conf:3: 'forward-addr:' '9.9.9.9@853x#dns.quad9.net': port '853x' is not a \
+             number from 1 to 65535",
+        ),
+        (
+            "forward-zone:\n  name: .\n  forward-addr: 9.9.9.9@#dns.quad9.net\n",
+            "t.conf:3: 'forward-addr:' '9.9.9.9@#dns.quad9.net': port '' is not a number \
+             from 1 to 65535",
+        ),
+        (
+            "forward-zone:\n  name: .\n  forward-addr: 9.9.9.9@853#\n",
+            "t.conf:3: 'forward-addr:' '9.9.9.9@853#': empty TLS name after '#'",
+        ),
+        (
+            "forward-zone:\n  name: .\n  forward-addr: fe80::1%eth0@53\n",
+            "t.conf:3: 'forward-addr:' 'fe80::1%eth0@53': an IPv6 scope ('%eth0') is not \
+             supported",
+        ),
+        (
+            "forward-zone:\n  name: .\n  forward-addr: \"\"\n",
+            "t.conf:3: 'forward-addr:' '': '' is not an IP address (write IP, IP@PORT, \
+             IP#TLS-NAME or IP@PORT#TLS-NAME; a host name goes in 'forward-host:')",
+        ),
+        (
+            "forward-zone:\n  name: .\n  forward-addr: 192.0.2.1 192.0.2.2\n",
+            "t.conf:3: 'forward-addr:' takes one value, found more: '192.0.2.2' (quote a \
+             value that contains spaces)",
+        ),
+        (
+            "forward-zone:\n  name: .\n  forward-host: dns.example@dns\n",
+            "t.conf:3: 'forward-host:' 'dns.example@dns': port 'dns' is not a number from 1 \
+             to 65535",
+        ),
+        (
+            "stub-zone:\n  name: .\n  stub-host: @53\n",
+            "t.conf:3: 'stub-host:' '@53': no host name",
+        ),
+        (
+            "forward-zone:\n  name: .\n  forward-host: dot.example#\n",
+            "t.conf:3: 'forward-host:' 'dot.example#': empty TLS name after '#'",
+        ),
+        (
+            "forward-zone:\n  name: .\n  forward-first: maybe\n",
+            "t.conf:3: 'forward-first:' must be yes or no, not 'maybe'",
+        ),
+        (
+            "forward-zone:\n  name: .\n  forward-tls-upstream: on\n",
+            "t.conf:3: 'forward-tls-upstream:' must be yes or no, not 'on'",
+        ),
+        (
+            "stub-zone:\n  name: .\n  stub-prime: 1\n",
+            "t.conf:3: 'stub-prime:' must be yes or no, not '1'",
+        ),
+        (
+            "stub-zone:\n  name: .\n  stub-no-cache:\n",
+            "t.conf:3: 'stub-no-cache:' needs a value",
+        ),
+        (
+            "forward-zone:\n  name: .\n  forward-adr:\n",
+            "t.conf:3: unknown clause 'forward-adr:' (or directive 'forward-adr:' without a \
+             value)",
+        ),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(&err(text), expected, "for {text:?}");
+    }
+    // Errors in included files name the included file.
+    let dir = TempDir::new("zoneerr");
+    let d = dir.0.display();
+    dir.write("fwd.conf", "# upstreams\n  forward-addr: 9.9.9.9@853#\n");
+    assert_eq!(
+        err(&format!(
+            "forward-zone:\n  name: .\n  include: {d}/fwd.conf\n"
+        )),
+        format!("{d}/fwd.conf:2: 'forward-addr:' '9.9.9.9@853#': empty TLS name after '#'")
+    );
+}
+
+#[test]
+fn zone_warnings() {
+    let c = parse(
+        "forward-zone:
+  name: empty.example.
+  forward-first: yes
+  bogus: 1
+  stub-addr: 192.0.2.1
+  port: 53
+stub-zone:
+  name: stub.example.
+  forward-addr: 192.0.2.1
+  stub-host: ns.stub.example.
+server:
+  forward-addr: 192.0.2.1
+  stub-prime: yes
+  name: x.
+auth-zone:
+  name: example.
+  forward-first: yes
+stub-zone:
+  name: also-empty.
+",
+    );
+    assert_eq!(
+        warnings(&c),
+        [
+            (
+                1,
+                "forward-zone: 'empty.example.' has no 'forward-addr:' or 'forward-host:': \
+                 its queries have nowhere to go"
+            ),
+            (4, "unknown forward-zone: directive 'bogus', ignored"),
+            (
+                5,
+                "'stub-addr:' is a stub-zone: directive, not a forward-zone: one; ignored (is \
+                 a 'stub-zone:' line missing?)"
+            ),
+            (
+                6,
+                "'port:' is a server: directive, not a forward-zone: one; ignored (is a \
+                 'server:' line missing?)"
+            ),
+            (
+                9,
+                "'forward-addr:' is a forward-zone: directive, not a stub-zone: one; ignored \
+                 (is a 'forward-zone:' line missing?)"
+            ),
+            (
+                12,
+                "unknown server: directive 'forward-addr', ignored ('forward-addr:' belongs in \
+                 a forward-zone: clause)"
+            ),
+            (
+                13,
+                "unknown server: directive 'stub-prime', ignored ('stub-prime:' belongs in a \
+                 stub-zone: clause)"
+            ),
+            (
+                14,
+                "unknown server: directive 'name', ignored ('name:' belongs in an auth-zone: \
+                 clause)"
+            ),
+            (
+                17,
+                "'forward-first:' is a forward-zone: directive, not an auth-zone: one; \
+                 ignored (is a 'forward-zone:' line missing?)"
+            ),
+            (
+                18,
+                "stub-zone: 'also-empty.' has no 'stub-addr:' or 'stub-host:': its queries \
+                 have nowhere to go"
+            ),
+        ]
+    );
+    let z = &c.forward_zones;
+    assert_eq!(z.len(), 3, "zones without upstreams are kept");
+    assert!(z[0].first && z[0].addrs.is_empty());
+    assert!(
+        z[1].addrs.is_empty(),
+        "forward-addr: inside stub-zone: is ignored"
+    );
+    assert_eq!(z[1].hosts.len(), 1);
+    assert_eq!(c.server.port, 53);
+    // Outside any clause.
+    assert_eq!(
+        err("forward-addr: 192.0.2.1\n"),
+        "t.conf:1: 'forward-addr:' is outside any clause (is a 'server:' line missing?)"
+    );
+}
+
+#[test]
+fn includes_inside_a_forward_zone() {
+    let dir = TempDir::new("fwdinc");
+    let d = dir.0.display();
+    dir.write(
+        "upstreams.conf",
+        "# Quad9 over TLS\n  forward-addr: 9.9.9.9@853#dns.quad9.net\n  \
+         forward-addr: 149.112.112.112@853#dns.quad9.net\n",
+    );
+    dir.write("tls.conf", "  forward-tls-upstream: yes\n");
+    dir.write(
+        "zones/a.conf",
+        "forward-zone:\n  name: a.\n  forward-addr: 192.0.2.1\n",
+    );
+    dir.write(
+        "zones/b.conf",
+        "stub-zone:\n  name: b.\n  stub-addr: 192.0.2.2\n",
+    );
+    let main = dir.write(
+        "main.conf",
+        &format!(
+            "server:\n  port: 5300\nforward-zone:\n  name: \".\"\n  include: {d}/upstreams.conf\n  \
+             include: \"{d}/tls.conf\"\n  forward-first: yes\ninclude-toplevel: {d}/zones/*.conf\n\
+             server:\n  prefetch: yes\n"
+        ),
+    );
+    let c = parse_file(&main).unwrap();
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    let z = &c.forward_zones;
+    assert_eq!(z.len(), 3);
+    let root = &z[0];
+    assert_eq!(root.name.value, ".");
+    let at: Vec<(String, PathBuf, usize)> = root
+        .addrs
+        .iter()
+        .map(|a| (a.value.to_string(), a.loc.file.to_path_buf(), a.loc.line))
+        .collect();
+    assert_eq!(
+        at,
+        [
+            (
+                "9.9.9.9@853#dns.quad9.net".to_owned(),
+                dir.path("upstreams.conf"),
+                2
+            ),
+            (
+                "149.112.112.112@853#dns.quad9.net".to_owned(),
+                dir.path("upstreams.conf"),
+                3
+            ),
+        ],
+        "an include inside a forward-zone: continues it"
+    );
+    assert!(root.tls_upstream && root.first);
+    assert_eq!(root.loc, Loc::new(&main, 3));
+    assert_eq!(
+        (z[1].kind, z[1].name.value.as_str()),
+        (ZoneKind::Forward, "a.")
+    );
+    assert_eq!(
+        (z[2].kind, z[2].name.value.as_str()),
+        (ZoneKind::Stub, "b.")
+    );
+    assert_eq!(z[2].loc, Loc::new(dir.path("zones/b.conf"), 1));
+    assert_eq!(c.server.port, 5300);
+    assert!(c.server.prefetch);
+    // include-toplevel: ends the zone: a directive after it needs a clause line again.
+    assert_eq!(
+        err(&format!(
+            "forward-zone:\n  name: a.\ninclude-toplevel: {d}/tls.conf\n"
+        )),
+        format!(
+            "{d}/tls.conf:1: 'forward-tls-upstream:' is outside any clause (is a 'server:' \
+             line missing?)"
+        )
+    );
+    // A zone without name: in an included file is reported where it opens.
+    dir.write(
+        "noname.conf",
+        "\nforward-zone:\n  forward-addr: 192.0.2.1\n",
+    );
+    assert_eq!(
+        err(&format!("server:\ninclude: {d}/noname.conf\nserver:\n")),
+        format!("{d}/noname.conf:2: forward-zone: clause without 'name:'")
+    );
+}
+
+/// The directives of the brief for the caching forwarder: none of them may warn.
+const FORWARDER_DIRECTIVES: &[&str] = &[
+    "forward-zone",
+    "stub-zone",
+    "name",
+    "forward-addr",
+    "forward-host",
+    "forward-first",
+    "forward-no-cache",
+    "forward-tls-upstream",
+    "forward-ssl-upstream",
+    "forward-tcp-upstream",
+    "stub-addr",
+    "stub-host",
+    "stub-first",
+    "stub-no-cache",
+    "stub-tls-upstream",
+    "stub-ssl-upstream",
+    "stub-tcp-upstream",
+    "stub-prime",
+    "tls-cert-bundle",
+    "tls-system-cert",
+    "tls-win-cert",
+    "msg-cache-size",
+    "rrset-cache-size",
+    "msg-cache-slabs",
+    "rrset-cache-slabs",
+    "cache-min-ttl",
+    "cache-max-ttl",
+    "cache-max-negative-ttl",
+    "prefetch",
+    "serve-expired",
+    "serve-expired-ttl",
+    "serve-expired-ttl-reset",
+    "serve-expired-reply-ttl",
+    "serve-expired-client-timeout",
+    "outgoing-range",
+    "outgoing-port-permit",
+    "outgoing-port-avoid",
+    "use-caps-for-id",
+    "caps-whitelist",
+    "caps-exempt",
+    "do-not-query-localhost",
+    "unwanted-reply-threshold",
+    "tcp-upstream",
+    "tls-upstream",
+    "ssl-upstream",
+    "infra-host-ttl",
+    "num-queries-per-thread",
+    "jostle-timeout",
+    "ede",
+    "ede-serve-expired",
+    "edns-buffer-size",
+];
+
+/// Fails if a warning is about one of [`FORWARDER_DIRECTIVES`].
+fn assert_no_forwarder_warning(c: &Config) {
+    for w in &c.warnings {
+        for d in FORWARDER_DIRECTIVES {
+            assert!(
+                !w.msg.contains(&format!("'{d}'")) && !w.msg.contains(&format!("'{d}:'")),
+                "warning about {d}: {w}"
+            );
+        }
+    }
+}
+
+/// Pi-hole's guide to Unbound as its recursive upstream (docs.pi-hole.net, "unbound"),
+/// with the usual additions of its users (a cache floor, serving stale answers).
+const PIHOLE_CONF: &str = r#"server:
+    # If no logfile is specified, syslog is used
+    # logfile: "/var/log/unbound/unbound.log"
+    verbosity: 0
+
+    interface: 127.0.0.1
+    port: 5335
+    do-ip4: yes
+    do-udp: yes
+    do-tcp: yes
+
+    # May be set to no if you don't have IPv6 connectivity
+    do-ip6: yes
+
+    # You want to leave this to no unless you have *native* IPv6.
+    prefer-ip6: no
+
+    # Use this only when you downloaded the list of primary root servers!
+    #root-hints: "/var/lib/unbound/root.hints"
+
+    # Trust glue only if it is within the server's authority
+    harden-glue: yes
+
+    # Require DNSSEC data for trust-anchored zones
+    harden-dnssec-stripped: yes
+
+    # Don't use Capitalization randomization as it known to cause DNSSEC issues sometimes
+    use-caps-for-id: no
+
+    # Reduce EDNS reassembly buffer size (DNS Flag Day 2020).
+    edns-buffer-size: 1232
+
+    # Perform prefetching of close to expired message cache entries
+    prefetch: yes
+
+    # One thread should be sufficient
+    num-threads: 1
+
+    # Ensure kernel buffer is large enough to not lose messages in traffic spikes
+    so-rcvbuf: 1m
+
+    # Ensure privacy of local IP ranges
+    private-address: 192.168.0.0/16
+    private-address: 169.254.0.0/16
+    private-address: 172.16.0.0/12
+    private-address: 10.0.0.0/8
+    private-address: fd00::/8
+    private-address: fe80::/10
+
+    # Users' additions
+    cache-min-ttl: 300
+    serve-expired: yes
+    serve-expired-ttl: 86400
+    serve-expired-client-timeout: 1800
+    msg-cache-size: 8m
+    rrset-cache-size: 16m
+"#;
+
+#[test]
+fn realistic_pihole_config() {
+    let c = parse_str(PIHOLE_CONF, "pi-hole.conf").unwrap();
+    assert_no_forwarder_warning(&c);
+    let s = &c.server;
+    assert_eq!(s.port, 5335);
+    assert_eq!(s.interfaces[0].value, "127.0.0.1");
+    assert!(!s.use_caps_for_id && s.prefetch && s.serve_expired);
+    assert_eq!(s.edns_buffer_size, 1232);
+    assert_eq!(s.so_rcvbuf, Some(1 << 20));
+    assert_eq!((s.cache_min_ttl, s.serve_expired_ttl), (300, 86_400));
+    assert_eq!(s.serve_expired_client_timeout_ms, 1800);
+    assert_eq!((s.msg_cache_size, s.rrset_cache_size), (8 << 20, 16 << 20));
+    assert!(
+        c.forward_zones.is_empty(),
+        "Pi-hole's guide recurses from the root"
+    );
+    // What is still warned about: recursion and DNSSEC hardening, private addresses.
+    let warned: Vec<usize> = c.warnings.iter().map(|w| w.loc.line).collect();
+    assert_eq!(warned, [16, 22, 25, 43, 44, 45, 46, 47, 48]);
+    assert_eq!(
+        c.warnings[0].to_string(),
+        "pi-hole.conf:16: 'prefer-ip6' is not supported yet and is ignored"
+    );
+    assert_eq!(
+        c.warnings[3].msg,
+        "'private-address' is not supported yet and is ignored"
+    );
+}
+
+/// OPNsense's Unbound with "DNS over TLS" forwarding, as its generator writes it: the main
+/// file with the cache and local data, `dot.conf` included at the end.
+const OPNSENSE_CONF: &str = r#"##########################
+# Unbound Configuration
+##########################
+
+##
+# Server configuration
+##
+server:
+chroot: /var/unbound
+username: unbound
+directory: /var/unbound
+pidfile: /var/run/unbound.pid
+use-syslog: yes
+port: 53
+verbosity: 1
+hide-identity: yes
+hide-version: yes
+harden-glue: yes
+do-ip4: yes
+do-ip6: yes
+do-udp: yes
+do-tcp: yes
+so-reuseport: yes
+so-sndbuf: 4m
+so-rcvbuf: 4m
+edns-buffer-size: 1232
+num-threads: 4
+msg-cache-size: 4m
+rrset-cache-size: 8m
+msg-cache-slabs: 4
+rrset-cache-slabs: 4
+outgoing-range: 8192
+num-queries-per-thread: 4096
+jostle-timeout: 200
+infra-host-ttl: 900
+cache-max-ttl: 86400
+cache-min-ttl: 60
+cache-max-negative-ttl: 3600
+prefetch: yes
+prefetch-key: yes
+serve-expired: yes
+serve-expired-ttl: 0
+serve-expired-ttl-reset: no
+serve-expired-reply-ttl: 30
+serve-expired-client-timeout: 0
+use-caps-for-id: no
+do-not-query-localhost: no
+unwanted-reply-threshold: 0
+ede: yes
+ede-serve-expired: yes
+outgoing-port-avoid: 0-1023
+interface: 0.0.0.0
+interface: ::
+
+access-control: 127.0.0.0/8 allow
+access-control: 192.168.1.0/24 allow
+access-control: ::1 allow
+access-control: 0.0.0.0/0 refuse
+
+# Host overrides and DHCP registrations
+local-zone: "home.arpa" transparent
+local-data-ptr: "192.168.1.1 opnsense.home.arpa"
+local-data: "opnsense.home.arpa A 192.168.1.1"
+local-data: "nas.home.arpa A 192.168.1.10"
+local-zone: "ads.example" always_nxdomain
+
+include: DOT_CONF
+"#;
+
+const OPNSENSE_DOT_CONF: &str = r#"# DNS over TLS forwarding
+server:
+tls-cert-bundle: /etc/ssl/certs/ca-certificates.crt
+forward-zone:
+    name: "."
+    forward-tls-upstream: yes
+    forward-addr: 9.9.9.9@853#dns.quad9.net
+    forward-addr: 149.112.112.112@853#dns.quad9.net
+    forward-addr: 2620:fe::fe@853#dns.quad9.net
+    forward-addr: 2620:fe::9@853#dns.quad9.net
+forward-zone:
+    name: "home.arpa"
+    forward-addr: 192.168.1.53
+    forward-first: no
+    forward-no-cache: yes
+"#;
+
+#[test]
+fn realistic_opnsense_dot_config() {
+    let dir = TempDir::new("opnsense");
+    let dot = dir.write("dot.conf", OPNSENSE_DOT_CONF);
+    let main = dir.write(
+        "unbound.conf",
+        &OPNSENSE_CONF.replace("DOT_CONF", &dot.display().to_string()),
+    );
+    let c = parse_file(&main).unwrap();
+    assert_no_forwarder_warning(&c);
+    // Only these two are still warned about.
+    assert_eq!(
+        warnings(&c),
+        [
+            (18, "'harden-glue' is not supported yet and is ignored"),
+            (40, "'prefetch-key' is not supported yet and is ignored"),
+        ]
+    );
+    let s = &c.server;
+    assert_eq!(
+        s.tls_cert_bundle.as_ref().unwrap().value,
+        "/etc/ssl/certs/ca-certificates.crt"
+    );
+    assert_eq!(s.tls_cert_bundle.as_ref().unwrap().loc, Loc::new(&dot, 3));
+    assert!(s.prefetch && s.serve_expired && s.ede && s.ede_serve_expired);
+    assert_eq!(s.cache_min_ttl, 60);
+    assert_eq!((s.msg_cache_size, s.rrset_cache_size), (4 << 20, 8 << 20));
+    assert_eq!((s.outgoing_range, s.num_queries_per_thread), (8192, 4096));
+    assert!(!s.do_not_query_localhost);
+    assert_eq!(s.outgoing_port_rules.len(), 1);
+    assert_eq!(s.local_zones.len(), 2);
+    assert_eq!(s.local_data.len(), 2);
+    assert_eq!(s.local_data_ptr[0].value, "192.168.1.1 opnsense.home.arpa");
+    assert_eq!(s.access_control.len(), 4);
+
+    let z = &c.forward_zones;
+    assert_eq!(z.len(), 2);
+    assert_eq!(z[0].name.value, ".");
+    assert!(z[0].tls_upstream && !z[0].first && !z[0].no_cache);
+    let quad9: Vec<String> = z[0]
+        .addrs
+        .iter()
+        .map(|a| a.value.socket_addr().to_string())
+        .collect();
+    assert_eq!(
+        quad9,
+        [
+            "9.9.9.9:853",
+            "149.112.112.112:853",
+            "[2620:fe::fe]:853",
+            "[2620:fe::9]:853"
+        ]
+    );
+    assert!(
+        z[0].addrs
+            .iter()
+            .all(|a| a.value.tls_name.as_deref() == Some("dns.quad9.net"))
+    );
+    assert_eq!(z[1].name.value, "home.arpa");
+    assert!(z[1].no_cache && !z[1].tls_upstream);
+    assert_eq!(
+        z[1].addrs[0].value.socket_addr().to_string(),
+        "192.168.1.53:53"
+    );
+    assert_eq!(c.files, [main, dot]);
 }
