@@ -82,6 +82,8 @@ pub struct ZoneConfig {
     pub first: bool,
     /// `forward-tls-upstream`/`stub-tls-upstream`: every upstream over TLS (RFC 7858).
     pub tls: bool,
+    /// `forward-tcp-upstream`/`stub-tcp-upstream`: every upstream over TCP.
+    pub tcp: bool,
     /// An id that stays the same while the zone's configuration does (cache entries made
     /// through the zone carry it, so a reload can drop only those of changed zones).
     pub id: u32,
@@ -502,7 +504,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                 let transport = match up.and_then(|u| u.tls_name.clone()) {
                     Some(name) if zone.tls => Transport::Tls(name),
                     _ if zone.tls => Transport::Tls(Arc::from("")),
-                    _ if self.config.tcp_upstream => Transport::Tcp,
+                    _ if zone.tcp || self.config.tcp_upstream => Transport::Tcp,
                     _ => Transport::Udp,
                 };
                 (to, transport)
@@ -1161,6 +1163,7 @@ mod tests {
             no_cache: false,
             first: false,
             tls: false,
+            tcp: false,
             id,
         }
     }

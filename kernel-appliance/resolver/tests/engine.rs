@@ -74,6 +74,7 @@ fn forwarder(cache: CacheConfig) -> Fwd {
             no_cache: false,
             first: false,
             tls: false,
+            tcp: false,
             id: 1,
         }],
         ..ForwardConfig::default()

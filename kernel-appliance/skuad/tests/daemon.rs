@@ -856,12 +856,12 @@ fn check_config() {
     let dir = TestDir::new("check");
     let good = dir.write(
         "good.conf",
-        "server:\n    port: 5353\n    prefetch: yes\n    local-data: \"a.example. A 198.18.0.1\"\n",
+        "server:\n    port: 5353\n    prefetch-key: yes\n    local-data: \"a.example. A 198.18.0.1\"\n",
     );
     let (st, out, err) = run_check_config(Some(&good));
     assert!(st.success(), "good config rejected: {st:?}\n{err}");
     assert!(out.contains("configuration OK: 1 records"), "stdout: {out}");
-    let want = format!("{}:3: 'prefetch' is not supported", good.display());
+    let want = format!("{}:3: 'prefetch-key' is not supported", good.display());
     assert!(err.contains(&want), "no '{want}' warning in stderr:\n{err}");
 
     for (file, text, line, reason) in [

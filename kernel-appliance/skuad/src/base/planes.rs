@@ -66,5 +66,9 @@ pub trait Dataplanes: Send + Sync {
     /// serving handle. A change of cache sizes starts it afresh (an empty cache); other
     /// changes keep the cache. `Err` (a TLS root bundle that cannot be read): nothing
     /// changed.
-    fn resolver(&self, serving: &Serving, settings: Option<&ResolverSettings>) -> Result<(), String>;
+    fn resolver(
+        &self,
+        serving: &Serving,
+        settings: Option<&ResolverSettings>,
+    ) -> Result<(), String>;
 }

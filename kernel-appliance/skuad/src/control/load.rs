@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use skua_config::{Config, Loc};
 
+use crate::base::resolving::ResolverSettings;
 use crate::base::settings::Settings;
 use skua_engine::acl::{AclAction, Netblock};
 use skua_engine::localzone::LocalZoneType;
@@ -36,6 +37,8 @@ pub struct Loaded {
     /// Response rate limiting, when configured (the daemon attaches the table to the
     /// engine, keeping the one in use when these options did not change).
     pub rrl: Option<skua_engine::rrl::RrlConfig>,
+    /// Forwarding and the cache, when a `forward-zone:` or `stub-zone:` is configured.
+    pub resolver: Option<ResolverSettings>,
 }
 
 /// A configuration that cannot be served, with its location.
@@ -162,6 +165,8 @@ pub fn load_config(cfg: Config, base: Option<PathBuf>) -> Result<Loaded, LoadErr
     });
     ec.edns_buffer_size = s.edns_buffer_size;
     ec.max_udp_size = s.max_udp_size;
+    let resolver = resolver_settings(&cfg, &mut warnings)?;
+    ec.resolve = resolver.is_some();
 
     for l in &s.access_control {
         let (nb, action) = &l.value;
@@ -335,7 +340,220 @@ pub fn load_config(cfg: Config, base: Option<PathBuf>) -> Result<Loaded, LoadErr
         records,
         elapsed: start.elapsed(),
         rrl,
+        resolver,
     })
+}
+
+/// The resolver's settings from `forward-zone:`, `stub-zone:` and the cache and upstream
+/// directives of `server:`; `None` without any zone (names outside local data are then
+/// REFUSED, as before). Errors name the line: a zone name that is not a domain name, a
+/// zone defined twice, a `tls-cert-bundle:` that cannot be read or holds no certificate.
+fn resolver_settings(
+    cfg: &Config,
+    warnings: &mut Vec<String>,
+) -> Result<Option<ResolverSettings>, LoadError> {
+    use skua_resolver::forward::{Limits, Upstream, ZoneConfig, ZoneKind};
+    let s = &cfg.server;
+    if cfg.forward_zones.is_empty() {
+        return Ok(None);
+    }
+    let mut zones: Vec<ZoneConfig> = Vec::new();
+    let mut seen: Vec<(Vec<u8>, Loc)> = Vec::new();
+    for fz in &cfg.forward_zones {
+        let clause = fz.kind.clause();
+        let name = WireName::parse(&fz.name.value, None)
+            .map_err(|e| {
+                at(
+                    &fz.name.loc,
+                    format!("{clause} name '{}': {e}", fz.name.value),
+                )
+            })?
+            .to_lowercase();
+        if let Some((_, first)) = seen.iter().find(|(n, _)| n == name.as_bytes()) {
+            return Err(at(
+                &fz.name.loc,
+                format!("{clause} '{}' is already defined at {first}", fz.name.value),
+            ));
+        }
+        seen.push((name.as_bytes().to_vec(), fz.name.loc.clone()));
+        let tls = fz.tls_upstream || s.tls_upstream;
+        let mut upstreams = Vec::new();
+        for a in &fz.addrs {
+            let addr = a.value.socket_addr();
+            // Unbound's default: never query the host itself (a loop when it forwards to
+            // itself); Unbound says nothing, we say which line lost its address.
+            if s.do_not_query_localhost && addr.ip().is_loopback() {
+                warnings.push(format!(
+                    "{}: {clause} address {} is not used: do-not-query-localhost is yes (the default); set it to no to forward to this host",
+                    a.loc, a.value
+                ));
+                continue;
+            }
+            upstreams.push(Upstream {
+                addr,
+                tls_name: if tls {
+                    Some(a.value.tls_name.as_deref().unwrap_or("").into())
+                } else {
+                    None
+                },
+            });
+        }
+        for h in &fz.hosts {
+            warnings.push(format!(
+                "{}: {clause} host '{}' is not resolved yet and is ignored: give its addresses with {}",
+                h.loc,
+                h.value,
+                if fz.kind == skua_config::ZoneKind::Forward { "forward-addr" } else { "stub-addr" }
+            ));
+        }
+        if upstreams.is_empty() {
+            warnings.push(format!(
+                "{}: {clause} '{}' has no usable address: its names get SERVFAIL",
+                fz.loc, fz.name.value
+            ));
+        }
+        if fz.first {
+            warnings.push(format!(
+                "{}: {clause} '{}': {}-first has no effect yet (recursion is not built): when its upstreams fail, names get SERVFAIL",
+                fz.loc,
+                fz.name.value,
+                if fz.kind == skua_config::ZoneKind::Forward { "forward" } else { "stub" }
+            ));
+        }
+        if fz.prime {
+            warnings.push(format!(
+                "{}: stub-prime is accepted but not applied yet: the stub addresses are asked directly",
+                fz.loc
+            ));
+        }
+        let mut z = ZoneConfig {
+            name: name.as_bytes().to_vec(),
+            kind: match fz.kind {
+                skua_config::ZoneKind::Forward => ZoneKind::Forward,
+                skua_config::ZoneKind::Stub => ZoneKind::Stub,
+            },
+            upstreams,
+            no_cache: fz.no_cache,
+            first: fz.first,
+            tls,
+            tcp: fz.tcp_upstream,
+            id: 0,
+        };
+        z.id = zone_id(&z);
+        zones.push(z);
+    }
+    for (what, set) in [
+        ("caps-exempt", !s.caps_exempt.is_empty()),
+        ("infra-host-ttl", s.infra_host_ttl != 900),
+        ("jostle-timeout", s.jostle_timeout_ms != 200),
+        ("serve-expired-ttl-reset", s.serve_expired_ttl_reset),
+    ] {
+        if set {
+            warnings.push(format!("'{what}' is accepted but not applied yet"));
+        }
+    }
+    if let Some(b) = &s.tls_cert_bundle {
+        check_bundle(&b.value).map_err(|e| at(&b.loc, e))?;
+    }
+    let forward = skua_resolver::forward::ForwardConfig {
+        zones,
+        edns_buffer_size: s.edns_buffer_size,
+        use_caps_for_id: s.use_caps_for_id,
+        tcp_upstream: s.tcp_upstream,
+        unwanted_reply_threshold: s.unwanted_reply_threshold,
+        limits: Limits {
+            // outgoing-range bounds Unbound's sockets in flight per thread; here it
+            // bounds the questions in flight.
+            flights: s.outgoing_range.max(1) * s.num_threads.max(1),
+            ..Limits::default()
+        },
+    };
+    let cache = skua_resolver::cache::CacheConfig {
+        msg_bytes: s.msg_cache_size,
+        rrset_bytes: s.rrset_cache_size,
+        shards: s.msg_cache_slabs.max(s.rrset_cache_slabs).max(64),
+        min_ttl: s.cache_min_ttl,
+        max_ttl: s.cache_max_ttl,
+        max_negative_ttl: s.cache_max_negative_ttl,
+        prefetch: s.prefetch,
+        serve_expired: s.serve_expired,
+        serve_expired_ttl: s.serve_expired_ttl,
+        serve_expired_reply_ttl: s.serve_expired_reply_ttl,
+        serve_expired_client_timeout: s.serve_expired_client_timeout_ms,
+    };
+    Ok(Some(ResolverSettings {
+        forward,
+        cache,
+        ports: port_ranges(&s.outgoing_port_rules),
+        tls_cert_bundle: s.tls_cert_bundle.as_ref().map(|b| b.value.clone()),
+        tls_system_cert: s.tls_system_cert,
+    }))
+}
+
+/// A `tls-cert-bundle:` must be readable and hold at least one PEM certificate: checked
+/// at load, so a reload with a bad bundle keeps the old configuration serving.
+fn check_bundle(path: &str) -> Result<(), String> {
+    use rustls_pki_types::pem::PemObject;
+    let pem = std::fs::read(path).map_err(|e| format!("tls-cert-bundle '{path}': {e}"))?;
+    let n = rustls_pki_types::CertificateDer::pem_slice_iter(&pem)
+        .filter(Result::is_ok)
+        .count();
+    if n == 0 {
+        return Err(format!(
+            "tls-cert-bundle '{path}': no PEM certificate in it"
+        ));
+    }
+    Ok(())
+}
+
+/// A zone's identity for the cache: equal while its configuration is (FNV-1a over its
+/// fields), so a reload keeps what was resolved through unchanged zones.
+fn zone_id(z: &skua_resolver::forward::ZoneConfig) -> u32 {
+    let text = format!(
+        "{:?}|{:?}|{:?}|{}|{}|{}|{}",
+        z.name, z.kind, z.upstreams, z.no_cache, z.first, z.tls, z.tcp
+    );
+    let mut h: u32 = 0x811c_9dc5;
+    for b in text.bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+/// The source ports UDP queries may use: 1024-65535 (Unbound's default), then each
+/// `outgoing-port-permit:`/`-avoid:` in order; empty means the default range.
+fn port_ranges(rules: &[skua_config::Located<skua_config::PortRule>]) -> Vec<(u16, u16)> {
+    if rules.is_empty() {
+        return Vec::new();
+    }
+    let mut ok = vec![false; 65536];
+    for p in ok.iter_mut().skip(1024) {
+        *p = true;
+    }
+    for r in rules {
+        let allow = r.value.action == skua_config::PortAction::Permit;
+        for p in &mut ok[usize::from(r.value.low)..=usize::from(r.value.high)] {
+            *p = allow;
+        }
+    }
+    ok[0] = false;
+    let mut ranges = Vec::new();
+    let mut start = None;
+    for (port, &allowed) in ok.iter().enumerate() {
+        match (allowed, start) {
+            (true, None) => start = Some(port),
+            (false, Some(a)) => {
+                ranges.push((a as u16, (port - 1) as u16));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(a) = start {
+        ranges.push((a as u16, 65535));
+    }
+    ranges
 }
 
 /// A fresh key for the rate-limiting hash, as a daemon would pick (no RNG dependency: the

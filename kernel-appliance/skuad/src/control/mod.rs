@@ -35,6 +35,7 @@ use skua_engine::rrl::{Rrl, RrlConfig};
 
 use crate::base::log;
 use crate::base::planes::{DataplaneState, Dataplanes};
+use crate::base::resolving::ResolverSettings;
 use crate::base::serving::Serving;
 use crate::base::settings::Settings;
 use audit::Audit;
@@ -481,6 +482,7 @@ pub struct Boot {
     access: Access,
     rrl: Option<RrlTable>,
     audit: Option<Audit>,
+    resolver: Option<ResolverSettings>,
 }
 
 impl Boot {
@@ -522,6 +524,7 @@ impl Boot {
             mut engine,
             settings,
             rrl,
+            resolver,
             ..
         } = loaded;
         let rrl = rrl_table(None, rrl);
@@ -537,6 +540,7 @@ impl Boot {
             access,
             rrl,
             audit,
+            resolver,
         })
     }
 
@@ -556,6 +560,11 @@ impl Control {
         boot: Boot,
         started: Instant,
     ) -> Self {
+        // The resolver starts with the control core: the engine in force already sends
+        // names outside local data to it.
+        if let Err(e) = planes.resolver(&serving, boot.resolver.as_ref()) {
+            log::error(format_args!("resolver: {e}"));
+        }
         Control {
             source,
             serving,
@@ -819,12 +828,21 @@ impl Control {
         log::set_verbosity(loaded.settings.verbosity);
         let new_settings = loaded.settings.clone();
         let view = make_view(&merged, &loaded, state_path.as_deref());
+        // The resolver before the engine that may send it names: started, reconfigured
+        // (its cache kept but for the zones that changed) or stopped.
+        let mut listener_error = None;
+        if let Err(e) = self
+            .planes
+            .resolver(&self.serving, loaded.resolver.as_ref())
+        {
+            log::error(format_args!("resolver: {e}"));
+            listener_error = Some(format!("resolver: {e}"));
+        }
         let (records, warnings) = self.install(loaded, view);
         self.access.store(Arc::new(access));
         for p in prepared {
             p.commit();
         }
-        let mut listener_error = None;
         if new_settings != inner.settings {
             // Blocking work (binding, draining retired sockets for a few hundred ms, joining
             // threads, XDP attach and self-test) off the async workers.

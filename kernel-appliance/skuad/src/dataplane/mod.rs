@@ -97,7 +97,11 @@ impl Planes {
 }
 
 impl Dataplanes for Planes {
-    fn resolver(&self, serving: &Serving, settings: Option<&ResolverSettings>) -> Result<(), String> {
+    fn resolver(
+        &self,
+        serving: &Serving,
+        settings: Option<&ResolverSettings>,
+    ) -> Result<(), String> {
         let mut guard = lock(&self.resolver);
         let Some(new) = settings else {
             if let Some(r) = guard.take() {

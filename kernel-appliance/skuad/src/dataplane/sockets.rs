@@ -224,7 +224,10 @@ async fn tcp_conn(
                 ..
             } => break,
             Outcome::Resolve => {
-                let route = Route::Tcp { tx: tx.clone(), peer };
+                let route = Route::Tcp {
+                    tx: tx.clone(),
+                    peer,
+                };
                 hand_over(resolver.as_deref(), &q[..n], route);
             }
             Outcome::Drop { .. } => {}

@@ -23,6 +23,7 @@ use std::net::{IpAddr, SocketAddr, UdpSocket as StdUdpSocket};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rustls_pki_types::pem::PemObject;
 use skua_engine::rrl::ResponseClass;
 use skua_engine::{Cached, Engine, Outcome, Request, Transport as EngineTransport};
 use skua_resolver::forward::{
@@ -33,7 +34,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
-use rustls_pki_types::pem::PemObject;
 use tokio_rustls::rustls;
 
 use crate::base::clock;
@@ -62,7 +62,10 @@ pub fn tls_client(bundle: Option<&str>, system: bool) -> Result<Arc<rustls::Clie
         }
     }
     if system || bundle.is_none() {
-        for path in ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"] {
+        for path in [
+            "/etc/ssl/certs/ca-certificates.crt",
+            "/etc/pki/tls/certs/ca-bundle.crt",
+        ] {
             if let Ok(pem) = std::fs::read(path) {
                 roots.add_parsable_certificates(
                     rustls_pki_types::CertificateDer::pem_slice_iter(&pem).filter_map(Result::ok),
@@ -79,7 +82,6 @@ pub fn tls_client(bundle: Option<&str>, system: bool) -> Result<Arc<rustls::Clie
         .with_no_client_auth();
     Ok(Arc::new(cfg))
 }
-
 
 /// Randomness for IDs, 0x20 and ports: the OS generator (getrandom(2)) behind a buffer.
 struct OsEntropy {
@@ -127,12 +129,22 @@ struct Client {
     route: Route,
 }
 
-type Fwd = Forwarder<Client, RwShard<skua_resolver::cache::MsgShard>, RwShard<skua_resolver::cache::SetShard>>;
+type Fwd = Forwarder<
+    Client,
+    RwShard<skua_resolver::cache::MsgShard>,
+    RwShard<skua_resolver::cache::SetShard>,
+>;
 
 /// What the transport tasks report.
 enum Io {
-    Reply { token: u64, from: SocketAddr, bytes: Vec<u8> },
-    Failed { token: u64 },
+    Reply {
+        token: u64,
+        from: SocketAddr,
+        bytes: Vec<u8>,
+    },
+    Failed {
+        token: u64,
+    },
 }
 
 /// An upstream and, for TLS, the name its certificate must carry.
@@ -333,7 +345,9 @@ impl Task {
     fn io(&mut self, io: Io) {
         let now = now_ms();
         match io {
-            Io::Reply { token, from, bytes } => self.fwd.reply(token, from, &bytes, now, &mut self.rng),
+            Io::Reply { token, from, bytes } => {
+                self.fwd.reply(token, from, &bytes, now, &mut self.rng)
+            }
             Io::Failed { token } => self.fwd.failed(token, now, &mut self.rng),
         }
     }
@@ -404,7 +418,10 @@ impl Task {
         let Some(c) = self.conns.get(&key) else {
             return;
         };
-        c.ids.lock().unwrap_or_else(|e| e.into_inner()).insert(id, t.token);
+        c.ids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, t.token);
         self.on_conn.insert(t.token, (key, id));
         if c.tx.try_send((t.token, t.bytes)).is_err() {
             let _ = self.io_tx.send(Io::Failed { token: t.token });
@@ -551,7 +568,12 @@ fn open_conn(
                     }
                 };
                 let connector = tokio_rustls::TlsConnector::from(tls_cfg);
-                match tokio::time::timeout(Duration::from_secs(5), connector.connect(server, stream)).await {
+                match tokio::time::timeout(
+                    Duration::from_secs(5),
+                    connector.connect(server, stream),
+                )
+                .await
+                {
                     Ok(Ok(s)) => conn_loop(s, to, rx, &ids2, &io).await,
                     Ok(Err(e)) => {
                         log::warn(format_args!("upstream {to}: TLS: {e}"));
