@@ -13,9 +13,11 @@ FUZZ_SECS="${FUZZ_SECS:-60}"
 missing=()
 for pair in unbound:unbound nsd:nsd dig:bind9-dnsutils kdig:knot-dnsutils ip:iproute2 \
     clang:clang llvm-strip:llvm dnsperf:dnsperf sha256sum:coreutils curl:curl openssl:openssl \
-    ethtool:ethtool ping:iputils-ping python3:python3; do
+    ethtool:ethtool ping:iputils-ping python3:python3 nft:nftables; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
 done
+# dnspython for the scripted hostile upstreams (tests/resolver/hostile.py, system python3).
+/usr/bin/python3 -c 'import dns.message' >/dev/null 2>&1 || missing+=(python3-dnspython)
 # python3-venv: schemathesis (PyPI) runs in a venv.
 python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 if ((${#missing[@]})); then

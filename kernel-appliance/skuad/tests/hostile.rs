@@ -1,0 +1,81 @@
+//! Hostile and failing upstreams: skuad as a forwarder against scripted upstreams
+//! (tests/resolver/hostile.py, dnspython) in a network namespace of its own with only
+//! loopback. Wrong IDs, wrong questions, wrong source addresses, garbage, out-of-bailiwick
+//! records, truncation, a 64 KiB TCP reply of garbage, a byte-a-second drip, silence,
+//! 30 % UDP loss (nftables), and serve-stale while the upstream is down: no crash, no poisoned cache
+//! entry, SERVFAIL within the resolver's budget. Needs root (a network namespace, nftables): it
+//! asserts it, never skips.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SKUAD: &str = env!("CARGO_BIN_EXE_skuad");
+
+struct Ns(String);
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+#[test]
+fn hostile_and_failing_upstreams() {
+    let uid = Command::new("id").arg("-u").output().expect("id -u");
+    assert_eq!(
+        String::from_utf8_lossy(&uid.stdout).trim(),
+        "0",
+        "this test needs root (a network namespace, nftables); it does not skip"
+    );
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/resolver/hostile.py");
+    let ns = Ns(format!("skua-hostile-{}", std::process::id()));
+    let _ = Command::new("ip").args(["netns", "del", &ns.0]).status();
+    assert!(
+        Command::new("ip")
+            .args(["netns", "add", &ns.0])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(
+        Command::new("ip")
+            .args(["-n", &ns.0, "link", "set", "lo", "up"])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let work = std::env::temp_dir().join(format!("skua-hostile-{}", std::process::id()));
+    std::fs::create_dir_all(&work).unwrap();
+    // The system's python3 (python3-dnspython is a Debian package tests/run.sh installs).
+    let mut child = Command::new("timeout")
+        .args(["240", "ip", "netns", "exec", &ns.0, "/usr/bin/python3"])
+        .arg(&script)
+        .arg(SKUAD)
+        .arg(&work)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start hostile.py");
+    let t0 = Instant::now();
+    let out = loop {
+        if let Some(_st) = child.try_wait().unwrap() {
+            break child.wait_with_output().unwrap();
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(250),
+            "hostile.py did not end"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    print!("{stdout}");
+    let log = std::fs::read_to_string(work.join("skuad.log")).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "hostile upstream checks failed ({}):\n{stdout}\n{stderr}\nskuad's log:\n{log}",
+        out.status
+    );
+    let _ = std::fs::remove_dir_all(&work);
+}
