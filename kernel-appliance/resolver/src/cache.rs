@@ -775,6 +775,65 @@ impl<M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Cache<M, S> {
             });
         }
     }
+
+    /// [`Self::for_each_rrset`] for one lower-cased name: only its shard is read.
+    pub fn for_each_rrset_of(&self, lower: &[u8], now: u32, mut f: impl FnMut(&RrSet, u32)) {
+        self.sets[self.shard(name_hash(lower))].read(|s| {
+            for e in s.slots.iter().flatten() {
+                if now < e.expires && *e.lower == *lower {
+                    f(&e.set, e.expires);
+                }
+            }
+        });
+    }
+
+    /// Calls `f` for every message entry that may be served at `now` (fresh, or stale
+    /// within `serve-expired`), of one lower-cased name (its shard only) or of all: for
+    /// dumps and lookups ([`crate::dump`]). Holds one shard's read lock at a time; counts
+    /// no hit and marks nothing referenced.
+    pub fn for_each_msg(&self, now: u32, name: Option<&[u8]>, mut f: impl FnMut(&MsgView<'_>)) {
+        let shards = match name {
+            Some(n) => {
+                let i = self.shard(name_hash(n));
+                &self.msgs[i..=i]
+            }
+            None => &self.msgs[..],
+        };
+        for s in shards {
+            s.read(|s| {
+                for e in s.slots.iter().flatten() {
+                    if name.is_some_and(|n| *e.name != *n) {
+                        continue;
+                    }
+                    let fresh = now < e.r.expires;
+                    if fresh || self.config.stale_ok(e.r.expires, now) {
+                        f(&MsgView {
+                            name: &e.name,
+                            qtype: e.qtype,
+                            qclass: e.qclass,
+                            rendered: &e.r,
+                            stale: !fresh,
+                        });
+                    }
+                }
+            });
+        }
+    }
+}
+
+/// A message entry as [`Cache::for_each_msg`] shows it.
+#[derive(Clone, Copy, Debug)]
+pub struct MsgView<'a> {
+    /// Lower-cased query name.
+    pub name: &'a [u8],
+    /// QTYPE.
+    pub qtype: u16,
+    /// QCLASS.
+    pub qclass: u16,
+    /// The answer as stored.
+    pub rendered: &'a Rendered,
+    /// Past its expiry: served only as a stale answer (`serve-expired`).
+    pub stale: bool,
 }
 
 /// The engine consults the message store for names outside local data: a fresh entry

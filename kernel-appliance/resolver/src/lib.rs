@@ -17,7 +17,8 @@
 //!
 //! Modules: [`msg`] (reading upstream replies), [`rrset`] (RRsets and their rank),
 //! [`render`] (cached answers as ready-to-copy bytes with TTL offsets), [`cache`] (the
-//! sharded, size-bounded message and RRset stores).
+//! sharded, size-bounded message and RRset stores), [`dump`] (what the cache holds for a
+//! name, and a text dump of it that loads back).
 //!
 //! What it does **not** do (yet): recursion from the root, DNSSEC validation.
 //!
@@ -33,6 +34,7 @@ extern crate alloc;
 extern crate std;
 
 pub mod cache;
+pub mod dump;
 pub mod forward;
 pub mod infra;
 pub mod msg;
