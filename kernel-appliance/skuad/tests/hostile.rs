@@ -1,10 +1,15 @@
-//! Hostile and failing upstreams: skuad as a forwarder against scripted upstreams
-//! (tests/resolver/hostile.py, dnspython) in a network namespace of its own with only
-//! loopback. Wrong IDs, wrong questions, wrong source addresses, garbage, out-of-bailiwick
+//! skuad as a forwarder against real and scripted upstreams, each script in a network
+//! namespace of its own with only loopback (tests/resolver/*.py, dnspython):
+//!
+//! - `hostile.py`: hostile and failing upstreams. Wrong IDs, wrong questions, wrong source addresses, garbage, out-of-bailiwick
 //! records, truncation, a 64 KiB TCP reply of garbage, a byte-a-second drip, silence,
 //! 30 % UDP loss (nftables), and serve-stale while the upstream is down: no crash, no poisoned cache
-//! entry, SERVFAIL within the resolver's budget. Needs root (a network namespace, nftables): it
-//! asserts it, never skips.
+//! entry, SERVFAIL within the resolver's budget.
+//! - `dot.py`: DNS over TLS upstreams (Unbound with a test CA): answered when the
+//!   certificate carries the `#name`, SERVFAIL (EDE 23) when it does not or the port
+//!   speaks plain DNS, the connection reused.
+//!
+//! Needs root (network namespaces, nftables): it asserts it, never skips.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -22,14 +27,28 @@ impl Drop for Ns {
 
 #[test]
 fn hostile_and_failing_upstreams() {
+    run_script("hostile.py");
+}
+
+#[test]
+fn dns_over_tls_upstreams() {
+    run_script("dot.py");
+}
+
+/// Runs tests/resolver/SCRIPT in a fresh namespace with skuad's binary and a work
+/// directory; fails with its output and skuad's log unless it exits 0.
+fn run_script(script: &str) {
     let uid = Command::new("id").arg("-u").output().expect("id -u");
     assert_eq!(
         String::from_utf8_lossy(&uid.stdout).trim(),
         "0",
         "this test needs root (a network namespace, nftables); it does not skip"
     );
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/resolver/hostile.py");
-    let ns = Ns(format!("skua-hostile-{}", std::process::id()));
+    let tag = script.trim_end_matches(".py");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/resolver")
+        .join(script);
+    let ns = Ns(format!("skua-{tag}-{}", std::process::id()));
     let _ = Command::new("ip").args(["netns", "del", &ns.0]).status();
     assert!(
         Command::new("ip")
@@ -45,7 +64,7 @@ fn hostile_and_failing_upstreams() {
             .unwrap()
             .success()
     );
-    let work = std::env::temp_dir().join(format!("skua-hostile-{}", std::process::id()));
+    let work = std::env::temp_dir().join(format!("skua-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&work).unwrap();
     // The system's python3 (python3-dnspython is a Debian package tests/run.sh installs).
     let mut child = Command::new("timeout")
@@ -56,7 +75,7 @@ fn hostile_and_failing_upstreams() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start hostile.py");
+        .expect("start the test script");
     let t0 = Instant::now();
     let out = loop {
         if let Some(_st) = child.try_wait().unwrap() {
@@ -74,7 +93,7 @@ fn hostile_and_failing_upstreams() {
     let log = std::fs::read_to_string(work.join("skuad.log")).unwrap_or_default();
     assert!(
         out.status.success(),
-        "hostile upstream checks failed ({}):\n{stdout}\n{stderr}\nskuad's log:\n{log}",
+        "{tag}.py: checks failed ({}):\n{stdout}\n{stderr}\nskuad's log:\n{log}",
         out.status
     );
     let _ = std::fs::remove_dir_all(&work);
