@@ -8,6 +8,9 @@
 //! - `dot.py`: DNS over TLS upstreams (Unbound with a test CA): answered when the
 //!   certificate carries the `#name`, SERVFAIL (EDE 23) when it does not or the port
 //!   speaks plain DNS, the connection reused.
+//! - `cache.py`: TTLs counting down, negative caching for the SOA MINIMUM, prefetch seen at
+//!   the upstream, reloads keeping (or, for a changed zone, dropping) entries, resident
+//!   memory bounded under 30,000 names with a 2 MiB cache.
 //!
 //! Needs root (network namespaces, nftables): it asserts it, never skips.
 
@@ -33,6 +36,11 @@ fn hostile_and_failing_upstreams() {
 #[test]
 fn dns_over_tls_upstreams() {
     run_script("dot.py");
+}
+
+#[test]
+fn cache_ttls_negative_prefetch_reload_and_memory() {
+    run_script("cache.py");
 }
 
 /// Runs tests/resolver/SCRIPT in a fresh namespace with skuad's binary and a work
