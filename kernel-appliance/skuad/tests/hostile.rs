@@ -24,7 +24,10 @@ struct Ns(String);
 
 impl Drop for Ns {
     fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.0])
+            .stderr(Stdio::null())
+            .status();
     }
 }
 
@@ -43,6 +46,89 @@ fn cache_ttls_negative_prefetch_reload_and_memory() {
     run_script("cache.py");
 }
 
+/// The embedded default configuration forwards: in a namespace with only loopback (so
+/// nothing reaches the Internet), its demo zone answers and a name outside it goes to the
+/// upstreams (unreachable here: SERVFAIL with EDE 23, at once) instead of being REFUSED.
+#[test]
+fn embedded_default_forwards() {
+    let uid = Command::new("id").arg("-u").output().expect("id -u");
+    assert_eq!(
+        String::from_utf8_lossy(&uid.stdout).trim(),
+        "0",
+        "needs root (a network namespace)"
+    );
+    let ns = Ns(format!("skua-default-{}", std::process::id()));
+    let _ = Command::new("ip")
+        .args(["netns", "del", &ns.0])
+        .stderr(Stdio::null())
+        .status();
+    assert!(
+        Command::new("ip")
+            .args(["netns", "add", &ns.0])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(
+        Command::new("ip")
+            .args(["-n", &ns.0, "link", "set", "lo", "up"])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut skuad = Command::new("ip")
+        .args(["netns", "exec", &ns.0, SKUAD])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start skuad");
+    let dig = |name: &str| -> String {
+        let out = Command::new("timeout")
+            .args([
+                "20",
+                "ip",
+                "netns",
+                "exec",
+                &ns.0,
+                "dig",
+                "@127.0.0.1",
+                "-p",
+                "5353",
+                "+tries=1",
+                "+time=8",
+                name,
+            ])
+            .output()
+            .expect("dig");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let t0 = Instant::now();
+    let mut local = String::new();
+    while t0.elapsed() < Duration::from_secs(20) {
+        local = dig("www.skua.test");
+        if local.contains("status: NOERROR") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let t1 = Instant::now();
+    let remote = dig("example.com");
+    let took = t1.elapsed();
+    let _ = skuad.kill();
+    let out = skuad.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        local.contains("198.18.0.10"),
+        "the demo zone: {local}\n{log}"
+    );
+    assert!(
+        remote.contains("status: SERVFAIL") && remote.contains("EDE: 23"),
+        "a name outside local data is forwarded (upstreams unreachable here): {remote}\n{log}"
+    );
+    assert!(took < Duration::from_secs(6), "SERVFAIL took {took:?}");
+    assert!(log.contains("resolver: 1 forward/stub zone(s)"), "{log}");
+}
+
 /// Runs tests/resolver/SCRIPT in a fresh namespace with skuad's binary and a work
 /// directory; fails with its output and skuad's log unless it exits 0.
 fn run_script(script: &str) {
@@ -57,7 +143,10 @@ fn run_script(script: &str) {
         .join("../../tests/resolver")
         .join(script);
     let ns = Ns(format!("skua-{tag}-{}", std::process::id()));
-    let _ = Command::new("ip").args(["netns", "del", &ns.0]).status();
+    let _ = Command::new("ip")
+        .args(["netns", "del", &ns.0])
+        .stderr(Stdio::null())
+        .status();
     assert!(
         Command::new("ip")
             .args(["netns", "add", &ns.0])
