@@ -376,7 +376,18 @@ impl<M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Cache<M, S> {
         wall: u64,
         zone_of: impl Fn(&[u8]) -> Option<u32>,
     ) -> Result<Loaded, LoadError> {
-        let parsed = parse(text)?;
+        Ok(self.load_parsed(Dump::parse(text)?, now, wall, zone_of))
+    }
+
+    /// [`Self::load`] of a dump already read (the daemon records what it loads before it
+    /// does).
+    pub fn load_parsed(
+        &self,
+        parsed: Dump,
+        now: u32,
+        wall: u64,
+        zone_of: impl Fn(&[u8]) -> Option<u32>,
+    ) -> Loaded {
         let age = u32::try_from(wall.saturating_sub(parsed.written)).unwrap_or(u32::MAX);
         let c = self.config();
         let mut done = Loaded::default();
@@ -437,7 +448,7 @@ impl<M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Cache<M, S> {
             self.insert(&Key::new(&m.qname, m.qtype, m.qclass), r, now);
             done.messages += 1;
         }
-        Ok(done)
+        done
     }
 }
 
@@ -454,10 +465,33 @@ struct MsgBlock {
     sets: Vec<(RrSet, Section)>,
 }
 
-struct Parsed {
+/// A dump read whole ([`Dump::parse`]), not loaded yet.
+pub struct Dump {
     written: u64,
     sets: Vec<RrSet>,
     msgs: Vec<MsgBlock>,
+}
+
+impl Dump {
+    /// Reads a dump; the first malformed line is the error.
+    pub fn parse(text: &str) -> Result<Dump, LoadError> {
+        parse(text)
+    }
+
+    /// When it was written (wall clock, UNIX seconds).
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Its RRset blocks.
+    pub fn rrsets(&self) -> usize {
+        self.sets.len()
+    }
+
+    /// Its answer blocks.
+    pub fn messages(&self) -> usize {
+        self.msgs.len()
+    }
 }
 
 enum Block {
@@ -582,7 +616,7 @@ fn join(set: &mut Option<RrSet>, rr: Rr, rank: Rank) -> Result<(), String> {
     }
 }
 
-fn parse(text: &str) -> Result<Parsed, LoadError> {
+fn parse(text: &str) -> Result<Dump, LoadError> {
     let mut written = None;
     let mut sets = Vec::new();
     let mut msgs = Vec::new();
@@ -723,7 +757,7 @@ fn parse(text: &str) -> Result<Parsed, LoadError> {
             Err(end("the dump ends inside a block (cut short?)"))
         }
         (_, _, false) => Err(end("the dump ends without its eof line (cut short?)")),
-        (Some(written), _, true) => Ok(Parsed {
+        (Some(written), _, true) => Ok(Dump {
             written,
             sets,
             msgs,
@@ -999,6 +1033,11 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("eof rrsets=4 messages=5\n"), "{text}");
+        let p = Dump::parse(&text).unwrap();
+        assert_eq!(
+            (p.rrsets(), p.messages(), p.written()),
+            (4, 5, 1_700_000_000)
+        );
         // Another process, another clock: loaded at its second 5, the same wall second.
         let d = TestCache::new(CacheConfig::default());
         let l = d.load(&text, 5, 1_700_000_000, |_| Some(1)).unwrap();
