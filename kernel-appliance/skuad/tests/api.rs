@@ -44,6 +44,27 @@ const ROUTES: &[(&str, &str, Option<&str>, Option<&str>)] = &[
     ("POST", "/reload", Some("operator"), None),
     ("GET", "/audit", Some("operator"), None),
     ("POST", "/audit/verify", Some("admin"), None),
+    // No forward-zone here: the cache routes answer 409 (tests/cache.rs has a resolver).
+    (
+        "GET",
+        "/cache/lookup?name=www.example.net.",
+        Some("operator"),
+        None,
+    ),
+    (
+        "POST",
+        "/cache/flush",
+        Some("operator"),
+        Some(r#"{"all":true}"#),
+    ),
+    ("GET", "/cache/dump", Some("operator"), None),
+    (
+        "POST",
+        "/cache/load",
+        Some("admin"),
+        Some("skua-cache-dump 1 written=0\neof rrsets=0 messages=0\n"),
+    ),
+    ("GET", "/resolver/upstreams", Some("read"), None),
 ];
 
 const ROLES: [&str; 4] = ["read", "dns", "operator", "admin"];

@@ -2,7 +2,9 @@
 //!
 //! Everything is read from the workers' own counters at request time (relaxed loads, no
 //! lock on the hot path): kernel-socket workers keep [`skua_engine::stats::Counters`], AF_XDP
-//! queues their [`skua_xdp::worker::QueueStats`], the XDP program its per-CPU counters.
+//! queues their [`skua_xdp::worker::QueueStats`], the XDP program its per-CPU counters, the
+//! resolver's cache its own counters and sizes, and the forwarder the snapshot of its
+//! counters and upstreams that its task refreshes about once a second.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -93,9 +95,219 @@ pub fn stats_json(ctl: &Control) -> serde_json::Value {
         "generation": ctl.generation(),
         "socket": totals_json(&sock),
         "xdp": {"queues": queues, "programs": programs},
+        "resolver": resolver_json(ctl),
         "reloads": {"ok": r(&ctl.reloads_ok), "failed": r(&ctl.reloads_failed)},
         "api_writes": {"ok": r(&ctl.writes_ok), "failed": r(&ctl.writes_failed)},
     })
+}
+
+/// The resolver's cache and forwarder counters for `/stats`; `null` without a resolver.
+fn resolver_json(ctl: &Control) -> serde_json::Value {
+    let Some(h) = ctl.serving.resolver.load_full() else {
+        return serde_json::Value::Null;
+    };
+    let c = &h.cache.stats;
+    let (msgs, sets, msg_bytes, set_bytes) = h.cache.size();
+    let snap = h.snapshot.load();
+    let f = &snap.forward;
+    json!({
+        "cache": {
+            "hits": r(&c.hits), "misses": r(&c.misses), "stale": r(&c.stale),
+            "prefetches": r(&c.prefetches), "evictions": r(&c.evictions),
+            "messages": msgs, "rrsets": sets,
+            "message_bytes": msg_bytes, "rrset_bytes": set_bytes,
+        },
+        "forwarder": {
+            "queries": f.queries, "unwanted": f.unwanted, "servfail": f.servfail,
+            "tcp_retries": f.tcp_retries, "coalesced": f.coalesced, "defences": f.defences,
+            "in_flight": snap.in_flight,
+        },
+    })
+}
+
+/// The cache, the forwarder and each upstream, when there is a resolver.
+fn resolver_prometheus(p: &mut Prom, ctl: &Control) {
+    let Some(h) = ctl.serving.resolver.load_full() else {
+        return;
+    };
+    let c = &h.cache.stats;
+    for (name, help, v) in [
+        (
+            "skua_cache_hits_total",
+            "Answers sent from the resolver's cache while fresh.",
+            &c.hits,
+        ),
+        (
+            "skua_cache_misses_total",
+            "Cache lookups that found nothing to send (the question went to the resolver).",
+            &c.misses,
+        ),
+        (
+            "skua_cache_stale_answers_total",
+            "Stale answers sent (serve-expired, RFC 8767).",
+            &c.stale,
+        ),
+        (
+            "skua_cache_prefetches_total",
+            "Refreshes started because a name was asked in the last 10 % of its TTL (prefetch).",
+            &c.prefetches,
+        ),
+        (
+            "skua_cache_evictions_total",
+            "Cache entries (answers and RRsets) evicted to make room.",
+            &c.evictions,
+        ),
+    ] {
+        p.head(name, "counter", help);
+        p.line(name, &[], r(v));
+    }
+    let (msgs, sets, msg_bytes, set_bytes) = h.cache.size();
+    let cfg = h.cache.config();
+    p.head(
+        "skua_cache_entries",
+        "gauge",
+        "Entries in each cache store (message: answers; rrset: RRsets).",
+    );
+    p.line("skua_cache_entries", &[("store", "message")], msgs);
+    p.line("skua_cache_entries", &[("store", "rrset")], sets);
+    p.head(
+        "skua_cache_bytes",
+        "gauge",
+        "Bytes used by each cache store (msg-cache-size and rrset-cache-size bound them).",
+    );
+    p.line("skua_cache_bytes", &[("store", "message")], msg_bytes);
+    p.line("skua_cache_bytes", &[("store", "rrset")], set_bytes);
+    p.head(
+        "skua_cache_max_bytes",
+        "gauge",
+        "Configured size of each cache store.",
+    );
+    p.line(
+        "skua_cache_max_bytes",
+        &[("store", "message")],
+        cfg.msg_bytes,
+    );
+    p.line(
+        "skua_cache_max_bytes",
+        &[("store", "rrset")],
+        cfg.rrset_bytes,
+    );
+
+    let snap = h.snapshot.load_full();
+    let f = &snap.forward;
+    for (name, help, v) in [
+        (
+            "skua_resolver_upstream_queries_total",
+            "Queries sent to upstreams (retries included).",
+            f.queries,
+        ),
+        (
+            "skua_resolver_unwanted_replies_total",
+            "Replies that matched no query sent (wrong ID, question or address).",
+            f.unwanted,
+        ),
+        (
+            "skua_resolver_servfail_total",
+            "Questions the resolver answered SERVFAIL (upstreams failed or timed out).",
+            f.servfail,
+        ),
+        (
+            "skua_resolver_tcp_retries_total",
+            "Questions retried over TCP after a truncated reply.",
+            f.tcp_retries,
+        ),
+        (
+            "skua_resolver_coalesced_total",
+            "Questions that joined an identical one in flight.",
+            f.coalesced,
+        ),
+        (
+            "skua_resolver_cache_defences_total",
+            "Cache flushes after unwanted-reply-threshold unwanted replies.",
+            f.defences,
+        ),
+    ] {
+        p.head(name, "counter", help);
+        p.line(name, &[], v);
+    }
+    p.head(
+        "skua_resolver_in_flight",
+        "gauge",
+        "Questions waiting for an upstream.",
+    );
+    p.line("skua_resolver_in_flight", &[], snap.in_flight);
+
+    // Every configured upstream once (an address may serve several zones), with what the
+    // forwarder knows of it; one never asked has no RTT yet.
+    let fwd = h.forward.load();
+    let mut addrs: Vec<std::net::SocketAddr> = Vec::new();
+    for u in fwd.zones.iter().flat_map(|z| z.upstreams.iter()) {
+        if !addrs.contains(&u.addr) {
+            addrs.push(u.addr);
+        }
+    }
+    let hosts: Vec<(String, Option<&skua_resolver::infra::Host>)> = addrs
+        .iter()
+        .map(|a| (a.to_string(), snap.upstreams.iter().find(|h| h.addr == *a)))
+        .collect();
+    p.head(
+        "skua_upstream_srtt_seconds",
+        "gauge",
+        "Smoothed round-trip time of each upstream (absent until it replied).",
+    );
+    for (a, host) in &hosts {
+        if let Some(h) = host.filter(|h| h.replies > 0) {
+            p.line(
+                "skua_upstream_srtt_seconds",
+                &[("upstream", a)],
+                f64::from(h.rtt.srtt) / 1e3,
+            );
+        }
+    }
+    p.head(
+        "skua_upstream_rto_seconds",
+        "gauge",
+        "Retransmission timeout of each upstream (backs off on timeouts; 120 s: down).",
+    );
+    for (a, host) in &hosts {
+        let rto = host.map_or(skua_resolver::infra::UNKNOWN_RTO, |h| h.rtt.rto);
+        p.line(
+            "skua_upstream_rto_seconds",
+            &[("upstream", a)],
+            f64::from(rto) / 1e3,
+        );
+    }
+    for (name, help, get) in [
+        (
+            "skua_upstream_replies_total",
+            "Replies received from each upstream.",
+            (|h: &skua_resolver::infra::Host| h.replies) as fn(&skua_resolver::infra::Host) -> u64,
+        ),
+        (
+            "skua_upstream_timeouts_total",
+            "Queries to each upstream that timed out.",
+            |h| h.lost,
+        ),
+        (
+            "skua_upstream_errors_total",
+            "Error replies (SERVFAIL, REFUSED, FORMERR, NOTIMP) and connection failures of each upstream.",
+            |h| h.errors,
+        ),
+    ] {
+        p.head(name, "counter", help);
+        for (a, host) in &hosts {
+            p.line(name, &[("upstream", a)], host.map_or(0, get));
+        }
+    }
+    p.head(
+        "skua_upstream_up",
+        "gauge",
+        "1 while an upstream is asked, 0 while it is down (only probes go to it).",
+    );
+    for (a, host) in &hosts {
+        let up = host.is_none_or(|h| !h.is_down());
+        p.line("skua_upstream_up", &[("upstream", a)], u8::from(up));
+    }
 }
 
 struct Prom(String);
@@ -386,5 +598,6 @@ pub fn prometheus(ctl: &Control) -> String {
             );
         }
     }
+    resolver_prometheus(&mut p, ctl);
     p.0
 }

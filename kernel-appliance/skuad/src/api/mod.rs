@@ -37,6 +37,7 @@ use serde_json::json;
 
 use crate::base::planes::DataplaneState;
 use crate::control::auth::Role;
+use crate::control::cache::FlushRequest;
 use crate::control::{Change, Control, CtlError, Prepared, Reconfigure};
 use httpd::{Caps, Tracker};
 /// The OpenAPI document, kept in the repository.
@@ -61,6 +62,13 @@ pub const ROUTES: &[(&str, &str, Option<Role>)] = &[
     ("POST", "/reload", Some(Role::Operator)),
     ("GET", "/audit", Some(Role::Operator)),
     ("POST", "/audit/verify", Some(Role::Admin)),
+    // What clients asked shows in the cache: reading it is the operator's, as the
+    // configuration is; a load puts records in front of clients unchecked: the admin's.
+    ("GET", "/cache/lookup", Some(Role::Operator)),
+    ("POST", "/cache/flush", Some(Role::Operator)),
+    ("GET", "/cache/dump", Some(Role::Operator)),
+    ("POST", "/cache/load", Some(Role::Admin)),
+    ("GET", "/resolver/upstreams", Some(Role::Read)),
 ];
 
 /// The API's own settings that a reload changes: its certificate and body limit.
@@ -460,13 +468,31 @@ async fn json_body<T: DeserializeOwned>(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<T, ApiError> {
+    let bytes = body_of(ctl, headers, body, "application/json").await?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        let code = if e.is_syntax() || e.is_eof() {
+            "invalid_json"
+        } else {
+            "invalid_request"
+        };
+        ApiError::new(StatusCode::BAD_REQUEST, code, e.to_string())
+    })
+}
+
+/// Reads a body of media type `media` (or none given) within the configured limit.
+async fn body_of(
+    ctl: &Api,
+    headers: &HeaderMap,
+    body: Body,
+    media: &str,
+) -> Result<Bytes, ApiError> {
     if let Some(ct) = headers.get(header::CONTENT_TYPE) {
         let ct = ct.to_str().unwrap_or("");
-        if !ct.starts_with("application/json") {
+        if !ct.starts_with(media) {
             return Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported_media_type",
-                format!("content-type must be application/json, not '{ct}'"),
+                format!("content-type must be {media}, not '{ct}'"),
             ));
         }
     }
@@ -491,14 +517,7 @@ async fn json_body<T: DeserializeOwned>(
                 format!("request body over {limit} bytes (api: max-body:)"),
             )
         })?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        let code = if e.is_syntax() || e.is_eof() {
-            "invalid_json"
-        } else {
-            "invalid_request"
-        };
-        ApiError::new(StatusCode::BAD_REQUEST, code, e.to_string())
-    })
+    Ok(bytes)
 }
 
 async fn health(State(ctl): Ctl) -> Response {
@@ -836,6 +855,64 @@ async fn audit_verify(State(ctl): Ctl) -> Result<Response, ApiError> {
     Ok(axum::Json(v).into_response())
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LookupQuery {
+    name: Option<String>,
+}
+
+async fn cache_lookup(State(ctl): Ctl, Q(q): Q<LookupQuery>) -> Result<Response, ApiError> {
+    let Some(name) = q.name else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "GET /cache/lookup needs ?name=NAME",
+        ));
+    };
+    let found = tokio::task::block_in_place(|| ctl.cache_lookup(&name))?;
+    Ok(axum::Json(found).into_response())
+}
+
+async fn cache_flush(
+    State(ctl): Ctl,
+    axum::Extension(caller): Who,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let req: FlushRequest = json_body(&ctl, &headers, body).await?;
+    let (actor, src) = who(&caller);
+    let done = tokio::task::block_in_place(|| ctl.cache_flush(&req, actor, src))?;
+    Ok(axum::Json(done).into_response())
+}
+
+async fn cache_dump(State(ctl): Ctl) -> Result<Response, ApiError> {
+    let text = tokio::task::block_in_place(|| ctl.cache_dump())?;
+    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
+}
+
+async fn cache_load(
+    State(ctl): Ctl,
+    axum::Extension(caller): Who,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let bytes = body_of(&ctl, &headers, body, "text/plain").await?;
+    let text = std::str::from_utf8(&bytes).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            format!("a cache dump is UTF-8 text ({e}); nothing loaded"),
+        )
+    })?;
+    let (actor, src) = who(&caller);
+    let done = tokio::task::block_in_place(|| ctl.cache_load(text, actor, src))?;
+    Ok(axum::Json(done).into_response())
+}
+
+async fn upstreams(State(ctl): Ctl) -> Result<Response, ApiError> {
+    Ok(axum::Json(ctl.upstreams()?).into_response())
+}
+
 async fn not_found(method: Method, uri: axum::http::Uri) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
@@ -873,6 +950,11 @@ pub fn router(ctl: Arc<Api>) -> Router {
         .route("/reload", post(reload))
         .route("/audit", get(audit_tail))
         .route("/audit/verify", post(audit_verify))
+        .route("/cache/lookup", get(cache_lookup))
+        .route("/cache/flush", post(cache_flush))
+        .route("/cache/dump", get(cache_dump))
+        .route("/cache/load", post(cache_load))
+        .route("/resolver/upstreams", get(upstreams))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(ctl.clone(), authenticate))

@@ -14,8 +14,10 @@
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::{Arc, RwLock};
 
+use arc_swap::ArcSwap;
 use skua_resolver::cache::{Cache, CacheConfig, MsgShard, SetShard, ShardLock};
-use skua_resolver::forward::ForwardConfig;
+use skua_resolver::forward::{ForwardConfig, ForwardStats};
+use skua_resolver::infra::Host;
 use tokio::sync::mpsc;
 
 /// A shard behind a `std::sync::RwLock` (poisoning ignored: a shard is consistent after
@@ -96,17 +98,39 @@ pub struct Job {
     pub route: Option<Route>,
 }
 
+/// The forwarder's counters and what it knows of each upstream, as the resolver's task
+/// last copied them (about once a second): for metrics and the control core, which never
+/// touch the forwarder itself.
+#[derive(Clone, Debug, Default)]
+pub struct ResolverSnapshot {
+    /// Upstream queries, unwanted replies, SERVFAILs...
+    pub forward: ForwardStats,
+    /// Questions in flight.
+    pub in_flight: usize,
+    /// Every upstream asked so far (RTT estimator, replies, timeouts, errors).
+    pub upstreams: Vec<Host>,
+}
+
 /// The resolver as the dataplanes see it.
 pub struct ResolverHandle {
     /// The cache.
     pub cache: Arc<SharedCache>,
     jobs: mpsc::Sender<Job>,
+    /// The forwarding settings in force (zones and their upstreams).
+    pub forward: ArcSwap<ForwardConfig>,
+    /// The forwarder's counters, refreshed by the resolver's task.
+    pub snapshot: ArcSwap<ResolverSnapshot>,
 }
 
 impl ResolverHandle {
-    /// A handle on `cache` whose jobs go to `jobs`.
-    pub fn new(cache: Arc<SharedCache>, jobs: mpsc::Sender<Job>) -> Self {
-        ResolverHandle { cache, jobs }
+    /// A handle on `cache` whose jobs go to `jobs`, resolving with `forward`.
+    pub fn new(cache: Arc<SharedCache>, jobs: mpsc::Sender<Job>, forward: ForwardConfig) -> Self {
+        ResolverHandle {
+            cache,
+            jobs,
+            forward: ArcSwap::from_pointee(forward),
+            snapshot: ArcSwap::from_pointee(ResolverSnapshot::default()),
+        }
     }
 
     /// Queues a job without blocking; `false` when the resolver's queue is full (the

@@ -18,6 +18,7 @@
 
 pub mod audit;
 pub mod auth;
+pub mod cache;
 pub mod load;
 pub mod source;
 pub mod state;

@@ -38,7 +38,9 @@ use tokio_rustls::rustls;
 
 use crate::base::clock;
 use crate::base::log;
-use crate::base::resolving::{Job, ResolverHandle, ResolverSettings, Route, RwShard, SharedCache};
+use crate::base::resolving::{
+    Job, ResolverHandle, ResolverSettings, ResolverSnapshot, Route, RwShard, SharedCache,
+};
 use crate::base::serving::Serving;
 
 /// Jobs queued before the dataplanes answer SERVFAIL themselves.
@@ -47,6 +49,8 @@ const JOB_QUEUE: usize = 16 * 1024;
 const TCP_IDLE: Duration = Duration::from_secs(10);
 /// Queries in flight on one upstream connection (RFC 7766 §6.2.1.1 leaves it to us).
 const TCP_PIPELINE: usize = 128;
+/// How often the forwarder's counters are copied for metrics and the control core.
+const SNAPSHOT_EVERY: Duration = Duration::from_secs(1);
 
 /// Builds the TLS client configuration for DoT upstreams: the roots of `bundle` (PEM, as
 /// `tls-cert-bundle:`), or the system's when `system` or no bundle is given.
@@ -201,9 +205,20 @@ impl Resolver {
         let cache = Arc::new(SharedCache::new(settings.cache.clone()));
         let (jobs_tx, jobs_rx) = mpsc::channel(JOB_QUEUE);
         let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
-        let handle = Arc::new(ResolverHandle::new(cache.clone(), jobs_tx));
+        let handle = Arc::new(ResolverHandle::new(
+            cache.clone(),
+            jobs_tx,
+            up.forward.clone(),
+        ));
         let fwd = Forwarder::new(up.forward.clone(), cache);
-        let task = rt.spawn(run(serving, fwd, up, jobs_rx, ctl_rx));
+        let task = rt.spawn(run(
+            serving,
+            Arc::downgrade(&handle),
+            fwd,
+            up,
+            jobs_rx,
+            ctl_rx,
+        ));
         Ok(Resolver {
             handle,
             settings: settings.clone(),
@@ -221,6 +236,7 @@ impl Resolver {
     /// resolved through zones that changed are dropped); questions in flight finish.
     pub fn reconfigure(&mut self, settings: &ResolverSettings) -> Result<(), String> {
         let up = Upstream::from(settings)?;
+        self.handle.forward.store(Arc::new(up.forward.clone()));
         let _ = self.control.send(Control::Reconfigure(Box::new(up)));
         self.settings = settings.clone();
         Ok(())
@@ -251,6 +267,8 @@ fn now_ms() -> u64 {
 
 async fn run(
     serving: Arc<Serving>,
+    // Weak: the handle holds the job queue's sender, whose end stops this task.
+    handle: std::sync::Weak<ResolverHandle>,
     fwd: Fwd,
     settings: Upstream,
     mut jobs: mpsc::Receiver<Job>,
@@ -268,6 +286,10 @@ async fn run(
         on_conn: HashMap::new(),
         buf: vec![0u8; 65535],
     };
+    // The counters the control core and metrics read: copied about once a second (a few
+    // integers per upstream), never read from the forwarder by another task.
+    let mut snapshot = tokio::time::interval(SNAPSHOT_EVERY);
+    snapshot.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let timer = t.fwd.next_timer();
         let sleep = async {
@@ -294,6 +316,16 @@ async fn run(
             () = sleep => {
                 let now = now_ms();
                 t.fwd.tick(now, &mut t.rng);
+            }
+            _ = snapshot.tick() => {
+                if let Some(h) = handle.upgrade() {
+                    h.snapshot.store(Arc::new(ResolverSnapshot {
+                        forward: t.fwd.stats.clone(),
+                        in_flight: t.fwd.in_flight(),
+                        upstreams: t.fwd.infra().hosts().to_vec(),
+                    }));
+                }
+                continue;
             }
         }
         t.events();
