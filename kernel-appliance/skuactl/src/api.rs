@@ -250,7 +250,8 @@ impl Client {
         } = &self.to
         {
             let body = body.map(Value::to_string);
-            return local(sock, *timeout, "POST", path, body.as_deref());
+            let body = body.as_deref().map(|b| ("application/json", b));
+            return local(sock, *timeout, "POST", path, body);
         }
         let url = self.url(path);
         let mut req = self.agent().post(&url);
@@ -263,6 +264,27 @@ impl Client {
                 .send(b.to_string().as_bytes()),
             None => req.send_empty(),
         };
+        finish(&url, r)
+    }
+
+    /// `POST path` with a `text/plain` body (a cache dump).
+    pub fn post_text(&self, path: &str, body: &str) -> Result<Reply, ApiError> {
+        if let To::Local {
+            path: sock,
+            timeout,
+        } = &self.to
+        {
+            let body = Some(("text/plain; charset=utf-8", body));
+            return local(sock, *timeout, "POST", path, body);
+        }
+        let url = self.url(path);
+        let mut req = self.agent().post(&url);
+        if let Some(t) = &self.token {
+            req = req.header("Authorization", format!("Bearer {t}"));
+        }
+        let r = req
+            .content_type("text/plain; charset=utf-8")
+            .send(body.as_bytes());
         finish(&url, r)
     }
 }
@@ -292,13 +314,13 @@ fn finish(
 }
 
 /// One request over the control socket at `sock`: HTTP/1.1, `Connection: close`, the whole
-/// response read (at most [`MAX_BODY`]) within `timeout`.
+/// response read (at most [`MAX_BODY`]) within `timeout`. `body`: its media type and text.
 fn local(
     sock: &Path,
     timeout: Duration,
     method: &str,
     path: &str,
-    body: Option<&str>,
+    body: Option<(&str, &str)>,
 ) -> Result<Reply, ApiError> {
     let url = format!("unix:{}{path}", sock.display());
     let unreachable = |why: String| ApiError::Unreachable {
@@ -332,8 +354,8 @@ fn local(
         env!("CARGO_PKG_VERSION")
     );
     match body {
-        Some(b) => req.push_str(&format!(
-            "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}",
+        Some((media, b)) => req.push_str(&format!(
+            "Content-Type: {media}\r\nContent-Length: {}\r\n\r\n{b}",
             b.len()
         )),
         None if method == "POST" => req.push_str("Content-Length: 0\r\n\r\n"),

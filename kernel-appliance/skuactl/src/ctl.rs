@@ -1,5 +1,5 @@
 //! The commands that talk to skuad's REST API: `status`, `stats`, `reload`, `zone ...`,
-//! `record ...`, `audit tail`, `metrics` (see [`USAGE`]).
+//! `record ...`, `audit tail`, `metrics`, `cache ...`, `upstreams` (see [`USAGE`]).
 //!
 //! Each prints a human-readable summary or table, or with `--json` the API's JSON as it
 //! came, pretty-printed. The exit code tells a script what happened (see [`USAGE`]): the API
@@ -31,7 +31,17 @@ commands over skuad's REST API:
        skuactl record add RR          e.g. \"www.example.org. 300 IN A 198.18.0.1\" (role dns)
        skuactl record remove RR
        skuactl audit tail [-n N]      the last N entries of the audit log (role operator)
-       skuactl cache flush            not implemented yet: skuad has no cache (exit 2)
+       skuactl cache lookup NAME      what the resolver's cache holds for NAME: answers and
+                                      RRsets with the TTL they have left (role operator)
+       skuactl cache flush NAME [--subtree] [--type T]
+                                      forget NAME (and all below it, or one type)
+       skuactl cache flush --negative every NXDOMAIN and NODATA answer (role operator)
+       skuactl cache flush --all      everything
+       skuactl cache dump > FILE      the cache as text (role operator)
+       skuactl cache load FILE        read a dump back, e.g. after a restart (role admin;
+                                      FILE - reads standard input)
+       skuactl upstreams              the forwarder's upstreams: state, RTT, replies,
+                                      timeouts, errors
    where: skuad's local control socket when there is one (no token: skuad knows you by
        your user: root and skuad's user are admin, members of api: control-socket-group:
        get its role), else the HTTP API with a token
@@ -70,13 +80,17 @@ fn usage(why: impl Into<String>) -> Fail {
 }
 
 /// Options that take a value.
-const VALUE_OPTIONS: [&str; 5] = [
+const VALUE_OPTIONS: [&str; 6] = [
     "--api",
     "--socket",
     "--token-file",
     "--ca-file",
     "--timeout",
+    "--type",
 ];
+
+/// Options without a value.
+const FLAG_OPTIONS: [&str; 4] = ["--json", "--subtree", "--negative", "--all"];
 
 /// Whether `args` (the arguments after the program name) is one of the API commands, after
 /// any global options. `audit verify` is not: it works on a file, without the API.
@@ -86,11 +100,12 @@ pub fn is_api_command(args: &[String]) -> bool {
         let a = args[i].as_str();
         if VALUE_OPTIONS.contains(&a) {
             i += 2;
-        } else if a == "--json" || VALUE_OPTIONS.iter().any(|o| is_inline(a, o)) {
+        } else if FLAG_OPTIONS.contains(&a) || VALUE_OPTIONS.iter().any(|o| is_inline(a, o)) {
             i += 1;
         } else {
             return match a {
-                "status" | "stats" | "reload" | "zone" | "record" | "metrics" | "cache" => true,
+                "status" | "stats" | "reload" | "zone" | "record" | "metrics" | "cache"
+                | "upstreams" => true,
                 "audit" => args.get(i + 1).is_some_and(|s| s == "tail"),
                 _ => false,
             };
@@ -115,6 +130,11 @@ struct Line {
     help: bool,
     /// `-n N` (audit tail).
     n: Option<String>,
+    /// `--subtree`, `--type T`, `--negative`, `--all` (cache flush).
+    subtree: bool,
+    rtype: Option<String>,
+    negative: bool,
+    all: bool,
     words: Vec<String>,
 }
 
@@ -143,7 +163,11 @@ fn parse(args: &[String]) -> Result<Line, Fail> {
             "--ca-file" => l.ca_file = Some(value(&mut i)?.into()),
             "--timeout" => l.timeout = Some(value(&mut i)?),
             "-n" => l.n = Some(value(&mut i)?),
+            "--type" => l.rtype = Some(value(&mut i)?),
             "--json" if inline.is_none() => l.json = true,
+            "--subtree" if inline.is_none() => l.subtree = true,
+            "--negative" if inline.is_none() => l.negative = true,
+            "--all" if inline.is_none() => l.all = true,
             "-h" | "--help" => l.help = true,
             "--token" => {
                 return Err(usage(
@@ -326,6 +350,12 @@ fn run(c: &Client, l: &Line) -> Result<String, Fail> {
     if l.n.is_some() && w.first() != Some(&"audit") {
         return Err(usage("-n is an option of audit tail"));
     }
+    let flush_options = l.subtree || l.negative || l.all || l.rtype.is_some();
+    if flush_options && w.get(..2) != Some(&["cache", "flush"][..]) {
+        return Err(usage(
+            "--subtree, --type, --negative and --all are options of cache flush",
+        ));
+    }
     match w.as_slice() {
         ["status"] => show(c, l, "/status", status_text),
         ["stats"] => show(c, l, "/stats", stats_text),
@@ -394,11 +424,94 @@ fn run(c: &Client, l: &Line) -> Result<String, Fail> {
             };
             show(c, l, &path, audit_text)
         }
-        ["cache", "flush"] => Err(usage(
-            "cache flush: not implemented yet: skuad has no cache",
+        ["cache", "lookup", name] => show(
+            c,
+            l,
+            &format!("/cache/lookup?name={}", api::encode(name)),
+            lookup_text,
+        ),
+        ["cache", "flush", rest @ ..] => {
+            let body = flush_body(l, rest)?;
+            let url = c.url("/cache/flush");
+            let v = c.post("/cache/flush", Some(&body))?.json(&url)?;
+            Ok(if l.json {
+                pretty(&v)
+            } else {
+                format!(
+                    "flushed {}: {} answers, {} RRsets\n",
+                    text(&v["flushed"]),
+                    num(&v["messages"]),
+                    num(&v["rrsets"])
+                )
+            })
+        }
+        ["cache", "dump"] => {
+            if l.json {
+                return Err(usage(
+                    "cache dump is text (the format cache load reads), not JSON",
+                ));
+            }
+            Ok(c.get("/cache/dump")?.body)
+        }
+        ["cache", "load", file] => {
+            let dump = if *file == "-" {
+                let mut s = String::new();
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+                    .map_err(|e| usage(format!("standard input: {e}")))?;
+                s
+            } else {
+                std::fs::read_to_string(file).map_err(|e| usage(format!("{file}: {e}")))?
+            };
+            let url = c.url("/cache/load");
+            let v = c.post_text("/cache/load", &dump)?.json(&url)?;
+            Ok(if l.json {
+                pretty(&v)
+            } else {
+                format!(
+                    "loaded {file}: {} answers, {} RRsets ({} expired since the dump, {} outside every caching zone: skipped)\n",
+                    num(&v["messages"]),
+                    num(&v["rrsets"]),
+                    num(&v["expired"]),
+                    num(&v["outside"])
+                )
+            })
+        }
+        ["cache", ..] => Err(usage(
+            "usage: skuactl cache lookup NAME | cache flush NAME [--subtree] [--type T] | \
+             cache flush --negative | cache flush --all | cache dump | cache load FILE",
         )),
-        ["cache", ..] => Err(usage("usage: skuactl cache flush (not implemented yet)")),
+        ["upstreams"] => show(c, l, "/resolver/upstreams", upstreams_text),
         _ => Err(usage(format!("unknown command '{}'", w.join(" ")))),
+    }
+}
+
+/// The JSON of `cache flush` from its words and options.
+fn flush_body(l: &Line, rest: &[&str]) -> Result<Value, Fail> {
+    let wrong = || {
+        usage(
+            "usage: skuactl cache flush NAME [--subtree] [--type T] | cache flush --negative \
+             | cache flush --all",
+        )
+    };
+    match (rest, l.negative, l.all) {
+        ([name], false, false) => {
+            if l.subtree && l.rtype.is_some() {
+                return Err(usage(
+                    "--subtree or --type, not both (a subtree goes with every type)",
+                ));
+            }
+            let mut b = json!({ "name": name });
+            if l.subtree {
+                b["subtree"] = json!(true);
+            }
+            if let Some(t) = &l.rtype {
+                b["type"] = json!(t);
+            }
+            Ok(b)
+        }
+        ([], true, false) if !l.subtree && l.rtype.is_none() => Ok(json!({"negative": true})),
+        ([], false, true) if !l.subtree && l.rtype.is_none() => Ok(json!({"all": true})),
+        _ => Err(wrong()),
     }
 }
 
@@ -595,6 +708,31 @@ fn stats_text(v: &Value) -> String {
             );
         }
     }
+    let r = &v["resolver"];
+    if r.is_object() {
+        let (c, f) = (&r["cache"], &r["forwarder"]);
+        o += &format!(
+            "{:<12}{} hits, {} misses, {} stale, {} prefetches, {} evictions; {} answers ({} bytes), {} RRsets ({} bytes)\n",
+            "cache",
+            num(&c["hits"]),
+            num(&c["misses"]),
+            num(&c["stale"]),
+            num(&c["prefetches"]),
+            num(&c["evictions"]),
+            num(&c["messages"]),
+            num(&c["message_bytes"]),
+            num(&c["rrsets"]),
+            num(&c["rrset_bytes"])
+        );
+        o += &format!(
+            "{:<12}{} queries sent, {} unwanted replies, {} SERVFAIL, {} in flight\n",
+            "forwarder",
+            num(&f["queries"]),
+            num(&f["unwanted"]),
+            num(&f["servfail"]),
+            num(&f["in_flight"])
+        );
+    }
     o += &format!("{:<12}{}\n", "reloads", ok_failed(&v["reloads"]));
     o += &format!("{:<12}{}\n", "api writes", ok_failed(&v["api_writes"]));
     o
@@ -638,6 +776,112 @@ fn records_text(v: &Value) -> String {
         );
     }
     table(&rows)
+}
+
+/// `cache lookup`: the answers, then the RRsets, each with its records.
+fn lookup_text(v: &Value) -> String {
+    let name = text(&v["name"]);
+    let msgs = v["messages"].as_array().cloned().unwrap_or_default();
+    let sets = v["rrsets"].as_array().cloned().unwrap_or_default();
+    if msgs.is_empty() && sets.is_empty() {
+        return format!("{name}: not in the cache\n");
+    }
+    let mut o = String::new();
+    for m in &msgs {
+        let left = if m["stale"].as_bool() == Some(true) {
+            "stale".to_string()
+        } else {
+            format!("{} s left", num(&m["ttl"]))
+        };
+        let ede = m["ede"]
+            .as_u64()
+            .map_or(String::new(), |e| format!(", EDE {e}"));
+        o += &format!(
+            "answer {name} {} {}: {} {}, {left}{ede}\n",
+            text(&m["class"]),
+            text(&m["type"]),
+            text(&m["rcode"]),
+            text(&m["kind"])
+        );
+        for sec in ["answer", "authority", "additional"] {
+            for r in m[sec].as_array().into_iter().flatten() {
+                o += &format!("  {sec:<11}{}\n", text(r));
+            }
+        }
+    }
+    for s in &sets {
+        o += &format!(
+            "rrset {name} {} {}: {}, {} s left\n",
+            text(&s["class"]),
+            text(&s["type"]),
+            text(&s["rank"]),
+            num(&s["ttl"])
+        );
+        for r in s["records"].as_array().into_iter().flatten() {
+            o += &format!("  {}\n", text(r));
+        }
+    }
+    o
+}
+
+/// `upstreams`: one row per zone and upstream, then the forwarder's counters.
+fn upstreams_text(v: &Value) -> String {
+    let ups = v["upstreams"].as_array().cloned().unwrap_or_default();
+    let mut o = String::new();
+    if ups.is_empty() {
+        o += "no upstreams\n";
+    } else {
+        let mut rows = vec![
+            [
+                "ZONE",
+                "UPSTREAM",
+                "TRANSPORT",
+                "STATE",
+                "SRTT",
+                "RTO",
+                "REPLIES",
+                "TIMEOUTS",
+                "ERRORS",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ];
+        for u in &ups {
+            let addr = match u["tls_name"].as_str() {
+                Some(n) if !n.is_empty() => format!("{}#{n}", text(&u["address"])),
+                _ => text(&u["address"]).to_string(),
+            };
+            let zone = match text(&u["kind"]) {
+                "stub" => format!("{} (stub)", text(&u["zone"])),
+                _ => text(&u["zone"]).to_string(),
+            };
+            rows.push(vec![
+                zone,
+                addr,
+                text(&u["transport"]).to_string(),
+                text(&u["state"]).to_string(),
+                u["srtt_ms"]
+                    .as_u64()
+                    .map_or("-".into(), |n| format!("{n} ms")),
+                format!("{} ms", num(&u["rto_ms"])),
+                num(&u["replies"]).to_string(),
+                num(&u["timeouts"]).to_string(),
+                num(&u["errors"]).to_string(),
+            ]);
+        }
+        o += &table(&rows);
+    }
+    let f = &v["forwarder"];
+    o += &format!(
+        "forwarder: {} queries sent, {} unwanted replies, {} SERVFAIL, {} TCP retries, {} coalesced, {} in flight\n",
+        num(&f["queries"]),
+        num(&f["unwanted"]),
+        num(&f["servfail"]),
+        num(&f["tcp_retries"]),
+        num(&f["coalesced"]),
+        num(&f["in_flight"])
+    );
+    o
 }
 
 /// Audit entries, one a line: `SEQ TS ACTOR[@SOURCE] KIND DETAIL`. The entries are the
@@ -723,6 +967,9 @@ mod tests {
             "audit tail -n 3",
             "--json audit tail",
             "cache flush",
+            "--all cache flush",
+            "--type AAAA cache flush x.",
+            "upstreams",
         ] {
             assert!(is_api_command(&args(yes)), "{yes}");
         }
@@ -766,6 +1013,74 @@ mod tests {
         ] {
             assert!(matches!(parse(&args(bad)), Err(Fail::Usage(_))), "{bad}");
         }
+    }
+
+    #[test]
+    fn cache_flush_bodies() {
+        let body = |s: &str| {
+            let l = parse(&args(s)).unwrap();
+            let w: Vec<&str> = l.words.iter().map(String::as_str).collect();
+            flush_body(&l, &w[2..])
+        };
+        assert_eq!(
+            body("cache flush www.example.net.").unwrap(),
+            json!({"name": "www.example.net."})
+        );
+        assert_eq!(
+            body("cache flush --subtree example.net.").unwrap(),
+            json!({"name": "example.net.", "subtree": true})
+        );
+        assert_eq!(
+            body("cache flush x. --type=AAAA").unwrap(),
+            json!({"name": "x.", "type": "AAAA"})
+        );
+        assert_eq!(
+            body("cache flush --negative").unwrap(),
+            json!({"negative": true})
+        );
+        assert_eq!(body("--all cache flush").unwrap(), json!({"all": true}));
+        for bad in [
+            "cache flush",
+            "cache flush a. b.",
+            "cache flush --all x.",
+            "cache flush --all --negative",
+            "cache flush --negative --subtree",
+            "cache flush x. --subtree --type A",
+        ] {
+            assert!(matches!(body(bad), Err(Fail::Usage(_))), "{bad}");
+        }
+    }
+
+    #[test]
+    fn cache_and_upstream_texts() {
+        let v = json!({"name": "www.example.net.", "messages": [
+            {"type": "A", "class": "IN", "rcode": "NOERROR", "kind": "positive", "ttl": 295,
+             "stale": false, "ede": null, "answer": ["www.example.net. 295 IN A 198.18.5.1"],
+             "authority": [], "additional": []}],
+            "rrsets": [{"type": "A", "class": "IN", "rank": "answer-nonauth", "ttl": 295,
+                        "records": ["www.example.net. 295 IN A 198.18.5.1"]}]});
+        assert_eq!(
+            lookup_text(&v),
+            "answer www.example.net. IN A: NOERROR positive, 295 s left\n  \
+             answer     www.example.net. 295 IN A 198.18.5.1\n\
+             rrset www.example.net. IN A: answer-nonauth, 295 s left\n  \
+             www.example.net. 295 IN A 198.18.5.1\n"
+        );
+        assert_eq!(
+            lookup_text(&json!({"name": "x.", "messages": [], "rrsets": []})),
+            "x.: not in the cache\n"
+        );
+        let v = json!({"forwarder": {"queries": 3, "unwanted": 0, "servfail": 1,
+            "tcp_retries": 0, "coalesced": 0, "defences": 0, "in_flight": 0},
+            "upstreams": [{"zone": ".", "kind": "forward", "address": "127.0.0.1:5301",
+            "transport": "udp", "tls_name": null, "state": "up", "srtt_ms": 3, "rto_ms": 50,
+            "replies": 2, "timeouts": 1, "errors": 0}]});
+        assert_eq!(
+            upstreams_text(&v),
+            "ZONE  UPSTREAM        TRANSPORT  STATE  SRTT  RTO    REPLIES  TIMEOUTS  ERRORS\n\
+             .     127.0.0.1:5301  udp        up     3 ms  50 ms  2        1         0\n\
+             forwarder: 3 queries sent, 0 unwanted replies, 1 SERVFAIL, 0 TCP retries, 0 coalesced, 0 in flight\n"
+        );
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! systemd-boot boot counting, see [`upgrade`]), the boot health gate (`health`: a DNS query
 //! skuad must answer before systemd-bless-boot marks a trial boot good, see [`health`]), and
 //! the slot status (`slots`). The binary also drives skuad's REST API (`status`, `stats`,
-//! `reload`, `zone`, `record`, `audit tail`) and verifies audit logs offline (`audit verify`).
+//! `reload`, `zone`, `record`, `audit tail`, `cache`, `upstreams`) and verifies audit logs
+//! offline (`audit verify`).
 //! What it does not do (yet): fetch bundles over the network (hand it a file, a block device or standard input), or
 //! verify bundle signatures (the verity root hash inside the UKI is what the kernel checks;
 //! signed verity and Secure Boot are documented in docs/image.md as the next step).

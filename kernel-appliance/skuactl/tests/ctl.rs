@@ -576,12 +576,28 @@ fn exit_codes() {
     let o = at(&d, &["--token-file", "/nonexistent/token", "status"], None);
     expect(&o, 2);
     assert!(o.stderr.contains("/nonexistent/token"), "{o:?}");
-    let o = ctl(&["cache", "flush"], None);
-    expect(&o, 2);
-    assert!(
-        o.stderr.contains("not implemented yet: skuad has no cache"),
-        "{o:?}"
-    );
+    for args in [
+        &["cache", "flush"][..],
+        &["cache", "flush", "--all", "x."],
+        &["cache", "flush", "x.", "--subtree", "--type", "A"],
+        &["status", "--all"],
+        &["cache", "dump", "--json"],
+    ] {
+        let o = ctl(args, None);
+        expect(&o, 2);
+        assert!(o.stderr.starts_with("skuactl: "), "{o:?}");
+    }
+    // No forward-zone: no resolver, no cache: the API says so (409, exit 1).
+    for args in [
+        &["cache", "lookup", "www.example.net."][..],
+        &["cache", "flush", "--all"],
+        &["cache", "dump"],
+        &["upstreams"],
+    ] {
+        let o = at(&d, args, Some(tok("admin")));
+        expect(&o, 1);
+        assert!(o.stderr.contains("conflict: no resolver"), "{o:?}");
+    }
     let o = ctl(&["--help"], None);
     expect(&o, 0);
     assert!(o.stdout.contains("skuactl zone add NAME TYPE"), "{o:?}");
