@@ -111,11 +111,25 @@ pub enum Verdict {
     Reply {
         /// Frame length.
         len: usize,
-        /// From the engine (hot path, RCODE, TC, inform, QTYPE, rate limiting).
+        /// From the engine (hot path, RCODE, TC, inform, QTYPE, rate limiting, cache).
         info: skua_engine::engine::ReplyInfo,
+        /// Length of the query, still in the scratch buffer (for a refresh, see
+        /// [`handle_frame_with`]).
+        query_len: usize,
     },
     /// Drop and count.
     Drop(Drop),
+    /// Not local data and not in the cache: the caller hands the query (`query_len` bytes in
+    /// the scratch buffer) to the resolver, whose answer leaves through the kernel socket of
+    /// `server`.
+    Resolve {
+        /// Query length in the scratch buffer.
+        query_len: usize,
+        /// The client.
+        client: SocketAddr,
+        /// Our address and port the query was sent to.
+        server: SocketAddr,
+    },
     /// Not for this path: the caller answers through the kernel socket. `query_len` bytes of
     /// DNS query were copied to the scratch buffer; `client` and `server` are the UDP
     /// endpoints. Used for replies larger than the frame, and for frames the XDP program
@@ -342,6 +356,22 @@ pub fn handle_frame(
     len: usize,
     scratch: &mut [u8],
 ) -> Verdict {
+    handle_frame_with(engine, &skua_engine::NoCache, now, frame, len, scratch)
+}
+
+/// [`handle_frame`] with the resolver's cache: a name outside local data that the cache
+/// holds is answered in the frame like local data (TTLs counted down); one it does not
+/// hold is [`Verdict::Resolve`]. A cache hit that asks for a refresh (prefetch, stale)
+/// says so in its [`Verdict::Reply`]'s `info.refresh`, with the query still in
+/// `scratch[..query_len]`.
+pub fn handle_frame_with<C: skua_engine::AnswerCache>(
+    engine: &Engine,
+    cache: &C,
+    now: u32,
+    frame: &mut [u8],
+    len: usize,
+    scratch: &mut [u8],
+) -> Verdict {
     let len = len.min(frame.len());
     let u = match parse(&frame[..len]) {
         Ok(u) => u,
@@ -388,12 +418,17 @@ pub fn handle_frame(
     };
     let room = frame.len() - payload_off;
     let (dns_len, info) =
-        match engine.handle_query(&req, &scratch[..qlen], &mut frame[payload_off..]) {
+        match engine.handle_query_with(&req, &scratch[..qlen], &mut frame[payload_off..], cache) {
             Outcome::Reply { len, info } => (len, info),
-            // Too large for the frame, or for the resolver (its reply comes later, from a
-            // socket): the caller's kernel path.
-            Outcome::Resolve
-            | Outcome::Drop {
+            Outcome::Resolve => {
+                return Verdict::Resolve {
+                    query_len: qlen,
+                    client,
+                    server,
+                };
+            }
+            // Too large for the frame: the caller's kernel path.
+            Outcome::Drop {
                 reason: EngineDrop::Buffer,
                 ..
             } => {
@@ -425,6 +460,7 @@ pub fn handle_frame(
     Verdict::Reply {
         len: rewrite(frame, &u, dns_len),
         info,
+        query_len: qlen,
     }
 }
 

@@ -78,7 +78,7 @@ fn ipv4_query_answered_in_place() {
     let q = dns_query(A_STATIC, 1);
     let (mut buf, len) = frame("127.0.0.1:40000", "127.0.0.2:53", None, &q);
     let orig = buf[..len].to_vec();
-    let Verdict::Reply { len: rl, info } = run(&mut buf, len) else {
+    let Verdict::Reply { len: rl, info, .. } = run(&mut buf, len) else {
         panic!()
     };
     assert!(info.hot);
@@ -211,7 +211,7 @@ fn engine_drops_and_refusals() {
     let (mut b, l) = frame("198.19.0.5:4000", "198.18.0.1:53", None, &q);
     assert_eq!(run(&mut b, l), Verdict::Drop(Drop::Engine));
     let (mut b, l) = frame("198.18.0.5:4000", "198.18.0.1:53", None, &q);
-    let Verdict::Reply { len, info } = run(&mut b, l) else {
+    let Verdict::Reply { len, info, .. } = run(&mut b, l) else {
         panic!()
     };
     assert_eq!(info.rcode, 5);
@@ -293,7 +293,7 @@ fn rate_limited_replies_are_dropped_or_slipped_in_the_frame() {
         verdicts[0].0
     );
     // The slip goes out in the frame: TC, the question and the OPT only.
-    let Verdict::Reply { len: rl, info } = verdicts[1].0 else {
+    let Verdict::Reply { len: rl, info, .. } = verdicts[1].0 else {
         panic!("{:?}", verdicts[1].0)
     };
     assert!(info.slipped && info.truncated);

@@ -362,6 +362,11 @@ struct Conf(PathBuf);
 
 impl Conf {
     fn new(test: &str, addrs: &[String]) -> Self {
+        Self::with_extra(test, addrs, "")
+    }
+
+    /// [`Conf::new`] followed by `extra` (more clauses).
+    fn with_extra(test: &str, addrs: &[String], extra: &str) -> Self {
         let mut c = String::from("server:\n");
         for a in addrs {
             c.push_str(&format!("    interface: {a}\n"));
@@ -376,6 +381,7 @@ impl Conf {
         c.push_str(&format!(
             "    local-data: \"{NAME} 300 IN AAAA {ANSWER_V6}\"\n"
         ));
+        c.push_str(extra);
         let p = Path::new(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("skx-{}-{test}.conf", std::process::id()));
         std::fs::write(&p, c).expect("write configuration");
@@ -1217,6 +1223,96 @@ fn xdp_answers_ipv4_and_ipv6_native_and_generic() {
             "{mode}: XDP left after stop:\n{link}"
         );
     }
+}
+
+/// A cache hit is answered by the AF_XDP worker, in the frame: skuad forwards
+/// `cached.example.net.` to an Unbound in the server namespace; the first question is
+/// resolved (the reply leaves through the kernel socket); with the upstream then stopped,
+/// the second is answered with a lower TTL by the XSK queue (its `answered` counter),
+/// while the kernel sockets receive nothing.
+#[test]
+fn cache_hits_answered_by_the_xsk_worker() {
+    require_root();
+    let pair = Pair::with_addresses("cachehit", 24);
+    ip(&["-n", pair.srv.name(), "link", "set", "lo", "up"]);
+    let up_conf = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("skx-{}-cachehit-up.conf", std::process::id()));
+    std::fs::write(
+        &up_conf,
+        "server:\n  interface: 127.0.0.1@5301\n  do-daemonize: no\n  use-syslog: no\n  \
+         username: \"\"\n  chroot: \"\"\n  pidfile: \"\"\n  access-control: 127.0.0.0/8 allow\n  \
+         local-zone: \"example.net.\" static\n  \
+         local-data: \"cached.example.net. 300 IN A 198.18.24.77\"\n",
+    )
+    .unwrap();
+    let mut upstream = Command::new("ip")
+        .args(["netns", "exec", pair.srv.name(), "unbound", "-c"])
+        .arg(&up_conf)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start unbound");
+    let conf = Conf::with_extra(
+        "cachehit",
+        &[pair.srv_v4()],
+        "    do-not-query-localhost: no\nforward-zone:\n    name: \"example.net.\"\n    \
+         forward-addr: 127.0.0.1@5301\n",
+    );
+    let mut d = Skuad::start(&pair.srv, &conf, &[]);
+    d.assert_xdp_serving(SRV_IF);
+    let ask = |ns: &Netns| {
+        let at = format!("@{}", pair.srv_v4());
+        in_ns(
+            ns,
+            "dig",
+            &[
+                "+noall",
+                "+answer",
+                "+time=3",
+                "+tries=1",
+                &at,
+                "cached.example.net.",
+                "A",
+            ],
+        )
+        .stdout
+    };
+    // The upstream may need a moment to listen: ask until it answers (bounded).
+    let mut first = String::new();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            first = ask(&pair.cli);
+            first.contains("198.18.24.77")
+        }),
+        "not resolved through the upstream: {first:?}\n{}",
+        d.log()
+    );
+    let _ = upstream.kill();
+    let _ = upstream.wait();
+    std::thread::sleep(Duration::from_millis(1100));
+    let before = d.counters(&[SRV_IF]);
+    let second = ask(&pair.cli);
+    let after = d.counters(&[SRV_IF]);
+    let _ = std::fs::remove_file(&up_conf);
+    let ttl = |t: &str| -> u32 {
+        t.split_whitespace()
+            .nth(1)
+            .and_then(|x| x.parse().ok())
+            .unwrap_or(0)
+    };
+    assert!(
+        second.contains("198.18.24.77") && ttl(&second) < ttl(&first),
+        "the second answer comes from the cache with a lower TTL: {first:?} then {second:?}\n{}",
+        d.log()
+    );
+    let xsk = after.queue(SRV_IF, "answered") - before.queue(SRV_IF, "answered");
+    assert!(
+        xsk >= 1 && after.socket_queries == 0,
+        "want the hit answered by the XSK queue (+{xsk}) and no query on the kernel sockets \
+         ({}):\n{}",
+        after.socket_queries,
+        d.log()
+    );
 }
 
 #[test]

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use skua_engine::engine::{DropReason, ReplyInfo};
 use skua_engine::rrl::Limit;
 use skua_engine::{Engine, Outcome, Request, Transport};
-use skua_fastpath::{Drop, Verdict, handle_frame};
+use skua_fastpath::{Drop, Verdict, handle_frame_with};
 
 use crate::queue::RxAction;
 use crate::socket::XskSocket;
@@ -30,6 +30,9 @@ pub struct QueueStats {
     pub hot: AtomicU64,
     /// Queries answered through the kernel socket (reply larger than a frame).
     pub slow_path: AtomicU64,
+    /// Queries handed to the resolver (not local data, not in the cache); cache hits are
+    /// in `replies.cached`.
+    pub resolve: AtomicU64,
     /// Frames that were not DNS over UDP (should not reach the XSK; counted, released).
     pub not_dns: AtomicU64,
     /// Replies lost because TX was full.
@@ -106,6 +109,33 @@ pub trait EngineSource: Send + Sync {
     fn generation(&self) -> u64;
 }
 
+/// The resolver as an AF_XDP worker sees it (skuad implements it): its cache, read for
+/// every name outside local data (a hit is answered in the frame), and where misses and
+/// refreshes go (the resolver answers misses later through the kernel socket of the
+/// address the client asked).
+pub trait Resolution {
+    /// The cache type.
+    type Cache: skua_engine::AnswerCache;
+    /// The cache in force, if a resolver runs (read once per batch).
+    fn cache(&self) -> Option<Arc<Self::Cache>>;
+    /// A query that missed: resolve it and answer `client` from `server`.
+    fn resolve(&self, query: &[u8], client: SocketAddr, server: SocketAddr);
+    /// A hit asks for its question to be resolved again (prefetch, stale).
+    fn refresh(&self, query: &[u8]);
+}
+
+/// No resolver: names outside local data are REFUSED by the engine.
+pub struct NoResolution;
+
+impl Resolution for NoResolution {
+    type Cache = skua_engine::NoCache;
+    fn cache(&self) -> Option<Arc<Self::Cache>> {
+        None
+    }
+    fn resolve(&self, _: &[u8], _: SocketAddr, _: SocketAddr) {}
+    fn refresh(&self, _: &[u8]) {}
+}
+
 /// Kernel sockets for replies that do not fit a frame, by the local address queried.
 pub trait SlowPath: Send {
     /// A kernel UDP socket bound to `server` (our address and port), if one exists.
@@ -160,10 +190,12 @@ const MAX_KICKS: usize = 65;
 /// `poll` (and therefore how quickly it sees `stop`). `clock` gives whole seconds of a
 /// monotonic clock, read once per batch: response rate limiting counts in it, so every
 /// dataplane sharing an engine must pass the same clock.
-pub fn run(
+#[allow(clippy::too_many_arguments)]
+pub fn run<R: Resolution>(
     sock: &mut XskSocket,
     engines: &dyn EngineSource,
     slow: &dyn SlowPath,
+    resolution: &R,
     stats: &QueueStats,
     stop: &AtomicBool,
     poll_ms: i32,
@@ -172,6 +204,8 @@ pub fn run(
     let mut scratch = vec![0u8; 65536];
     let mut big = vec![0u8; 65535];
     let mut slow_queue: Vec<(Vec<u8>, SocketAddr, SocketAddr)> = Vec::new();
+    let mut resolve_queue: Vec<(Vec<u8>, SocketAddr, SocketAddr)> = Vec::new();
+    let mut refresh_queue: Vec<Vec<u8>> = Vec::new();
     let mut generation = engines.generation();
     let mut engine = engines.current();
     let mut last_stats = std::time::Instant::now();
@@ -186,6 +220,7 @@ pub fn run(
             copy_kernel_stats(sock, &stats.xsk);
         }
         let now = clock();
+        let cache = resolution.cache();
         let q = sock.queue();
         q.reap_completions();
         q.refill();
@@ -193,8 +228,18 @@ pub fn run(
         let full_before = q.counters.tx_ring_full;
         let t0 = std::time::Instant::now();
         let n = q.process_rx(
-            |buf, len| match handle_frame(&engine, now, buf, len, &mut scratch) {
-                Verdict::Reply { len, info } => {
+            |buf, len| match match cache.as_deref() {
+                Some(c) => handle_frame_with(&engine, c, now, buf, len, &mut scratch),
+                None => handle_frame_with(&engine, &skua_engine::NoCache, now, buf, len, &mut scratch),
+            } {
+                Verdict::Reply {
+                    len,
+                    info,
+                    query_len,
+                } => {
+                    if info.refresh {
+                        refresh_queue.push(scratch[..query_len].to_vec());
+                    }
                     stats.answered.fetch_add(1, Ordering::Relaxed);
                     if info.hot {
                         stats.hot.fetch_add(1, Ordering::Relaxed);
@@ -215,6 +260,15 @@ pub fn run(
                     server: Some(s),
                 } if query_len > 0 => {
                     slow_queue.push((scratch[..query_len].to_vec(), c, s));
+                    RxAction::Release
+                }
+                Verdict::Resolve {
+                    query_len,
+                    client,
+                    server,
+                } => {
+                    resolve_queue.push((scratch[..query_len].to_vec(), client, server));
+                    stats.resolve.fetch_add(1, Ordering::Relaxed);
                     RxAction::Release
                 }
                 Verdict::Kernel { .. } => {
@@ -241,6 +295,13 @@ pub fn run(
             stats
                 .replies
                 .record_latency(t0.elapsed().as_nanos() as u64, n as u64);
+        }
+        // Off the RX loop: misses to the resolver, refreshes too.
+        for (query, client, server) in resolve_queue.drain(..) {
+            resolution.resolve(&query, client, server);
+        }
+        for query in refresh_queue.drain(..) {
+            resolution.refresh(&query);
         }
         for (query, client, server) in slow_queue.drain(..) {
             let req = Request {

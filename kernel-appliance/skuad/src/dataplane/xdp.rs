@@ -51,6 +51,7 @@ use skua_xdp::socket::{XskConfig, XskSocket};
 use skua_xdp::worker::{EngineSource, QueueStats};
 
 use crate::base::log;
+use crate::base::resolving::{Job, Route, SharedCache};
 use crate::base::serving::Serving;
 use crate::base::settings::Settings;
 
@@ -97,6 +98,53 @@ impl Default for XdpOptions {
 }
 
 struct Engines(Arc<Serving>);
+
+/// The resolver for the AF_XDP workers: the cache the serving handle holds (a hit is
+/// answered in the frame), misses handed over with the kernel socket of the address the
+/// client asked (the resolver answers through it: a kernel socket's send is not seen by
+/// the XDP program, which only handles received frames).
+struct Resolving {
+    serving: Arc<Serving>,
+    routes: Vec<(SocketAddr, Arc<UdpSocket>)>,
+}
+
+impl skua_xdp::worker::Resolution for Resolving {
+    type Cache = SharedCache;
+
+    fn cache(&self) -> Option<Arc<SharedCache>> {
+        self.serving
+            .resolver
+            .load()
+            .as_ref()
+            .map(|r| r.cache.clone())
+    }
+
+    fn resolve(&self, query: &[u8], client: SocketAddr, server: SocketAddr) {
+        let guard = self.serving.resolver.load();
+        let (Some(r), Some((_, sock))) = (
+            guard.as_ref(),
+            self.routes.iter().find(|(a, _)| *a == server),
+        ) else {
+            return;
+        };
+        let _ = r.submit(Job {
+            query: query.to_vec(),
+            route: Some(Route::Udp {
+                sock: sock.clone(),
+                peer: client,
+            }),
+        });
+    }
+
+    fn refresh(&self, query: &[u8]) {
+        if let Some(r) = self.serving.resolver.load().as_ref() {
+            let _ = r.submit(Job {
+                query: query.to_vec(),
+                route: None,
+            });
+        }
+    }
+}
 
 impl EngineSource for Engines {
     fn current(&self) -> Arc<Engine> {
@@ -625,7 +673,12 @@ fn try_start(
         .iter()
         .filter_map(|s| Some((s.local_addr().ok()?, s.try_clone().ok()?)))
         .collect();
+    let routes: Vec<(SocketAddr, Arc<UdpSocket>)> = slow
+        .iter()
+        .filter_map(|(a, s)| Some((*a, Arc::new(s.try_clone().ok()?))))
+        .collect();
     let slow = Arc::new(slow);
+    let routes = Arc::new(routes);
     for iface in &ifaces {
         let mut prog = XdpProgram::load_with_capacity(opts.answers)
             .map_err(|e| format!("loading the XDP program: {}", log::chain(&e)))?;
@@ -721,6 +774,10 @@ fn try_start(
                 slow.clone(),
                 plane.stop.clone(),
             );
+            let resolving = Resolving {
+                serving: shared.clone(),
+                routes: routes.to_vec(),
+            };
             let cpu = cpus[(plane.workers.len()) % cpus.len()];
             let name = iface.name.clone();
             let handle = std::thread::Builder::new()
@@ -736,6 +793,7 @@ fn try_start(
                         &mut sock,
                         &engines,
                         sl.as_ref(),
+                        &resolving,
                         &st,
                         &stop,
                         100,
