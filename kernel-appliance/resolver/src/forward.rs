@@ -381,6 +381,19 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         }
     }
 
+    /// The zone that resolves a question for `name` (lower case) of type `qtype`: the most
+    /// specific one containing it, or for DS, containing its parent (DS lives on the parent
+    /// side of a zone cut, RFC 4035 §2.4; Unbound's `forward_request` and stub lookup strip
+    /// the label the same way).
+    pub fn zone_for_question(&self, name: &[u8], qtype: u16) -> Option<usize> {
+        match name.first() {
+            Some(&len) if qtype == rtype::DS && len != 0 => {
+                self.zone_for(name.get(1 + usize::from(len)..).unwrap_or(b"\x00"))
+            }
+            _ => self.zone_for(name),
+        }
+    }
+
     /// The most specific zone containing `name` (lower case).
     pub fn zone_for(&self, name: &[u8]) -> Option<usize> {
         let mut best: Option<usize> = None;
@@ -419,7 +432,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         now: u64,
         rng: &mut impl Entropy,
     ) -> Start<C> {
-        let Some(zone) = self.zone_for(&q.name) else {
+        let Some(zone) = self.zone_for_question(&q.name, q.qtype) else {
             return match client {
                 Some(c) => Start::NoZone(c),
                 None => Start::Pending,
@@ -682,7 +695,16 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             return self.send(&q, now, rng, None);
         }
         self.infra.replied(o.to, rtt);
-        self.accept(&q, verdict, now, rng);
+        // An NS answer goes out with the addresses of its name servers, as Unbound's does.
+        let glue = match &verdict {
+            Verdict::Answer { answer } if q.qtype == rtype::NS => answer
+                .iter()
+                .find(|s| s.rtype == rtype::NS && s.owner.eq_ignore_ascii_case(&q.name))
+                .map(|ns| scrub::ns_addresses(&m, ns, &zone.name))
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        self.accept(&q, verdict, glue, now, rng);
     }
 
     fn unwanted(&mut self) {
@@ -698,8 +720,17 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         }
     }
 
-    /// A scrubbed, usable verdict for `q`.
-    fn accept(&mut self, q: &Question, verdict: Verdict, now: u64, rng: &mut impl Entropy) {
+    /// A scrubbed, usable verdict for `q`; `glue` goes to the additional section of an
+    /// answer (kept with the answer only, not offered to the RRset store: additional data
+    /// answers no question).
+    fn accept(
+        &mut self,
+        q: &Question,
+        verdict: Verdict,
+        glue: Vec<RrSet>,
+        now: u64,
+        rng: &mut impl Entropy,
+    ) {
         let Some(f) = self.flights.get(q) else {
             return;
         };
@@ -736,11 +767,21 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             .map(|s| keep(s, false))
             .map(|(s, e)| (s, Section::Answer, e))
             .collect();
+        for mut g in glue {
+            g.ttl = c.clamp(g.ttl);
+            let expires = now_s.saturating_add(g.ttl);
+            sets.push((g, Section::Additional, expires));
+        }
         if let Some(mut soa) = soa {
             // RFC 2308 §5: the SOA goes out with the negative TTL and counts down with it.
-            soa.ttl = scrub::negative_ttl(&soa);
-            let (s, e) = keep(soa, true);
-            sets.push((s, Section::Authority, e));
+            // It stays with this answer and is not offered to the RRset store: there it would
+            // meet the zone's SOA as an SOA query cached it (ranked higher, as answer data)
+            // and go out with that SOA's own TTL, and the negative answer would be cached
+            // that long; an SOA query could get the negative one. Unbound keeps the two
+            // apart as well (`PACKED_RRSET_SOA_NEG`).
+            soa.ttl = c.clamp_negative(scrub::negative_ttl(&soa));
+            let expires = now_s.saturating_add(soa.ttl);
+            sets.push((soa, Section::Authority, expires));
         }
         // A negative answer without SOA is passed on but not cached (RFC 2308 §5).
         let cacheable = cache_it
@@ -791,7 +832,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             }
             return;
         }
-        if self.zone_for(&next.name).is_none() {
+        if self.zone_for_question(&next.name, next.qtype).is_none() {
             // Nobody to ask about the target: the chain as far as it goes (the client's
             // stub asks the target itself), as an answer that is not cached.
             let sets = self.flights[q]
@@ -850,7 +891,14 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             .iter()
             .map(|(s, e)| (s.clone(), Section::Answer, *e))
             .collect();
-        sets.extend(target.sets);
+        // The target's additional data (an NS answer's addresses) belongs to its own
+        // question only.
+        sets.extend(
+            target
+                .sets
+                .into_iter()
+                .filter(|(_, sec, _)| *sec != Section::Additional),
+        );
         self.finish(
             q,
             Done {
@@ -1510,6 +1558,111 @@ mod tests {
                 .is_ok_and(|r| r == 3)
         );
         assert_eq!(f.cache().lookup(&key, 120, |_| ()), Err(Lookup::Miss));
+    }
+
+    #[test]
+    fn negative_ttl_is_not_the_cached_soa_ttl() {
+        // The zone's SOA is cached from an SOA query (TTL 3600, MINIMUM 120); a NODATA
+        // later carries the same SOA: the negative answer still goes out, and is cached,
+        // with min(TTL, MINIMUM) = 120 (RFC 2308 §5), and the SOA query keeps its 3600.
+        let mut f = fwd(
+            vec![zone(b"\x00", ZoneKind::Forward, &[1], 1)],
+            CacheConfig::default(),
+        );
+        let mut rng = Seq(19);
+        let ex: &[u8] = b"\x07example\x00";
+        let s = soa(120);
+        let _ = f.resolve(q(ex, 6), Some(1), 0, &mut rng);
+        let t = transmit(&mut f);
+        f.reply(
+            t.token,
+            up(1),
+            &reply(&t.bytes, 0, false, &[(ex, 6, 3600, &s)], &[]),
+            0,
+            &mut rng,
+        );
+        assert_eq!(answer(&mut f).rendered.ttl, 3600);
+        let _ = f.resolve(q(WWW, 16), Some(2), 1000, &mut rng);
+        let t = transmit(&mut f);
+        f.reply(
+            t.token,
+            up(1),
+            &reply(&t.bytes, 0, false, &[], &[(ex, 6, 3600, &s)]),
+            1000,
+            &mut rng,
+        );
+        let a = answer(&mut f);
+        assert_eq!(a.rendered.ttl, 120);
+        // The SOA's TTL as sent at 1 s, the time of the answer.
+        let mut tail = a.rendered.body.tail.clone();
+        crate::render::patch_ttls(&mut tail, &a.rendered.body.ttls, 1, None);
+        let at = usize::from(u16::from_le_bytes([
+            a.rendered.body.ttls[0],
+            a.rendered.body.ttls[1],
+        ]));
+        assert_eq!(
+            u32::from_be_bytes([tail[at], tail[at + 1], tail[at + 2], tail[at + 3]]),
+            120
+        );
+        assert_eq!(
+            f.cache().lookup(&Key::new(WWW, 16, 1), 121, |_| ()),
+            Err(Lookup::Miss)
+        );
+        // The SOA question is still answered from the cache with its own TTL.
+        assert_eq!(
+            f.cache().rrset(ex, 6, 1, 2).map(|(set, _)| set.ttl),
+            Some(3600)
+        );
+    }
+
+    #[test]
+    fn ns_answer_carries_the_addresses_of_its_servers() {
+        let mut f = fwd(
+            vec![zone(b"\x00", ZoneKind::Forward, &[1], 1)],
+            CacheConfig::default(),
+        );
+        let mut rng = Seq(29);
+        let ex: &[u8] = b"\x07example\x00";
+        let ns1: &[u8] = b"\x03ns1\x07example\x00";
+        let _ = f.resolve(q(ex, 2), Some(1), 0, &mut rng);
+        let t = transmit(&mut f);
+        let mut r = reply(&t.bytes, 0, false, &[(ex, 2, 3600, ns1)], &[]);
+        // One additional record: ns1's address.
+        r[11] = 1;
+        r.extend_from_slice(ns1);
+        r.extend_from_slice(&[0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 53]);
+        f.reply(t.token, up(1), &r, 0, &mut rng);
+        let a = answer(&mut f);
+        assert_eq!(a.rendered.body.counts, [0, 1, 0, 0, 0, 1]);
+        assert!(a.rendered.body.tail.ends_with(&[192, 0, 2, 53]));
+        // The message lives as long as its shortest RRset, the address's 60 s.
+        assert_eq!(a.rendered.ttl, 60);
+        // Additional data answers no question.
+        assert!(f.cache().rrset(ns1, 1, 1, 0).is_none());
+    }
+
+    #[test]
+    fn ds_is_asked_in_the_parent_zone() {
+        // sub.example. and example. are stub zones on different servers: the DS of
+        // sub.example. lives in example. (RFC 4035 §2.4), the rest of sub.example. in it.
+        let sub: &[u8] = b"\x03sub\x07example\x00";
+        let mut f = fwd(
+            vec![
+                zone(b"\x07example\x00", ZoneKind::Stub, &[1], 1),
+                zone(sub, ZoneKind::Stub, &[2], 2),
+            ],
+            CacheConfig::default(),
+        );
+        let mut rng = Seq(23);
+        let _ = f.resolve(q(sub, 43), Some(1), 0, &mut rng);
+        assert_eq!(transmit(&mut f).to, up(1));
+        let _ = f.resolve(q(sub, 48), Some(2), 0, &mut rng);
+        assert_eq!(transmit(&mut f).to, up(2));
+        assert_eq!(f.zone_for_question(b"\x00", 43), None);
+        assert_eq!(
+            f.zone_for_question(b"\x01x\x03sub\x07example\x00", 43),
+            Some(1)
+        );
     }
 
     #[test]

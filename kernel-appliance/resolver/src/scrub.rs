@@ -9,11 +9,15 @@
 //!   above it (RFC 6672: a CNAME is synthesised from it and the chain goes on). Every
 //!   other answer record is dropped. A chain that reaches a name outside the bailiwick
 //!   stops there: what follows in the reply is dropped and the caller resolves that name
-//!   through its own zone;
+//!   through its own zone; so does a NOERROR chain that ends at a name the reply has
+//!   neither data nor an SOA for (the upstream did not follow it). A CNAME question
+//!   below a DNAME is answered by the DNAME and the CNAME synthesised from it;
 //! - the authority section keeps only the SOA of a negative answer, when its owner is an
 //!   ancestor of the last name of the chain inside the bailiwick (RFC 2308 §3); NS records
-//!   and everything else there, and the whole additional section, are dropped (the
-//!   answers we send are minimal, as Unbound's `minimal-responses: yes` default);
+//!   and everything else there, and the additional section, are dropped (the answers we
+//!   send are minimal, as Unbound's `minimal-responses: yes` default), except the
+//!   addresses of the name servers of an NS answer ([`ns_addresses`]), which Unbound
+//!   sends too;
 //! - records of another class than the question's are dropped.
 //!
 //! The result says what the reply is (answer, NODATA, NXDOMAIN, a chain to follow
@@ -117,6 +121,39 @@ pub fn scrub(m: &Message, asked: Asked<'_>, zone: &[u8]) -> Verdict {
             };
         }
         let here = |s: &&RrSet| s.owner.eq_ignore_ascii_case(&sname);
+        // A DNAME above the current name (RFC 6672 §3.2: it wins over a CNAME at the name,
+        // which a correct zone cannot have anyway).
+        let dname = sets.iter().find(|s| {
+            s.rtype == rtype::DNAME
+                && s.owner.len() < sname.len()
+                && is_subdomain(&sname, &lower(&s.owner))
+                && is_subdomain(&lower(&s.owner), zone)
+                && s.rdatas.len() == 1
+        });
+        // The CNAME synthesised from it (RFC 6672 §3.1), TTL of the DNAME.
+        let synthesise = |d: &RrSet| -> Option<RrSet> {
+            let target = substitute(&sname, &lower(&d.owner), &d.rdatas[0])?;
+            Some(RrSet {
+                owner: sname.clone(),
+                rtype: rtype::CNAME,
+                class: asked.qclass,
+                ttl: d.ttl,
+                rdatas: alloc::vec![target],
+                rank,
+            })
+        };
+        if asked.qtype == rtype::CNAME
+            && let Some(d) = dname
+        {
+            // A CNAME question below a DNAME: the answer is the DNAME and the CNAME
+            // synthesised from it, not that CNAME alone (RFC 6672 §3.1).
+            let Some(cname) = synthesise(d) else {
+                return Verdict::Lame;
+            };
+            chain.push(d.clone());
+            final_sets.push(cname);
+            break;
+        }
         if asked.qtype == rtype::ANY {
             final_sets.extend(
                 sets.iter()
@@ -134,29 +171,13 @@ pub fn scrub(m: &Message, asked: Asked<'_>, zone: &[u8]) -> Verdict {
         if asked.qtype == rtype::CNAME {
             break;
         }
-        // A DNAME above the current name (RFC 6672 §3.2: it wins over a CNAME at the name,
-        // which a correct zone cannot have anyway).
-        let dname = sets.iter().find(|s| {
-            s.rtype == rtype::DNAME
-                && s.owner.len() < sname.len()
-                && is_subdomain(&sname, &lower(&s.owner))
-                && is_subdomain(&lower(&s.owner), zone)
-                && s.rdatas.len() == 1
-        });
         let next = if let Some(d) = dname {
-            let Some(target) = substitute(&sname, &lower(&d.owner), &d.rdatas[0]) else {
+            let Some(cname) = synthesise(d) else {
                 return Verdict::Lame;
             };
+            let target = cname.rdatas[0].clone();
             chain.push(d.clone());
-            // The synthesised CNAME (RFC 6672 §3.1), TTL of the DNAME.
-            chain.push(RrSet {
-                owner: sname.clone(),
-                rtype: rtype::CNAME,
-                class: asked.qclass,
-                ttl: d.ttl,
-                rdatas: alloc::vec![target.clone()],
-                rank,
-            });
+            chain.push(cname);
             target
         } else if let Some(c) = sets
             .iter()
@@ -209,6 +230,17 @@ pub fn scrub(m: &Message, asked: Asked<'_>, zone: &[u8]) -> Verdict {
                 && m.authority.iter().any(|r| r.rtype == rtype::NS);
             if referral {
                 Verdict::Lame
+            } else if !chain.is_empty() && soa.is_none() {
+                // The chain stops at a name the reply says nothing more about: no data and
+                // no SOA. The upstream did not follow it (an authoritative server that does
+                // not hold the target's zone, or a forwarder that gave up): resolve the
+                // target, as Unbound does (`iter_resptype.c`: a CNAME response, the query
+                // restarts at the target). A NODATA after a chain carries the SOA of the
+                // target's zone.
+                Verdict::Chain {
+                    answer: chain,
+                    target: sname,
+                }
             } else {
                 Verdict::NoData { answer: chain, soa }
             }
@@ -219,6 +251,24 @@ pub fn scrub(m: &Message, asked: Asked<'_>, zone: &[u8]) -> Verdict {
         },
         _ => Verdict::Lame,
     }
+}
+
+/// The addresses of the name servers in `ns` (an NS RRset answering an NS question) that
+/// the reply carried in its additional section: A and AAAA RRsets owned by one of the NS
+/// targets, inside the bailiwick `zone` (RFC 2181 §5.4.1), in the reply's order. Unbound
+/// sends them with a positive NS answer even with `minimal-responses: yes`
+/// (`positive_answer` in `util/data/msgencode.c`: "for priming queries, type NS, include
+/// addresses"); every other answer stays minimal.
+pub fn ns_addresses(m: &Message, ns: &RrSet, zone: &[u8]) -> Vec<RrSet> {
+    let aa = m.flags & 0x0400 != 0;
+    let wanted = |r: &&Record| {
+        (r.rtype == rtype::A || r.rtype == rtype::AAAA)
+            && r.class == ns.class
+            && is_subdomain(&lower(&r.owner), zone)
+            && ns.rdatas.iter().any(|t| t.eq_ignore_ascii_case(&r.owner))
+    };
+    let records: Vec<Record> = m.additional.iter().filter(wanted).cloned().collect();
+    group(&records, Rank::of(2, aa))
 }
 
 /// The negative TTL an SOA gives (RFC 2308 §5): the smaller of its TTL and MINIMUM.
@@ -413,6 +463,96 @@ mod tests {
             scrub(&msg(2, vec![], vec![], vec![]), asked(WWW, rtype::A), ROOT),
             Verdict::Lame
         );
+    }
+
+    #[test]
+    fn chain_without_data_or_soa_is_followed() {
+        // An authoritative upstream asked in "." answers with a CNAME into a zone it does
+        // not serve: nothing about the target, no SOA. The target must be resolved (a
+        // NOERROR with the CNAME alone would be an incomplete answer).
+        let target: &[u8] = b"\x03www\x07nowhere\x00";
+        let m = msg(0, vec![rec(WWW, rtype::CNAME, 300, target)], vec![], vec![]);
+        assert_eq!(
+            scrub(&m, asked(WWW, rtype::A), ROOT),
+            Verdict::Chain {
+                answer: vec![group(&m.answer, Rank::AnswerNonAuth).remove(0)],
+                target: target.to_vec()
+            }
+        );
+        // With the SOA of the target's zone it is a NODATA after the chain.
+        let nodata = msg(
+            0,
+            vec![rec(WWW, rtype::CNAME, 300, target)],
+            vec![rec(b"\x07nowhere\x00", rtype::SOA, 60, &soa_rd(30))],
+            vec![],
+        );
+        let Verdict::NoData { answer, soa } = scrub(&nodata, asked(WWW, rtype::A), ROOT) else {
+            panic!()
+        };
+        assert_eq!(answer.len(), 1);
+        assert!(soa.is_some());
+        // The CNAME question itself is answered by the CNAME.
+        assert!(matches!(
+            scrub(&m, asked(WWW, rtype::CNAME), ROOT),
+            Verdict::Answer { .. }
+        ));
+    }
+
+    #[test]
+    fn cname_question_below_a_dname_keeps_the_dname() {
+        // RFC 6672 §3.1: the DNAME and the CNAME synthesised from it; the upstream's copy
+        // of that CNAME is not the whole answer.
+        let m = msg(
+            0,
+            vec![
+                rec(EX, rtype::DNAME, 100, b"\x07example\x03net\x00"),
+                rec(WWW, rtype::CNAME, 100, b"\x03www\x07example\x03net\x00"),
+            ],
+            vec![],
+            vec![],
+        );
+        let Verdict::Answer { answer } = scrub(&m, asked(WWW, rtype::CNAME), ROOT) else {
+            panic!()
+        };
+        assert_eq!(answer.len(), 2);
+        assert_eq!(answer[0].rtype, rtype::DNAME);
+        assert_eq!(answer[1].rtype, rtype::CNAME);
+        assert_eq!(answer[1].owner, WWW);
+        assert_eq!(answer[1].rdatas[0], b"\x03www\x07example\x03net\x00");
+        assert_eq!(answer[1].ttl, 100);
+    }
+
+    #[test]
+    fn ns_answer_keeps_in_bailiwick_addresses_of_its_targets() {
+        let ns1: &[u8] = b"\x03ns1\x07example\x00";
+        let ns2: &[u8] = b"\x03ns2\x05other\x00";
+        let m = msg(
+            0,
+            vec![rec(EX, rtype::NS, 300, ns1), rec(EX, rtype::NS, 300, ns2)],
+            vec![],
+            vec![
+                rec(b"\x03NS1\x07example\x00", rtype::A, 300, &[192, 0, 2, 1]),
+                rec(
+                    ns1,
+                    rtype::AAAA,
+                    300,
+                    &[0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+                ),
+                // Not a target, another type, out of the bailiwick: dropped.
+                rec(b"\x03www\x07example\x00", rtype::A, 300, &[6, 6, 6, 6]),
+                rec(ns1, rtype::TXT, 300, b"\x01x"),
+                rec(ns2, rtype::A, 300, &[6, 6, 6, 7]),
+            ],
+        );
+        let Verdict::Answer { answer } = scrub(&m, asked(EX, rtype::NS), EX) else {
+            panic!()
+        };
+        let glue = ns_addresses(&m, &answer[0], EX);
+        assert_eq!(glue.len(), 2);
+        assert_eq!((glue[0].rtype, glue[1].rtype), (rtype::A, rtype::AAAA));
+        assert!(glue.iter().all(|g| g.rank == Rank::Additional));
+        // Asked in ".", the other zone's server address is in the bailiwick too.
+        assert_eq!(ns_addresses(&m, &answer[0], ROOT).len(), 3);
     }
 
     #[test]
