@@ -3,7 +3,8 @@
 //!
 //! Recorded: `start` and `stop`; every `reload` (API, SIGHUP) with its result; every API
 //! write (`api-write`: the change, the token's name, the client, the result, refused ones
-//! included); every refused API request (`auth-failure`: route, reason, client; aggregated
+//! included); every cache flush and load (`cache-flush`, `cache-load`: see
+//! [`super::cache`]); every refused API request (`auth-failure`: route, reason, client; aggregated
 //! per source, actor and minute after the first, see `auth::RefusalLog`).
 //!
 //! An API write is recorded **before** it is applied, with its canonical form: if that entry
