@@ -31,6 +31,12 @@ server:
     access-control: 127.0.0.0/8 allow
     local-zone: "example." static
     local-data: "a.example. 300 IN A 198.18.0.1"
+    do-not-query-localhost: no
+# A resolver, so that the cache and upstream routes answer (nothing listens on port 9:
+# names outside local data get SERVFAIL; the cache stays empty unless a dump is loaded).
+forward-zone:
+    name: "."
+    forward-addr: 127.0.0.1@9
 api:
     interface: 127.0.0.1@$api
     state-file: "$dir/state.conf"
