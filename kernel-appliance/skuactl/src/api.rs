@@ -23,6 +23,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 /// Largest response body read (metrics of many queues stay far below).
 const MAX_BODY: u64 = 64 << 20;
+/// Largest cache dump read (`GET /cache/dump`: about as large as the cache itself).
+pub const MAX_DUMP: u64 = 1 << 30;
 
 /// Why a request did not succeed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -210,19 +212,24 @@ impl Client {
 
     /// `GET path`.
     pub fn get(&self, path: &str) -> Result<Reply, ApiError> {
+        self.get_up_to(path, MAX_BODY)
+    }
+
+    /// `GET path`, a response body of up to `limit` bytes.
+    pub fn get_up_to(&self, path: &str, limit: u64) -> Result<Reply, ApiError> {
         if let To::Local {
             path: sock,
             timeout,
         } = &self.to
         {
-            return local(sock, *timeout, "GET", path, None);
+            return local_up_to(sock, *timeout, "GET", path, None, limit);
         }
         let url = self.url(path);
         let mut req = self.agent().get(&url);
         if let Some(t) = &self.token {
             req = req.header("Authorization", format!("Bearer {t}"));
         }
-        finish(&url, req.call())
+        finish_up_to(&url, req.call(), limit)
     }
 
     /// `DELETE path`.
@@ -293,6 +300,14 @@ fn finish(
     url: &str,
     r: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
 ) -> Result<Reply, ApiError> {
+    finish_up_to(url, r, MAX_BODY)
+}
+
+fn finish_up_to(
+    url: &str,
+    r: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    limit: u64,
+) -> Result<Reply, ApiError> {
     let mut resp = r.map_err(|e| ApiError::Unreachable {
         url: url.to_string(),
         why: transport_error(&e),
@@ -301,7 +316,7 @@ fn finish(
     let body = resp
         .body_mut()
         .with_config()
-        .limit(MAX_BODY)
+        .limit(limit)
         .read_to_string()
         .map_err(|e| ApiError::Unreachable {
             url: url.to_string(),
@@ -321,6 +336,18 @@ fn local(
     method: &str,
     path: &str,
     body: Option<(&str, &str)>,
+) -> Result<Reply, ApiError> {
+    local_up_to(sock, timeout, method, path, body, MAX_BODY)
+}
+
+/// [`local`] with a response body of up to `limit` bytes.
+fn local_up_to(
+    sock: &Path,
+    timeout: Duration,
+    method: &str,
+    path: &str,
+    body: Option<(&str, &str)>,
+    limit: u64,
 ) -> Result<Reply, ApiError> {
     let url = format!("unix:{}{path}", sock.display());
     let unreachable = |why: String| ApiError::Unreachable {
@@ -371,10 +398,10 @@ fn local(
             break;
         }
         raw.extend_from_slice(&buf[..n]);
-        if raw.len() as u64 > MAX_BODY + 65536 {
+        if raw.len() as u64 > limit + 65536 {
             return Err(ApiError::BadResponse {
                 url,
-                why: format!("response over {MAX_BODY} bytes"),
+                why: format!("response over {limit} bytes"),
             });
         }
     }

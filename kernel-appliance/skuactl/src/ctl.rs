@@ -451,7 +451,7 @@ fn run(c: &Client, l: &Line) -> Result<String, Fail> {
                     "cache dump is text (the format cache load reads), not JSON",
                 ));
             }
-            Ok(c.get("/cache/dump")?.body)
+            Ok(c.get_up_to("/cache/dump", api::MAX_DUMP)?.body)
         }
         ["cache", "load", file] => {
             let dump = if *file == "-" {
