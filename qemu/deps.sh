@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building the appliance image and booting it need (Debian 12 host, root):
-# QEMU + OVMF from bookworm, mkosi 24 and its tools from bookworm-backports (docs/image.md).
+# OVMF from bookworm; QEMU 10, mkosi 24 and its tools from bookworm-backports (docs/image.md;
+# QEMU 7.2's TCG now and then leaves OVMF hung after a guest reset: docs/upgrades.md).
 # Prints every command it runs; does nothing when everything is there.
 set -euo pipefail
 need=()
@@ -10,6 +11,11 @@ for pair in mkosi:mkosi qemu-system-x86_64:qemu-system-x86 mcopy:mtools mkfs.ero
     command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 [[ -f /usr/share/OVMF/OVMF_CODE_4M.fd ]] || need+=(ovmf)
+# QEMU older than 10 (bookworm's 7.2): replaced by backports' 10.
+if command -v qemu-system-x86_64 >/dev/null 2>&1; then
+    qv=$(qemu-system-x86_64 --version | sed -n '1s/.*version \([0-9]*\).*/\1/p')
+    ((${qv:-0} >= 10)) || need+=(qemu-system-x86)
+fi
 [[ -f /usr/lib/systemd/boot/efi/systemd-bootx64.efi ]] || need+=(systemd-boot-efi)
 if ((${#need[@]} == 0)); then
     exit 0
@@ -32,7 +38,8 @@ SRC
 fi
 export DEBIAN_FRONTEND=noninteractive
 run apt-get update -qq
-run apt-get install -y -qq --no-install-recommends qemu-system-x86 qemu-utils ovmf kmod cpio knot-dnsutils fdisk binutils
+run apt-get install -y -qq --no-install-recommends ovmf kmod cpio knot-dnsutils fdisk binutils
+run apt-get install -y -qq -t bookworm-backports --no-install-recommends qemu-system-x86 qemu-utils
 # mkosi 24 needs systemd >= 254 (repart, ukify): from backports as well. On a host whose PID 1
 # is not systemd (containers, CI VMs) the upgrade is harmless.
 run apt-get install -y -qq -t bookworm-backports --no-install-recommends mkosi systemd-boot \
