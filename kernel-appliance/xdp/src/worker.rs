@@ -227,10 +227,12 @@ pub fn run<R: Resolution>(
         let tx_before = q.counters.tx;
         let full_before = q.counters.tx_ring_full;
         let t0 = std::time::Instant::now();
-        let n = q.process_rx(
-            |buf, len| match match cache.as_deref() {
+        let n = q.process_rx(|buf, len| {
+            match match cache.as_deref() {
                 Some(c) => handle_frame_with(&engine, c, now, buf, len, &mut scratch),
-                None => handle_frame_with(&engine, &skua_engine::NoCache, now, buf, len, &mut scratch),
+                None => {
+                    handle_frame_with(&engine, &skua_engine::NoCache, now, buf, len, &mut scratch)
+                }
             } {
                 Verdict::Reply {
                     len,
@@ -275,8 +277,8 @@ pub fn run<R: Resolution>(
                     stats.not_dns.fetch_add(1, Ordering::Relaxed);
                     RxAction::Release
                 }
-            },
-        );
+            }
+        });
         stats.rx.fetch_add(n as u64, Ordering::Relaxed);
         let full = q.counters.tx_ring_full - full_before;
         if full > 0 {
