@@ -1,6 +1,7 @@
 //! The two differential suites: set up namespace, configs and daemons, send
 //! the generated queries to reference and subject, compare.
 
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -13,6 +14,7 @@ use crate::compare::{
     differing_aspects,
 };
 use crate::daemon::Daemon;
+use crate::fwdgen::{ForwardScenario, FwdMode, PROBE_NAME};
 use crate::netns::{NetNs, TempDir, run_bounded, run_bounded_in};
 use crate::querygen::{AUTH_ORIGIN, AuthScenario, LocalScenario};
 use crate::transport::{Reply, tcp_exchange, udp_exchange};
@@ -22,6 +24,8 @@ use crate::wire::{EdnsQuery, Query, Response, rcode_name, types};
 pub const REFERENCE_PORT: u16 = 5301;
 /// Port of the subject server inside the test namespace.
 pub const SUBJECT_PORT: u16 = 5302;
+/// Port of the upstream (NSD) of the forwarding suite.
+pub const UPSTREAM_PORT: u16 = 5310;
 /// Default generator seed (override with `SKUA_CONFORMANCE_SEED`).
 pub const DEFAULT_SEED: u64 = 0x5ca1_ab1e;
 /// How many differences a failure message lists.
@@ -32,6 +36,9 @@ const UDP_TIMEOUT: Duration = Duration::from_millis(1000);
 const TCP_TIMEOUT: Duration = Duration::from_millis(1500);
 const TCP_WORKERS: usize = 8;
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// Forwarding suite: wait between the miss and the hit pass, so that the hits count down
+/// and the 1-s TTLs have expired (answered again from upstream, partly from cached RRsets).
+const PASS_PAUSE: Duration = Duration::from_secs(3);
 
 /// What is compared against the reference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -263,19 +270,28 @@ struct Run<'a> {
     reference_name: String,
     subject_name: String,
     check_model: bool,
+    /// How many times the whole set is sent (forwarding: 2, a miss then a hit).
+    passes: usize,
+    /// Compare TTLs within the seconds elapsed since the first query (plus two).
+    ttl_tolerance: bool,
+    /// Wait between passes (forwarding: the cache counts down meanwhile).
+    pause: Duration,
+    /// Printed with each difference (e.g. the configuration).
+    note: String,
+    /// The subject is a second instance of the reference.
+    self_test: bool,
 }
 
-fn differential(run: Run<'_>, daemons: [&mut Daemon; 2]) -> Result<Report, String> {
-    let started = Instant::now();
-    let queries = &run.queries;
-    // Distinct IDs (a bijection of the index), identical for both servers.
-    let ids: Vec<u16> = (0..queries.len())
-        .map(|i| ((i & 0xffff) as u16).wrapping_mul(0x9e37) ^ 0x5a5a)
-        .collect();
-    let ns = run.ns;
+/// Sends every query to both servers at once; a UDP query answered by one side only is
+/// asked again on the silent side.
+fn exchange_both(
+    ns: &NetNs,
+    queries: &[Query],
+    ids: &[u16],
+) -> Result<(Vec<Reply>, Vec<Reply>), String> {
     let (ref_replies, sub_replies) = thread::scope(|s| {
-        let a = s.spawn(|| ns.run_in(|| query_all(ns, REFERENCE_PORT, queries, &ids)));
-        let b = s.spawn(|| ns.run_in(|| query_all(ns, SUBJECT_PORT, queries, &ids)));
+        let a = s.spawn(|| ns.run_in(|| query_all(ns, REFERENCE_PORT, queries, ids)));
+        let b = s.spawn(|| ns.run_in(|| query_all(ns, SUBJECT_PORT, queries, ids)));
         let ra = a
             .join()
             .map_err(|_| "reference query thread panicked".to_string());
@@ -286,9 +302,9 @@ fn differential(run: Run<'_>, daemons: [&mut Daemon; 2]) -> Result<Report, Strin
     });
     let mut ref_replies = ref_replies???;
     let mut sub_replies = sub_replies???;
-    // A UDP query answered by one side only is asked again on the silent
-    // side (loss is not expected on loopback, but a lost datagram must not
-    // show up as a difference). Queries both sides drop cost no retry.
+    // A UDP query answered by one side only is asked again on the silent side (loss is
+    // not expected on loopback, but a lost datagram must not show up as a difference).
+    // Queries both sides drop cost no retry.
     let one_sided = |mine: &[Reply], other: &[Reply]| -> Vec<usize> {
         (0..queries.len())
             .filter(|&i| !queries[i].tcp && mine[i] == Reply::None && other[i] != Reply::None)
@@ -313,21 +329,83 @@ fn differential(run: Run<'_>, daemons: [&mut Daemon; 2]) -> Result<Report, Strin
             replies[retry[k]] = r;
         }
     }
-    for d in daemons {
-        d.check_running()
-            .map_err(|e| format!("daemon died during the run: {e}"))?;
-    }
+    Ok((ref_replies, sub_replies))
+}
 
-    let opts = Options::for_suite(run.suite);
+fn differential(run: Run<'_>, daemons: &mut [&mut Daemon]) -> Result<Report, String> {
+    let started = Instant::now();
+    let queries = &run.queries;
+    // Distinct IDs (a bijection of the index), identical for both servers.
+    let ids: Vec<u16> = (0..queries.len())
+        .map(|i| ((i & 0xffff) as u16).wrapping_mul(0x9e37) ^ 0x5a5a)
+        .collect();
+    let ns = run.ns;
     let mut report = Report {
         title: run.title.to_string(),
         reference: run.reference_name.clone(),
         subject: run.subject_name.clone(),
-        total: queries.len(),
-        tcp: queries.iter().filter(|q| q.tcp).count(),
+        total: queries.len() * run.passes,
+        tcp: queries.iter().filter(|q| q.tcp).count() * run.passes,
         ..Report::default()
     };
-    for (i, q) in queries.iter().enumerate() {
+    for pass in 1..=run.passes {
+        if pass > 1 && !run.pause.is_zero() {
+            // Let the caches count down and the shortest TTLs expire before the hits.
+            thread::sleep(run.pause);
+        }
+        let (ref_replies, sub_replies) = exchange_both(ns, queries, &ids)?;
+        for d in daemons.iter_mut() {
+            d.check_running()
+                .map_err(|e| format!("daemon died during the run: {e}"))?;
+        }
+        let mut opts = Options::for_suite(run.suite);
+        opts.self_test = run.self_test;
+        if run.ttl_tolerance {
+            // Each server's TTLs count down from when it got the RRset, and either may
+            // have fetched an RRset again in the meantime (an expired answer, a reply that
+            // replaced it): its TTLs may differ from the other's by the time elapsed since
+            // the first query, pause included; each side rounds to whole seconds.
+            let secs = started.elapsed().as_secs_f64().ceil() as u64 + 2;
+            opts = opts.with_ttl_tolerance(u32::try_from(secs).unwrap_or(u32::MAX));
+        }
+        let pass_label = match (run.passes, pass) {
+            (1, _) => String::new(),
+            (_, 1) => "pass 1 (cache miss)".to_string(),
+            (_, n) => format!("pass {n} (cache hit)"),
+        };
+        let before = report.differences.len();
+        compare_pass(
+            &run,
+            pass,
+            opts,
+            &ref_replies,
+            &sub_replies,
+            &pass_label,
+            &mut report,
+        );
+        if run.passes > 1 {
+            report.per_pass.push((
+                format!("{} {pass_label}", run.note),
+                queries.len(),
+                report.differences.len() - before,
+                opts.ttl_tolerance,
+            ));
+        }
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+fn compare_pass(
+    run: &Run<'_>,
+    pass: usize,
+    opts: Options,
+    ref_replies: &[Reply],
+    sub_replies: &[Reply],
+    pass_label: &str,
+    report: &mut Report,
+) {
+    for (i, q) in run.queries.iter().enumerate() {
         let parse = |r: &Reply| match r {
             Reply::None => None,
             Reply::Message(m) => Some(Response::parse(m)),
@@ -338,6 +416,7 @@ fn differential(run: Run<'_>, daemons: [&mut Daemon; 2]) -> Result<Report, Strin
             .map_or("no reply".to_string(), |r| rcode_name(r.rcode()));
         *report.reference_rcodes.entry(key).or_default() += 1;
         if run.check_model
+            && pass == 1
             && q.rd
             && let Some(r) = &ra
         {
@@ -362,7 +441,7 @@ fn differential(run: Run<'_>, daemons: [&mut Daemon; 2]) -> Result<Report, Strin
             report.ra_masked += 1;
         }
         let mut aspects = differing_aspects(ra.as_ref(), rb.as_ref(), opts);
-        for id in apply_masks(run.suite, q, ra.as_ref(), rb.as_ref(), &mut aspects) {
+        for id in apply_masks(run.suite, q, ra.as_ref(), rb.as_ref(), opts, &mut aspects) {
             *report.allowed.entry(id).or_default() += 1;
         }
         let cat = report.per_category.entry(q.category).or_default();
@@ -370,7 +449,7 @@ fn differential(run: Run<'_>, daemons: [&mut Daemon; 2]) -> Result<Report, Strin
         if aspects.is_empty() {
             continue;
         }
-        if let Some(id) = allowed_by(run.suite, q, ra.as_ref(), rb.as_ref(), &aspects) {
+        if let Some(id) = allowed_by(run.suite, q, ra.as_ref(), rb.as_ref(), opts, &aspects) {
             *report.allowed.entry(id).or_default() += 1;
             continue;
         }
@@ -379,16 +458,26 @@ fn differential(run: Run<'_>, daemons: [&mut Daemon; 2]) -> Result<Report, Strin
             r.as_ref()
                 .map_or(";; no reply (timeout)\n".to_string(), Response::render)
         };
+        let note = [run.note.as_str(), pass_label]
+            .iter()
+            .filter(|s| !s.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(", ");
+        let note = if opts.ttl_tolerance > 0 {
+            format!("{note} (TTL tolerance {} s)", opts.ttl_tolerance)
+        } else {
+            note
+        };
         report.differences.push(Difference {
             index: i,
             query: q.clone(),
             aspects,
             reference: show(&ra),
             subject: show(&rb),
+            note,
         });
     }
-    report.seconds = started.elapsed().as_secs_f64();
-    Ok(report)
 }
 
 /// Test 1: the local-zone configuration, Unbound as reference.
@@ -449,8 +538,13 @@ pub fn run_local_zones(subject: Subject) -> Result<Report, String> {
         reference_name: "unbound 1.17 (reference)".into(),
         subject_name,
         check_model: true,
+        passes: 1,
+        ttl_tolerance: false,
+        pause: Duration::ZERO,
+        note: String::new(),
+        self_test: subject == Subject::SelfTest,
     };
-    let report = differential(run, [&mut reference, &mut subject_d])?;
+    let report = differential(run, &mut [&mut reference, &mut subject_d])?;
     if subject == Subject::SelfTest && !report.model_mismatches.is_empty() {
         return Err(format!(
             "the generator's resolution model disagrees with Unbound:\n{}",
@@ -461,7 +555,12 @@ pub fn run_local_zones(subject: Subject) -> Result<Report, String> {
 }
 
 fn nsd_conf(port: u16, dir: &str, tag: &str) -> String {
-    format!(
+    nsd_conf_zones(port, dir, tag, &[AUTH_ORIGIN])
+}
+
+/// NSD configuration serving `zones` (origin `o` from file `{dir}/{o}zone`).
+fn nsd_conf_zones(port: u16, dir: &str, tag: &str, zones: &[&str]) -> String {
+    let mut s = format!(
         "# Generated by skua-conformance.\n\
          server:\n\
          \x20 ip-address: 127.0.0.1\n\
@@ -482,11 +581,17 @@ fn nsd_conf(port: u16, dir: &str, tag: &str) -> String {
          \x20 rrl-ratelimit: 0\n\
          \x20 rrl-whitelist-ratelimit: 0\n\
          remote-control:\n\
-         \x20 control-enable: no\n\
-         zone:\n\
-         \x20 name: \"{AUTH_ORIGIN}\"\n\
-         \x20 zonefile: \"{AUTH_ORIGIN}zone\"\n"
-    )
+         \x20 control-enable: no\n"
+    );
+    for z in zones {
+        let _ = write!(
+            s,
+            "zone:\n\
+             \x20 name: \"{z}\"\n\
+             \x20 zonefile: \"{z}zone\"\n"
+        );
+    }
+    s
 }
 
 fn skuad_auth_conf(port: u16, dir: &str) -> String {
@@ -572,6 +677,132 @@ pub fn run_auth_zone(subject: Subject) -> Result<Report, String> {
         reference_name: "nsd 4.6 (reference)".into(),
         subject_name,
         check_model: false,
+        passes: 1,
+        ttl_tolerance: false,
+        pause: Duration::ZERO,
+        note: String::new(),
+        self_test: subject == Subject::SelfTest,
     };
-    differential(run, [&mut reference, &mut subject_d])
+    differential(run, &mut [&mut reference, &mut subject_d])
+}
+
+/// Test 3: forwarding. NSD serves the generated zones on [`UPSTREAM_PORT`]; Unbound
+/// (reference) and the subject forward to it with the same configuration, first
+/// `forward-zone: "."`, then one `stub-zone:` per zone, then forward and stub zones mixed
+/// (fresh daemons, empty caches each time). Every query is sent twice: a cache miss,
+/// then, [`PASS_PAUSE`] later, a hit; TTLs are compared within the seconds elapsed since
+/// the configuration's first query.
+pub fn run_forwarding(subject: Subject) -> Result<Report, String> {
+    preflight()?;
+    let unbound = find_program("unbound")?;
+    let nsd = find_program("nsd")?;
+    let tmp = TempDir::create("fwd")?;
+    let dir = path_str(tmp.path())?.to_string();
+    let seed = seed();
+    println!("seed {seed:#x}");
+    let scenario = ForwardScenario::new(seed);
+    let origins: Vec<&str> = scenario.zones.iter().map(|z| z.origin.as_str()).collect();
+    for z in &scenario.zones {
+        tmp.write(&z.file_name(), &z.zone_file())?;
+    }
+    let nsd_conf = tmp.write(
+        "nsd-upstream.conf",
+        &nsd_conf_zones(UPSTREAM_PORT, &dir, "upstream", &origins),
+    )?;
+    println!("{}", describe_allow_list(Suite::Forwarding));
+    let ns = NetNs::create("fwd")?;
+    let args = |c: &Path| -> Result<Vec<String>, String> {
+        Ok(vec!["-d".into(), "-c".into(), path_str(c)?.to_string()])
+    };
+    let mut upstream = Daemon::spawn(
+        &ns,
+        "nsd (upstream)",
+        &nsd,
+        &args(&nsd_conf)?,
+        &tmp.path().join("nsd-upstream.log"),
+    )?;
+    let mut soa_probe = simple_query(origins[0], types::SOA);
+    soa_probe.rd = false;
+    wait_ready(&ns, &mut upstream, UPSTREAM_PORT, &soa_probe)?;
+    let mut total: Option<Report> = None;
+    for mode in FwdMode::ALL {
+        let tag = mode.tag();
+        let ref_conf = tmp.write(
+            &format!("unbound-reference-{tag}.conf"),
+            &scenario.conf(mode, REFERENCE_PORT, UPSTREAM_PORT, &dir),
+        )?;
+        let sub_conf = tmp.write(
+            &format!("subject-{tag}.conf"),
+            &scenario.conf(mode, SUBJECT_PORT, UPSTREAM_PORT, &dir),
+        )?;
+        if let Ok(check) = find_program("unbound-checkconf") {
+            run_bounded(
+                path_str(&check)?,
+                &[path_str(&ref_conf)?],
+                Duration::from_secs(30),
+            )
+            .map_err(|e| format!("the generated unbound.conf is invalid: {e}"))?;
+        }
+        let mut reference = Daemon::spawn(
+            &ns,
+            "unbound (reference)",
+            &unbound,
+            &args(&ref_conf)?,
+            &tmp.path().join(format!("unbound-reference-{tag}.log")),
+        )?;
+        let (mut subject_d, subject_name) = match subject {
+            Subject::Skuad => (start_skuad(&ns, &tmp, &sub_conf)?, "skuad".to_string()),
+            Subject::SelfTest => (
+                Daemon::spawn(
+                    &ns,
+                    "unbound (self-test subject)",
+                    &unbound,
+                    &args(&sub_conf)?,
+                    &tmp.path().join(format!("unbound-subject-{tag}.log")),
+                )?,
+                "unbound (second instance)".to_string(),
+            ),
+        };
+        // Ready once it answers a forwarded name (not in the query set).
+        let probe = simple_query(PROBE_NAME, types::A);
+        wait_ready(&ns, &mut reference, REFERENCE_PORT, &probe)?;
+        wait_ready(&ns, &mut subject_d, SUBJECT_PORT, &probe)?;
+        let run = Run {
+            suite: Suite::Forwarding,
+            title: "forwarding",
+            ns: &ns,
+            queries: scenario.queries(mode, seed),
+            reference_name: "unbound 1.17 (reference)".into(),
+            subject_name,
+            check_model: false,
+            passes: 2,
+            ttl_tolerance: true,
+            pause: PASS_PAUSE,
+            note: mode.label().to_string(),
+            self_test: subject == Subject::SelfTest,
+        };
+        let report = differential(run, &mut [&mut reference, &mut subject_d, &mut upstream])?;
+        println!("{}", report.summary());
+        reference.stop();
+        subject_d.stop();
+        match &mut total {
+            None => total = Some(report),
+            Some(t) => t.merge(report),
+        }
+    }
+    upstream
+        .check_running()
+        .map_err(|e| format!("the upstream died: {e}"))?;
+    let mut report = total.ok_or("no configuration ran")?;
+    let mut modes = String::new();
+    for m in FwdMode::ALL {
+        let _ = write!(
+            modes,
+            "{}{}",
+            if modes.is_empty() { "" } else { " + " },
+            m.label()
+        );
+    }
+    report.title = format!("forwarding ({modes})");
+    Ok(report)
 }

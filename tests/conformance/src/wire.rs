@@ -28,6 +28,8 @@ pub mod types {
     pub const SRV: u16 = 33;
     /// NAPTR
     pub const NAPTR: u16 = 35;
+    /// DNAME
+    pub const DNAME: u16 = 39;
     /// DS
     pub const DS: u16 = 43;
     /// SSHFP
@@ -512,6 +514,14 @@ fn canonical_rr(
     {
         let line = format!("{owner}\t{ttl}\t{}\tTXT\t{text}", class_name(class));
         return (rdata.to_vec(), line);
+    }
+    if rtype == types::DNAME
+        && let Ok((target, end)) = read_name(rdata, 0)
+        && end == rdata.len()
+    {
+        // RFC 6672 §2.5: never compressed; canonical form lower-cases it (RFC 4034 §6.2).
+        let line = format!("{owner}\t{ttl}\t{}\tDNAME\t{target}", class_name(class));
+        return (rdata.to_ascii_lowercase(), line);
     }
     let mut decoder = BinDecoder::new(m);
     let parsed = decoder

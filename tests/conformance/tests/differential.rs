@@ -1,9 +1,11 @@
-//! Differential conformance tests: skuad against Unbound (local zones) and
-//! NSD (auth zone). `SKUA_SUBJECT=unbound` (or `nsd`, `self`) compares the
+//! Differential conformance tests: skuad against Unbound (local zones,
+//! forwarding to an NSD upstream) and NSD (auth zone). `SKUA_SUBJECT=unbound` (or `nsd`, `self`) compares the
 //! reference against a second instance of itself instead (harness check).
 
 use skua_conformance::compare::Report;
-use skua_conformance::harness::{SHOWN_DIFFERENCES, Subject, run_auth_zone, run_local_zones};
+use skua_conformance::harness::{
+    SHOWN_DIFFERENCES, Subject, run_auth_zone, run_forwarding, run_local_zones,
+};
 
 fn check(result: Result<Report, String>) {
     let report = match result {
@@ -35,4 +37,9 @@ fn local_zones_match_unbound() {
 #[test]
 fn auth_zone_matches_nsd() {
     check(run_auth_zone(subject()));
+}
+
+#[test]
+fn forwarding_matches_unbound() {
+    check(run_forwarding(subject()));
 }
