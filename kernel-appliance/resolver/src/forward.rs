@@ -256,6 +256,8 @@ struct Outstanding {
     edns: bool,
     sent_ms: u64,
     deadline_ms: u64,
+    /// The upstream's timeout when the query left (what a timeout doubles).
+    rto: u32,
 }
 
 struct Flight<C> {
@@ -269,6 +271,10 @@ struct Flight<C> {
     /// Whether any upstream answered at all (timeouts only: EDE 22; errors: 23).
     errors: u32,
     outstanding: Option<u64>,
+    /// Earlier queries of this question that timed out: their replies are still taken
+    /// (a reply that was merely late is as good as the retry's, and a resolver that fell
+    /// behind must not lose the answers waiting in its queue), until the question ends.
+    late: Vec<u64>,
     /// When waiting clients get a stale answer (serve-expired-client-timeout), ms.
     stale_at: Option<u64>,
     /// Retry without EDNS on this upstream (it answered FORMERR/NOTIMP to EDNS).
@@ -473,6 +479,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             chain: Vec::new(),
             errors: 0,
             outstanding: None,
+            late: Vec::new(),
             stale_at,
             no_edns: Vec::new(),
         };
@@ -545,7 +552,8 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         let token = self.next_token;
         self.next_token += 1;
         // TCP and TLS get longer: connection set-up is more round trips.
-        let rto = u64::from(self.infra.rto(to));
+        let rto32 = self.infra.rto(to);
+        let rto = u64::from(rto32);
         let wait = match transport {
             Transport::Udp => rto,
             _ => rto * 3,
@@ -565,6 +573,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                 edns,
                 sent_ms: now,
                 deadline_ms: deadline,
+                rto: rto32,
             },
         );
         self.timers.insert((deadline, token), ());
@@ -575,6 +584,20 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             transport,
             bytes,
         }));
+    }
+
+    /// Ends every query of `q`'s flight but `keep` (the current one and the late ones).
+    fn drop_flight_queries(&mut self, q: &Question, keep: Option<u64>) {
+        let Some(f) = self.flights.get_mut(q) else {
+            return;
+        };
+        let mut tokens: Vec<u64> = core::mem::take(&mut f.late);
+        tokens.extend(f.outstanding.take());
+        for t in tokens {
+            if Some(t) != keep {
+                self.drop_outstanding(t);
+            }
+        }
     }
 
     fn drop_outstanding(&mut self, token: u64) {
@@ -597,10 +620,16 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         };
         self.timers.remove(&(o.deadline_ms, token));
         self.infra.failed(o.to);
-        if let Some(f) = self.flights.get_mut(&o.question) {
-            f.errors += 1;
-            f.outstanding = None;
+        let Some(f) = self.flights.get_mut(&o.question) else {
+            return;
+        };
+        f.errors += 1;
+        if f.outstanding != Some(token) {
+            // A late query: the current one goes on.
+            f.late.retain(|&t| t != token);
+            return;
         }
+        f.outstanding = None;
         self.send(&o.question, now, rng, None);
     }
 
@@ -624,10 +653,15 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                 self.timers.remove(&(o.deadline_ms, token));
                 self.events.push_back(Event::Cancel(token));
                 self.infra.failed(o.to);
-                if let Some(f) = self.flights.get_mut(&o.question) {
-                    f.errors += 1;
-                    f.outstanding = None;
+                let Some(f) = self.flights.get_mut(&o.question) else {
+                    return;
+                };
+                f.errors += 1;
+                if f.outstanding != Some(token) {
+                    f.late.retain(|&t| t != token);
+                    return;
                 }
+                f.outstanding = None;
                 self.send(&o.question, now, rng, None);
             } else {
                 self.unwanted();
@@ -654,11 +688,11 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         self.events.push_back(Event::Cancel(token));
         let q = o.question.clone();
         let rtt = now.saturating_sub(o.sent_ms).min(u64::from(u32::MAX)) as u32;
-        if let Some(f) = self.flights.get_mut(&q) {
-            f.outstanding = None;
-        } else {
+        if !self.flights.contains_key(&q) {
             return;
         }
+        // This reply decides: the question's other queries (current or late) are over.
+        self.drop_flight_queries(&q, None);
         // TC=1 over UDP: the same upstream over TCP (RFC 7766 §5).
         if m.flags & flags::TC != 0 && o.transport == Transport::Udp {
             self.infra.replied(o.to, rtt);
@@ -941,12 +975,10 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
 
     /// Removes `q`'s flight, caches its answer when it may, and answers its waiters.
     fn finish(&mut self, q: &Question, done: Done, now: u64, rng: &mut impl Entropy) {
+        self.drop_flight_queries(q, None);
         let Some(f) = self.flights.remove(q) else {
             return;
         };
-        if let Some(t) = f.outstanding {
-            self.drop_outstanding(t);
-        }
         let now_s = secs(now);
         let failed = done.rcode == u16::from(rcode::SERVFAIL);
         let mut waiters = f.waiters;
@@ -1060,15 +1092,24 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             .collect();
         for (t, token) in expired {
             self.timers.remove(&(t, token));
-            let Some(o) = self.outstanding.remove(&token) else {
+            let Some(o) = self.outstanding.get(&token) else {
                 continue;
             };
-            self.events.push_back(Event::Cancel(token));
-            self.infra.timed_out(o.to, now);
-            if let Some(f) = self.flights.get_mut(&o.question) {
-                f.outstanding = None;
+            let (to, rto, question) = (o.to, o.rto, o.question.clone());
+            self.infra.timed_out(to, now, rto);
+            match self.flights.get_mut(&question) {
+                // Timed out, not given up: its reply is still taken while the retry runs.
+                Some(f) if f.outstanding == Some(token) => {
+                    f.outstanding = None;
+                    f.late.push(token);
+                }
+                _ => {
+                    self.outstanding.remove(&token);
+                    self.events.push_back(Event::Cancel(token));
+                    continue;
+                }
             }
-            self.send(&o.question, now, rng, None);
+            self.send(&question, now, rng, None);
         }
         // Flights with no query out and past their budget (a reconfigured zone).
         let stuck: Vec<Question> = self
@@ -1457,10 +1498,6 @@ mod tests {
         f.tick(due, &mut rng);
         let t2 = transmit(&mut f);
         assert_ne!(t1.to, t2.to, "the other upstream next");
-        // Late reply to the first query: its token is gone, so it is unwanted.
-        let late = reply(&t1.bytes, 0, false, &[(WWW, 1, 300, &[192, 0, 2, 1])], &[]);
-        f.reply(t1.token, t1.to, &late, due + 1, &mut rng);
-        assert_eq!(f.stats.unwanted, 1);
         // Nobody answers: SERVFAIL with EDE 22 within the budget.
         let a = loop {
             let now = f.next_timer().unwrap();
@@ -1475,6 +1512,41 @@ mod tests {
         assert_eq!(rcode_of(&a), 2);
         assert_eq!(a.rendered.ede, Some(ede::NO_REACHABLE_AUTHORITY));
         assert_eq!(f.in_flight(), 0);
+        assert_eq!(f.next_timer(), None);
+        // Every query of the question is over: a reply now is unwanted.
+        let late = reply(&t1.bytes, 0, false, &[(WWW, 1, 300, &[192, 0, 2, 1])], &[]);
+        f.reply(t1.token, t1.to, &late, 6_000, &mut rng);
+        assert_eq!(f.stats.unwanted, 1);
+    }
+
+    #[test]
+    fn a_late_reply_to_a_timed_out_query_still_answers() {
+        let mut f = fwd(
+            vec![zone(b"\x00", ZoneKind::Forward, &[1, 2], 1)],
+            CacheConfig::default(),
+        );
+        let mut rng = Seq(5);
+        let _ = f.resolve(q(WWW, 1), Some(1), 0, &mut rng);
+        let t1 = transmit(&mut f);
+        f.tick(f.next_timer().unwrap(), &mut rng);
+        let t2 = transmit(&mut f);
+        // The first query's reply arrives after its timeout, while the retry is out.
+        let late = reply(&t1.bytes, 0, false, &[(WWW, 1, 300, &[192, 0, 2, 1])], &[]);
+        f.reply(t1.token, t1.to, &late, 400, &mut rng);
+        let mut cancelled = Vec::new();
+        let a = loop {
+            match f.poll_event() {
+                Some(Event::Cancel(t)) => cancelled.push(t),
+                Some(Event::Answer(a)) => break a,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(rcode_of(&a), 0);
+        assert!(
+            cancelled.contains(&t1.token) && cancelled.contains(&t2.token),
+            "{cancelled:?}"
+        );
+        assert_eq!(f.stats.unwanted, 0);
         assert_eq!(f.next_timer(), None);
     }
 

@@ -62,9 +62,19 @@ impl Rtt {
         self.rto = self.calc();
     }
 
-    /// A query timed out: double the timeout (RFC 6298 §5.5), up to [`MAX_RTO`].
-    pub fn lost(&mut self) {
-        self.rto = self.rto.saturating_mul(2).min(MAX_RTO);
+    /// A query sent with timeout `orig` timed out: the timeout becomes twice `orig`
+    /// (RFC 6298 §5.5), up to [`MAX_RTO`]. Doubling the query's own timeout rather than the
+    /// current one is Unbound's `rtt_lost`: when many queries in flight time out together
+    /// (a stalled upstream, or the resolver itself late), the timeout doubles once, not once
+    /// per query; and a reply that lowered it meanwhile wins.
+    pub fn lost(&mut self, orig: u32) {
+        if self.rto < orig {
+            return;
+        }
+        let doubled = orig.saturating_mul(2).min(MAX_RTO);
+        if self.rto <= doubled {
+            self.rto = doubled;
+        }
     }
 }
 
@@ -153,10 +163,10 @@ impl Infra {
         h.replies += 1;
     }
 
-    /// A query to `addr` timed out at `now`.
-    pub fn timed_out(&mut self, addr: SocketAddr, now: u64) {
+    /// A query to `addr`, sent with timeout `orig`, timed out at `now`.
+    pub fn timed_out(&mut self, addr: SocketAddr, now: u64, orig: u32) {
         let h = self.host(addr);
-        h.rtt.lost();
+        h.rtt.lost(orig);
         h.timeouts += 1;
         h.lost += 1;
         h.probing = false;
@@ -238,10 +248,17 @@ mod tests {
         assert!(r.srtt > 12 && r.srtt <= 20, "{r:?}");
         assert_eq!(r.rto, MIN_RTO.max(r.srtt + 4 * r.rttvar));
         let before = r.rto;
-        r.lost();
+        r.lost(before);
         assert_eq!(r.rto, before * 2);
+        // Many queries sent with the same timeout, timing out together: doubled once.
         for _ in 0..40 {
-            r.lost();
+            r.lost(before);
+        }
+        assert_eq!(r.rto, before * 2);
+        // Each retry sent with the timeout in force: it doubles up to the maximum.
+        for _ in 0..40 {
+            let t = r.rto;
+            r.lost(t);
         }
         assert_eq!(r.rto, MAX_RTO);
     }
@@ -261,13 +278,15 @@ mod tests {
         }
         // Five timeouts in a row (30 % loss does that now and then): still up.
         for _ in 0..5 {
-            i.timed_out(a(1), 1000);
+            let t = i.rto(a(1));
+            i.timed_out(a(1), 1000, t);
         }
         assert!(!i.host(a(1)).is_down());
         // All down: nothing until a probe is due, then exactly one probe.
         for _ in 0..12 {
             for x in c {
-                i.timed_out(x, 1000);
+                let t = i.rto(x);
+                i.timed_out(x, 1000, t);
             }
         }
         assert_eq!(i.select(&c, 1000, 0), None);

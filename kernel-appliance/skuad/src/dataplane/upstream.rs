@@ -301,12 +301,23 @@ async fn run(
                 None => std::future::pending().await,
             }
         };
+        // Upstream replies first, timers last: a reply that is already here must be
+        // matched before its query's timeout is run (a task that fell behind would
+        // otherwise time out queries whose answers wait in its queue, and back off an
+        // upstream that answered).
         tokio::select! {
+            biased;
+            Some(io) = io_rx.recv() => {
+                t.io(io);
+                // Everything that arrived meanwhile, before any timer.
+                while let Ok(io) = io_rx.try_recv() {
+                    t.io(io);
+                }
+            }
             job = jobs.recv() => match job {
                 Some(job) => t.job(job),
                 None => break,
             },
-            Some(io) = io_rx.recv() => t.io(io),
             Some(c) = ctl.recv() => match c {
                 Control::Reconfigure(s) => {
                     t.fwd.reconfigure(s.forward.clone());
@@ -314,6 +325,9 @@ async fn run(
                 }
             },
             () = sleep => {
+                while let Ok(io) = io_rx.try_recv() {
+                    t.io(io);
+                }
                 let now = now_ms();
                 t.fwd.tick(now, &mut t.rng);
             }
