@@ -615,17 +615,24 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
     /// The transport of query `token` failed (connection refused or reset, TLS handshake
     /// or certificate failure, ICMP unreachable): try the next upstream.
     pub fn failed(&mut self, token: u64, now: u64, rng: &mut impl Entropy) {
+        self.query_failed(token, now, rng);
+    }
+
+    /// Query `token` (outstanding) ended in an error: the upstream is charged with it, and
+    /// the question goes to the next upstream unless it was a late query (the current one
+    /// goes on). Its I/O is cancelled (the daemon forgets its socket or connection ID).
+    fn query_failed(&mut self, token: u64, now: u64, rng: &mut impl Entropy) {
         let Some(o) = self.outstanding.remove(&token) else {
             return;
         };
         self.timers.remove(&(o.deadline_ms, token));
+        self.events.push_back(Event::Cancel(token));
         self.infra.failed(o.to);
         let Some(f) = self.flights.get_mut(&o.question) else {
             return;
         };
         f.errors += 1;
         if f.outstanding != Some(token) {
-            // A late query: the current one goes on.
             f.late.retain(|&t| t != token);
             return;
         }
@@ -649,20 +656,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         let Ok(m) = Message::parse(bytes) else {
             // Garbage from the right address: an error reply, as Unbound treats it.
             if from == o.to {
-                let o = self.outstanding.remove(&token).expect("present");
-                self.timers.remove(&(o.deadline_ms, token));
-                self.events.push_back(Event::Cancel(token));
-                self.infra.failed(o.to);
-                let Some(f) = self.flights.get_mut(&o.question) else {
-                    return;
-                };
-                f.errors += 1;
-                if f.outstanding != Some(token) {
-                    f.late.retain(|&t| t != token);
-                    return;
-                }
-                f.outstanding = None;
-                self.send(&o.question, now, rng, None);
+                self.query_failed(token, now, rng);
             } else {
                 self.unwanted();
             }
