@@ -57,6 +57,7 @@ static long (*const bpf_xdp_store_bytes)(struct xdp_md *xdp_md, __u32 offset, vo
 					 __u32 len) = (void *)BPF_FUNC_xdp_store_bytes;
 static long (*const bpf_xdp_adjust_tail)(struct xdp_md *xdp_md, int delta) =
 	(void *)BPF_FUNC_xdp_adjust_tail;
+static __u64 (*const bpf_ktime_get_ns)(void) = (void *)BPF_FUNC_ktime_get_ns;
 static __s64 (*const bpf_csum_diff)(__be32 *from, __u32 from_size, __be32 *to, __u32 to_size,
 				    __wsum seed) = (void *)BPF_FUNC_csum_diff;
 
@@ -174,6 +175,22 @@ struct {
 	__type(value, struct skua_scratch);
 } SKUA_MAP_SCRATCH SEC(".maps");
 
+/* The resolver's cached answers (SKUA_F_CACHE): key -> slot, and the slots. See skua_xdp_abi.h. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SKUA_XDP_MAX_CACHED);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct skua_answer_key);
+	__type(value, struct skua_cache_ref);
+} SKUA_MAP_CACHE_INDEX SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SKUA_XDP_CACHE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct skua_cached);
+} SKUA_MAP_CACHE_SLOTS SEC(".maps");
+
 /* Per-CPU so the hot path needs no atomic; user space sums over CPUs. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -257,6 +274,9 @@ static __always_inline int not_unicast_source(const struct ethhdr *eth, const __
 /* --- answers in the program (SKUA_F_ANSWER) ----------------------------------------------- */
 
 #define MISS (-1)
+#define CACHED_ANSWER 0x100 /* or-ed into answer()'s verdict for a cached answer */
+/* Where the records start in s->buf, at most: frame headers (64) + UDP + DNS header + name + type/class. */
+#define HEAD_MAX (64 + UDP_HDR + 12 + SKUA_ANSWER_NAME_MAX + 4)
 #define B(i) (s->buf[(i) & 1023]) /* a byte of the work buffer; the mask bounds the index */
 
 /*! \brief Folds a ones' complement sum (RFC 1071) to 16 bits, in memory order. */
@@ -385,15 +405,19 @@ static __attribute__((noinline)) int answer(struct xdp_md *ctx, __u32 l3_off, in
 					     __u32 ulen, __u16 cfg_flags)
 {
 	const struct skua_answer *a;
+	const struct skua_cached *cached = 0;
+	const struct skua_xdp_config *cfg;
+	const struct skua_cache_ref *ref;
 	const __u8 *allowed;
 	struct skua_scratch *s;
 	__u32 zero = 0;
 	__u32 u = l3_off + (v6 ? 40 : 20); /* UDP header, in the frame and in s->buf */
 	__u32 d = u + UDP_HDR;             /* DNS message */
 	__u32 pos, qlen, qend, ar, edns = 0, dnssec_ok = 0, i;
-	__u32 tail_len, new_ulen, head, old_len;
+	__u32 tail_len, new_ulen, head, old_len, now = 0, slot, want;
 	__u16 field, qflags, flags, c, tc, oc;
-	__u64 sum;
+	__u16 r_flags, r_an, r_ns, r_ar, r_edns;
+	__u64 sum, t;
 
 	if (ulen < UDP_HDR + 17 || ulen > UDP_HDR + SKUA_ANSWER_MSG_MAX)
 		return MISS;
@@ -525,10 +549,57 @@ static __attribute__((noinline)) int answer(struct xdp_md *ctx, __u32 l3_off, in
 		*(__u64 *)&s->key.name[i * 8] = (x | (upper >> 2)) & mask;
 	}
 	a = bpf_map_lookup_elem(&SKUA_MAP_ANSWERS, &s->key);
-	if (!a)
-		return MISS;
+	if (a) {
+		want = SKUA_ACL_LOCAL;
+		r_flags = a->flags;
+		r_an = a->ancount;
+		r_ns = a->nscount;
+		r_ar = a->arcount;
+		r_edns = a->edns_size;
+		tail_len = a->tail_len;
+	} else {
+		/*
+		 * Not local data: a cached answer, if skuad pushed one for this key, it is
+		 * still the slot's (the echoed key), and skuad's clock has not reached its
+		 * valid_until (expiry or prefetch point: from then on the engine decides).
+		 */
+		__u32 diff = 0;
 
-	/* The client's most specific access-control rule must allow a local answer. */
+		if (!(cfg_flags & SKUA_F_CACHE))
+			return MISS;
+		ref = bpf_map_lookup_elem(&SKUA_MAP_CACHE_INDEX, &s->key);
+		if (!ref)
+			return MISS;
+		slot = ref->slot;
+		cached = bpf_map_lookup_elem(&SKUA_MAP_CACHE_SLOTS, &slot);
+		if (!cached)
+			return MISS;
+#pragma clang loop unroll(full)
+		for (i = 0; i < sizeof(struct skua_answer_key) / 4; i++)
+			diff |= ((const __u32 *)&cached->key)[i] ^ ((const __u32 *)&s->key)[i];
+		if (diff)
+			return MISS;
+		cfg = bpf_map_lookup_elem(&SKUA_MAP_CFG, &zero);
+		if (!cfg)
+			return MISS;
+		t = bpf_ktime_get_ns();
+		if (t < cfg->clock_origin_ns)
+			return MISS;
+		now = (t - cfg->clock_origin_ns) / 1000000000ULL;
+		if (now >= cached->valid_until)
+			return MISS;
+		/* RFC 1035 §4.1.1 RD (bit 0 of the flags' first byte): the engine answers from
+		 * the cache without it only for clients that may snoop (allow_snoop). */
+		want = (B(d + 2) & 1) ? SKUA_ACL_CACHED_RD : SKUA_ACL_CACHED;
+		r_flags = cached->flags;
+		r_an = cached->ancount;
+		r_ns = cached->nscount;
+		r_ar = cached->arcount;
+		r_edns = cached->edns_size;
+		tail_len = cached->tail_len;
+	}
+
+	/* The client's most specific access-control rule must allow this kind of answer. */
 	s->acl.prefixlen = 128;
 	if (v6) {
 		__builtin_memcpy(s->acl.addr, s->buf + l3_off + 8, 16);
@@ -539,10 +610,9 @@ static __attribute__((noinline)) int answer(struct xdp_md *ctx, __u32 l3_off, in
 		__builtin_memcpy(s->acl.addr + 12, s->buf + l3_off + 12, 4);
 	}
 	allowed = bpf_map_lookup_elem(&SKUA_MAP_ACL, &s->acl);
-	if (!allowed || !*allowed)
+	if (!allowed || !(*allowed & want))
 		return MISS;
 
-	tail_len = a->tail_len;
 	if (tail_len > SKUA_ANSWER_TAIL_MAX)
 		return MISS;
 	head = qend + 4; /* where the records start, in the frame and in s->buf */
@@ -581,21 +651,21 @@ static __attribute__((noinline)) int answer(struct xdp_md *ctx, __u32 l3_off, in
 	B(u + 7) = 0;
 	/* RFC 1035 §4.1.1: ID kept; RD copied (and CD, RFC 4035 §3.2.2); the rest is ours. */
 	qflags = ((__u16)B(d + 2) << 8) | B(d + 3);
-	flags = a->flags | (qflags & 0x0110);
+	flags = r_flags | (qflags & 0x0110);
 	B(d + 2) = flags >> 8;
 	B(d + 3) = flags & 0xff;
-	B(d + 6) = a->ancount >> 8;
-	B(d + 7) = a->ancount & 0xff;
-	B(d + 8) = a->nscount >> 8;
-	B(d + 9) = a->nscount & 0xff;
-	B(d + 10) = (a->arcount + edns) >> 8;
-	B(d + 11) = (a->arcount + edns) & 0xff;
+	B(d + 6) = r_an >> 8;
+	B(d + 7) = r_an & 0xff;
+	B(d + 8) = r_ns >> 8;
+	B(d + 9) = r_ns & 0xff;
+	B(d + 10) = (r_ar + edns) >> 8;
+	B(d + 11) = (r_ar + edns) & 0xff;
 	/* RFC 6891 §6.1.2-3: our payload size, no extended RCODE, version 0, DO echoed. */
 	s->opt[0] = 0;
 	s->opt[1] = 0;
 	s->opt[2] = 41;
-	s->opt[3] = a->edns_size >> 8;
-	s->opt[4] = a->edns_size & 0xff;
+	s->opt[3] = r_edns >> 8;
+	s->opt[4] = r_edns & 0xff;
 	s->opt[5] = 0;
 	s->opt[6] = 0;
 	s->opt[7] = dnssec_ok ? 0x80 : 0;
@@ -616,12 +686,67 @@ static __attribute__((noinline)) int answer(struct xdp_md *ctx, __u32 l3_off, in
 		s->pseudo[10] = new_ulen >> 8;
 		s->pseudo[11] = new_ulen & 0xff;
 	}
+	if (cached) {
+		/*
+		 * A cached answer: the records are copied into s->buf after the question, each
+		 * TTL written there (its expiry minus now, the engine's patch_ttls), the OPT
+		 * record after them, and the reply summed and written in one piece. Every
+		 * SKUA_CACHED_TTLS entry is patched: unused ones point past any reply.
+		 */
+		__u32 h = head, ttl, p;
+		__u64 m;
+
+		if (h > HEAD_MAX)
+			return MISS;
+#pragma clang loop unroll(full)
+		for (i = 0; i < SKUA_ANSWER_TAIL_MAX / 8; i++)
+			*(__u64 *)(s->buf + h + i * 8) = *(const __u64 *)(cached->tail + i * 8);
+#pragma clang loop unroll(full)
+		for (i = 0; i < SKUA_CACHED_TTLS; i++) {
+			/* skuad pushes only answers whose every expiry is >= valid_until > now. */
+			ttl = cached->ttl_exp[i] - now;
+			p = h + cached->ttl_off[i];
+			B(p) = ttl >> 24;
+			B(p + 1) = (ttl >> 16) & 0xff;
+			B(p + 2) = (ttl >> 8) & 0xff;
+			B(p + 3) = ttl & 0xff;
+		}
+		if (edns) {
+			p = h + tail_len;
+#pragma clang loop unroll(full)
+			for (i = 0; i < 11; i++)
+				B(p + i) = s->opt[i];
+		}
+		{
+			__u64 ps = v6 ? words_sum(s->pseudo, 10) : words_sum(s->pseudo, 3);
+
+			sum = buf_sum(s, u, new_ulen, csum_fold32(ps));
+		}
+		c = ~csum_fold32(sum);
+		if (c == 0)
+			c = 0xffff; /* RFC 768 */
+		B(u + 6) = c & 0xff;
+		B(u + 7) = c >> 8;
+		old_len = (__u32)bpf_xdp_get_buff_len(ctx);
+		if (bpf_xdp_adjust_tail(ctx, (int)(u + new_ulen) - (int)old_len))
+			return MISS;
+		/* As for the records of a local answer: a size the 6.1 verifier can bound. */
+		m = u + new_ulen - 1;
+		asm volatile("" : "+r"(m));
+		if (m >= 64 + UDP_HDR + SKUA_ANSWER_MSG_MAX)
+			return XDP_DROP;
+		if (bpf_xdp_store_bytes(ctx, 0, s->buf, m + 1))
+			return XDP_DROP;
+		if (cfg_flags & SKUA_F_TX_REDIRECT)
+			return bpf_redirect(ctx->ingress_ifindex, 0) | CACHED_ANSWER;
+		return XDP_TX | CACHED_ANSWER;
+	}
 	{
 		__u64 p = v6 ? words_sum(s->pseudo, 10) : words_sum(s->pseudo, 3);
 
 		sum = buf_sum(s, u, head - u, csum_fold32(p));
 	}
-	tc = a->tail_csum;
+	tc = a ? a->tail_csum : 0;
 	sum += ((head - u) & 1) ? csum_swap(tc) : tc;
 	if (edns) {
 		oc = csum_fold32(words_sum(s->opt, 3));
@@ -653,7 +778,7 @@ static __attribute__((noinline)) int answer(struct xdp_md *ctx, __u32 l3_off, in
 		asm volatile("" : "+r"(m));
 		if (m >= SKUA_ANSWER_TAIL_MAX)
 			return XDP_DROP;
-		if (bpf_xdp_store_bytes(ctx, head, (void *)a->tail, m + 1))
+		if (!a || bpf_xdp_store_bytes(ctx, head, (void *)a->tail, m + 1))
 			return XDP_DROP;
 	}
 	if (edns && bpf_xdp_store_bytes(ctx, head + tail_len, s->opt, 11))
@@ -698,7 +823,12 @@ static __always_inline int udp_to_xsk(struct xdp_md *ctx, const struct udphdr *u
 	if (cfg->flags & SKUA_F_ANSWER) {
 		verdict = answer(ctx, l3_off, v6, ulen, cfg->flags);
 		if (verdict != MISS) {
-			count(verdict == XDP_DROP ? SKUA_STAT_DROP_MALFORMED : SKUA_STAT_ANSWERED);
+			int cached = verdict & CACHED_ANSWER;
+
+			verdict &= ~CACHED_ANSWER;
+			count(verdict == XDP_DROP ? SKUA_STAT_DROP_MALFORMED
+			      : cached            ? SKUA_STAT_ANSWERED_CACHED
+						  : SKUA_STAT_ANSWERED);
 			return verdict;
 		}
 	}

@@ -20,14 +20,20 @@
  */
 #define SKUA_MAP_STATS  skua_stats  /* PERCPU_ARRAY: key = enum skua_xdp_stat, value = u64 */
 #define SKUA_MAP_ANSWERS skua_answers /* HASH: key = struct skua_answer_key, value = struct skua_answer */
-#define SKUA_MAP_ACL     skua_acl     /* LPM_TRIE: key = struct skua_acl_key, value = u8 1 (answer here) */
+#define SKUA_MAP_ACL     skua_acl     /* LPM_TRIE: key = struct skua_acl_key, value = u8 SKUA_ACL_* bits */
 #define SKUA_MAP_SCRATCH skua_scratch /* PERCPU_ARRAY, 1 entry: struct skua_scratch (program-private) */
+#define SKUA_MAP_CACHE_INDEX skua_cache_index /* HASH: key = struct skua_answer_key, value = struct skua_cache_ref */
+#define SKUA_MAP_CACHE_SLOTS skua_cache_slots /* ARRAY: key = slot (u32), value = struct skua_cached */
 
 #define SKUA_XDP_MAX_QUEUES 256
 #define SKUA_XDP_MAX_DESTS  1024
 #define SKUA_XDP_MAX_ACL    4096
-/* Default size of skua_answers; the loader sets the real one (xdp-answer-cache). */
+/* Default size of skua_answers; the loader sets the real one (--xdp-answers). */
 #define SKUA_XDP_MAX_ANSWERS 65536
+/* Default size of skua_cache_index and skua_cache_slots; the loader sets the real ones
+ * (--xdp-cache-answers; slots = entries + entries / 4, see struct skua_cached). */
+#define SKUA_XDP_MAX_CACHED 16384
+#define SKUA_XDP_CACHE_SLOTS (SKUA_XDP_MAX_CACHED + SKUA_XDP_MAX_CACHED / 4)
 
 /*
  * Precompiled answers (SKUA_F_ANSWER): the reply to a query for (name, qtype, class IN) is
@@ -54,12 +60,28 @@
  */
 #define SKUA_F_ANSWER   0x0008 /*!< answer from skua_answers with XDP_TX (clients allowed by skua_acl) */
 #define SKUA_F_TX_REDIRECT 0x0010 /*!< send those answers with bpf_redirect(ingress ifindex), not XDP_TX */
+#define SKUA_F_CACHE    0x0020 /*!< answer from the resolver's cached answers too (skua_cache_index) */
 
 struct skua_xdp_config {
 	__u16 port;   /*!< served UDP destination port, host byte order (53) */
 	__u16 flags;  /*!< SKUA_F_* */
 	__u32 pad;    /*!< zero */
+	/*!
+	 * CLOCK_MONOTONIC in ns (bpf_ktime_get_ns()'s clock) at skuad's second 0: the program's
+	 * "now" in skuad's seconds is (bpf_ktime_get_ns() - clock_origin_ns) / 1e9, exactly the
+	 * clock the resolver's cache counts expiries in.
+	 */
+	__u64 clock_origin_ns;
 };
+
+/*
+ * skua_acl values: a bit set. A client gets a local answer when bit 0 is set, a cached answer
+ * to a query with RD when bit 1 is set, without RD when bit 2 is set (the engine's rule:
+ * cached answers need RD unless the client may snoop).
+ */
+#define SKUA_ACL_LOCAL     0x01
+#define SKUA_ACL_CACHED_RD 0x02
+#define SKUA_ACL_CACHED    0x04
 
 enum skua_xdp_stat {
 	SKUA_STAT_SEEN = 0,          /*!< frames the program looked at */
@@ -75,6 +97,7 @@ enum skua_xdp_stat {
 	SKUA_STAT_DROP_MALFORMED,    /*!< to our port but truncated / inconsistent lengths / IHL < 5 */
 	SKUA_STAT_ANSWERED,          /*!< answered in the program from skua_answers (XDP_TX or redirect) */
 	SKUA_STAT_PASS_BAD_SOURCE,   /*!< UDP to our port and address from a source that cannot be answered: group source MAC, unspecified/broadcast/multicast source IP */
+	SKUA_STAT_ANSWERED_CACHED,   /*!< answered in the program from the resolver's cached answers (skua_cache_slots) */
 	SKUA_STAT_MAX
 };
 
@@ -98,6 +121,46 @@ struct skua_answer {
 	__u16 pad;                            /*!< zero */
 	__u8 tail[SKUA_ANSWER_TAIL_MAX];      /*!< answer, authority, additional sections */
 };
+
+/*
+ * Cached answers (SKUA_F_CACHE): answers of the resolver's cache, pushed by skuad for names
+ * asked often. The recipe is skua_answer's, plus TTLs counting down: each record's TTL is
+ * ttl_exp[i] - now, written at tail offset ttl_off[i] (the tail holds zeros there), with now
+ * in skuad's seconds (skua_xdp_config.clock_origin_ns). From valid_until on (the answer's
+ * expiry, or its prefetch point) the program leaves the query to the engine.
+ *
+ * Publication without reuse hazards: skua_cache_index maps a key to a slot of the
+ * preallocated array skua_cache_slots. skuad writes a recipe into a free slot, then points
+ * the index at it; a slot whose reference was removed or replaced is rewritten only seconds
+ * later (an XDP run lasts microseconds). A reader that still holds a reused index element
+ * finds another key's slot: the key echoed in the slot must equal the query's, or it is a
+ * miss.
+ */
+#define SKUA_CACHED_TTLS 16 /* records with a TTL per cached answer, at most */
+
+struct skua_cache_ref {
+	__u32 slot;                           /*!< index into skua_cache_slots */
+};
+
+struct skua_cached {
+	struct skua_answer_key key;           /*!< the key this slot answers (checked) */
+	__u32 valid_until;                    /*!< skuad's second from which it is not used */
+	__u16 flags;                          /*!< as skua_answer */
+	__u16 ancount;
+	__u16 nscount;
+	__u16 arcount;
+	__u16 tail_len;
+	__u16 edns_size;
+	__u8 nttl;                            /*!< entries of ttl_off/ttl_exp used */
+	__u8 pad[3];                          /*!< zero */
+	__u16 ttl_off[SKUA_CACHED_TTLS];      /*!< TTL field offsets in tail; unused: SKUA_CACHED_NO_TTL */
+	__u32 ttl_exp[SKUA_CACHED_TTLS];      /*!< expiries (skuad's seconds), each >= valid_until */
+	__u8 tail[SKUA_ANSWER_TAIL_MAX];      /*!< records, TTL fields zero */
+};
+
+/* ttl_off of an unused entry: lands in the work buffer past any reply, so the program can
+ * patch all SKUA_CACHED_TTLS entries without a branch per record. */
+#define SKUA_CACHED_NO_TTL 800
 
 /* skua_acl key: client prefixes in IPv6 form, IPv4 as ::ffff:a.b.c.d (RFC 4291 §2.5.5.2). */
 struct skua_acl_key {

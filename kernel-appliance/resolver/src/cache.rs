@@ -567,6 +567,56 @@ impl<M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Cache<M, S> {
         }
     }
 
+    /// Looks a question up at `now` for a copy of the cache kept elsewhere (the XDP
+    /// program's cached answers): calls `f` with the entry and the second from which the
+    /// cache stops answering it plainly (its expiry, or its prefetch point with `prefetch`,
+    /// or `now` when a refresh is already pending), if it is fresh. Counts no hit and marks
+    /// nothing referenced.
+    pub fn peek<R>(
+        &self,
+        key: &Key<'_>,
+        now: u32,
+        f: impl FnOnce(&Rendered, u32) -> R,
+    ) -> Option<R> {
+        let h = key.mixed();
+        let c = &self.config;
+        self.msgs[self.shard(key.hash)].read(|shard| {
+            let e = shard.find(h, |e| {
+                e.qtype == key.qtype && e.qclass == key.qclass && *e.name == *key.name
+            })?;
+            if now >= e.r.expires {
+                return None;
+            }
+            let until = if e.refreshing.load(Ordering::Relaxed) {
+                now
+            } else if c.prefetch {
+                e.r.expires.min(e.prefetch_at)
+            } else {
+                e.r.expires
+            };
+            Some(f(&e.r, until))
+        })
+    }
+
+    /// Marks a question's entry referenced and counts `hits` fresh hits on it: answers sent
+    /// from a copy of the entry ([`Cache::peek`]) keep it as warm as hits here would.
+    /// False when the entry is gone.
+    pub fn touch(&self, key: &Key<'_>, hits: u64) -> bool {
+        let h = key.mixed();
+        let found = self.msgs[self.shard(key.hash)].read(|shard| {
+            shard
+                .find(h, |e| {
+                    e.qtype == key.qtype && e.qclass == key.qclass && *e.name == *key.name
+                })
+                .map(|e| touch(&e.referenced))
+                .is_some()
+        });
+        if found && hits > 0 {
+            self.stats.hits.fetch_add(hits, Ordering::Relaxed);
+        }
+        found
+    }
+
     /// A stale answer for a question whose resolution took too long or failed (RFC 8767
     /// §5), if one may be served at `now`: calls `f` with it.
     pub fn stale<R>(&self, key: &Key<'_>, now: u32, f: impl FnOnce(&Hit<'_>) -> R) -> Option<R> {

@@ -19,11 +19,23 @@ pub const MAP_DST6: &str = "skua_dst6";
 pub const MAP_STATS: &str = "skua_stats";
 /// HASH: key = [`AnswerKey`], value = [`AnswerValue`] (`SKUA_MAP_ANSWERS`).
 pub const MAP_ANSWERS: &str = "skua_answers";
-/// LPM_TRIE: key = [`AclKey`], value = `u8` 1 when the client may get answers in the
-/// program (`SKUA_MAP_ACL`).
+/// LPM_TRIE: key = [`AclKey`], value = `u8` of `ACL_*` bits: which answers the client may
+/// get in the program (`SKUA_MAP_ACL`).
 pub const MAP_ACL: &str = "skua_acl";
 /// PERCPU_ARRAY with one entry: the program's work area (`SKUA_MAP_SCRATCH`).
 pub const MAP_SCRATCH: &str = "skua_scratch";
+/// HASH: key = [`AnswerKey`], value = [`CacheRef`]: the slot of a cached answer
+/// (`SKUA_MAP_CACHE_INDEX`).
+pub const MAP_CACHE_INDEX: &str = "skua_cache_index";
+/// ARRAY: key = slot (`u32`), value = [`CachedValue`] (`SKUA_MAP_CACHE_SLOTS`).
+pub const MAP_CACHE_SLOTS: &str = "skua_cache_slots";
+
+/// `SKUA_ACL_LOCAL`: the client gets local answers in the program.
+pub const ACL_LOCAL: u8 = 0x01;
+/// `SKUA_ACL_CACHED_RD`: the client gets cached answers to queries with RD.
+pub const ACL_CACHED_RD: u8 = 0x02;
+/// `SKUA_ACL_CACHED`: the client gets cached answers to queries without RD.
+pub const ACL_CACHED: u8 = 0x04;
 
 /// Entries in the XSKMAP: the highest rx queue index served is `MAX_QUEUES - 1`.
 pub const MAX_QUEUES: u32 = 256;
@@ -39,6 +51,17 @@ pub const ANSWER_NAME_MAX: usize = 64;
 pub const ANSWER_TAIL_MAX: usize = 496;
 /// Longest query and reply handled in the program (`SKUA_ANSWER_MSG_MAX`).
 pub const ANSWER_MSG_MAX: usize = 512;
+/// Default entries of [`MAP_CACHE_INDEX`] (`SKUA_XDP_MAX_CACHED`); the loader may change it.
+pub const MAX_CACHED: u32 = 16384;
+/// Slots of [`MAP_CACHE_SLOTS`] for `entries` cached answers: a quarter more, so that a
+/// replaced answer's slot can rest before it is rewritten (`SKUA_XDP_CACHE_SLOTS`).
+pub const fn cache_slots(entries: u32) -> u32 {
+    entries + entries / 4
+}
+/// TTL patches per cached answer, at most (`SKUA_CACHED_TTLS`).
+pub const CACHED_TTLS: usize = 16;
+/// `ttl_off` of an unused patch (`SKUA_CACHED_NO_TTL`): past any reply in the work buffer.
+pub const CACHED_NO_TTL: u16 = 800;
 
 /// `SKUA_F_ENABLED`: redirect at all (clear = `XDP_PASS` everything).
 pub const F_ENABLED: u16 = 0x0001;
@@ -50,6 +73,8 @@ pub const F_ANSWER: u16 = 0x0008;
 /// `SKUA_F_TX_REDIRECT`: send those answers with `bpf_redirect` to the ingress device
 /// instead of `XDP_TX` (for veth: its `XDP_TX` does not wake a peer without XDP).
 pub const F_TX_REDIRECT: u16 = 0x0010;
+/// `SKUA_F_CACHE`: answer from the resolver's cached answers ([`MAP_CACHE_INDEX`]) too.
+pub const F_CACHE: u16 = 0x0020;
 
 /// `struct skua_xdp_config`: the single value of [`MAP_CFG`].
 ///
@@ -63,6 +88,9 @@ pub struct XdpConfig {
     pub flags: u16,
     /// Zero.
     pub pad: u32,
+    /// `CLOCK_MONOTONIC` in nanoseconds at skuad's second 0: the program's clock for the
+    /// TTLs of cached answers.
+    pub clock_origin_ns: u64,
 }
 
 impl XdpConfig {
@@ -72,6 +100,7 @@ impl XdpConfig {
             port,
             flags: F_ENABLED,
             pad: 0,
+            clock_origin_ns: 0,
         }
     }
 
@@ -81,6 +110,7 @@ impl XdpConfig {
             port: 0,
             flags: 0,
             pad: 0,
+            clock_origin_ns: 0,
         }
     }
 
@@ -94,8 +124,8 @@ impl XdpConfig {
     }
 }
 
-// SAFETY: `XdpConfig` is `#[repr(C)]`, made only of integers, with no padding (size 8 =
-// 2 + 2 + 4, asserted below), so every bit pattern is a valid value and it may be copied to
+// SAFETY: `XdpConfig` is `#[repr(C)]`, made only of integers, with no padding (size 16 =
+// 2 + 2 + 4 + 8, asserted below), so every bit pattern is a valid value and it may be copied to
 // and from the kernel as bytes, which is all `aya::Pod` requires.
 unsafe impl aya::Pod for XdpConfig {}
 
@@ -157,6 +187,47 @@ pub fn tail_csum(bytes: &[u8]) -> u16 {
     sum as u16
 }
 
+/// `struct skua_cache_ref`: where a cached answer's recipe is.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+#[repr(C)]
+pub struct CacheRef {
+    /// Index into [`MAP_CACHE_SLOTS`].
+    pub slot: u32,
+}
+
+/// `struct skua_cached`: a cached answer's recipe (see `bpf/skua_xdp_abi.h`): an
+/// [`AnswerValue`] whose TTLs the program writes, each expiry minus its clock's second.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+#[repr(C)]
+pub struct CachedValue {
+    /// The key this slot answers; the program checks it against the query's.
+    pub key: AnswerKey,
+    /// skuad's second from which the program leaves the question to the engine.
+    pub valid_until: u32,
+    /// As [`AnswerValue::flags`].
+    pub flags: u16,
+    /// ANCOUNT.
+    pub ancount: u16,
+    /// NSCOUNT.
+    pub nscount: u16,
+    /// ARCOUNT, not counting the OPT record.
+    pub arcount: u16,
+    /// Bytes of `tail` used.
+    pub tail_len: u16,
+    /// UDP payload size advertised in the reply's OPT record.
+    pub edns_size: u16,
+    /// Entries of `ttl_off`/`ttl_exp` in use.
+    pub nttl: u8,
+    /// Zero.
+    pub pad: [u8; 3],
+    /// TTL field offsets in `tail`; unused ones [`CACHED_NO_TTL`].
+    pub ttl_off: [u16; CACHED_TTLS],
+    /// Expiries, skuad's seconds, each `>= valid_until`; unused ones `valid_until`.
+    pub ttl_exp: [u32; CACHED_TTLS],
+    /// Records, TTL fields zero.
+    pub tail: [u8; ANSWER_TAIL_MAX],
+}
+
 /// `struct skua_acl_key`: an LPM trie key over IPv6 space (IPv4 as `::ffff:a.b.c.d`).
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
 #[repr(C)]
@@ -175,6 +246,10 @@ unsafe impl aya::Pod for AnswerKey {}
 unsafe impl aya::Pod for AnswerValue {}
 // SAFETY: as above.
 unsafe impl aya::Pod for AclKey {}
+// SAFETY: as above.
+unsafe impl aya::Pod for CacheRef {}
+// SAFETY: as above (`pad` fills the only gap; size asserted below).
+unsafe impl aya::Pod for CachedValue {}
 
 /// `enum skua_xdp_stat`: index into [`MAP_STATS`].
 ///
@@ -213,11 +288,13 @@ pub enum Stat {
     /// or multicast source IP (IPv4 0.0.0.0 and 224.0.0.0 up, IPv6 `::` and ff00::/8).
     /// Passed to the kernel; `skua-fastpath` drops the same frames as `not_unicast_source`.
     PassBadSource = 12,
+    /// Answered in the program from the resolver's cached answers ([`MAP_CACHE_SLOTS`]).
+    AnsweredCached = 13,
 }
 
 impl Stat {
     /// Number of counters (`SKUA_STAT_MAX`).
-    pub const COUNT: usize = 13;
+    pub const COUNT: usize = 14;
 
     /// All counters, in index order.
     pub const ALL: [Self; Self::COUNT] = [
@@ -234,6 +311,7 @@ impl Stat {
         Self::DropMalformed,
         Self::Answered,
         Self::PassBadSource,
+        Self::AnsweredCached,
     ];
 
     /// Index into the stats map and into arrays of `COUNT` values.
@@ -257,17 +335,27 @@ impl Stat {
             Self::DropMalformed => "drop_malformed",
             Self::Answered => "answered",
             Self::PassBadSource => "pass_bad_source",
+            Self::AnsweredCached => "answered_cached",
         }
     }
 }
 
 const _: () = {
-    assert!(size_of::<XdpConfig>() == 8);
+    assert!(size_of::<XdpConfig>() == 16);
+    assert!(offset_of!(XdpConfig, clock_origin_ns) == 8);
     assert!(offset_of!(XdpConfig, port) == 0);
     assert!(offset_of!(XdpConfig, flags) == 2);
     assert!(offset_of!(XdpConfig, pad) == 4);
     assert!(size_of::<Stat>() == size_of::<u32>());
-    assert!(Stat::PassBadSource as usize + 1 == Stat::COUNT);
+    assert!(Stat::AnsweredCached as usize + 1 == Stat::COUNT);
+    assert!(size_of::<CacheRef>() == 4);
+    assert!(offset_of!(CachedValue, valid_until) == 68);
+    assert!(offset_of!(CachedValue, flags) == 72);
+    assert!(offset_of!(CachedValue, nttl) == 84);
+    assert!(offset_of!(CachedValue, ttl_off) == 88);
+    assert!(offset_of!(CachedValue, ttl_exp) == 120);
+    assert!(offset_of!(CachedValue, tail) == 184);
+    assert!(size_of::<CachedValue>() == 184 + ANSWER_TAIL_MAX);
     assert!(size_of::<AnswerKey>() == 4 + ANSWER_NAME_MAX);
     assert!(offset_of!(AnswerKey, qtype) == 0);
     assert!(offset_of!(AnswerKey, name_len) == 2);

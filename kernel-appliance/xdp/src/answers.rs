@@ -44,12 +44,31 @@ pub fn answerable(action: AclAction) -> bool {
     )
 }
 
+/// The [`MAP_ACL`](crate::abi::MAP_ACL) value for a client with this access-control
+/// action: which answers the program may send it. Local answers as [`answerable`] says;
+/// cached answers as the engine's `resolvable()`: with RD for `allow` and `allow_snoop`,
+/// without RD for `allow_snoop` only. Never for `allow_setrd` (the engine sets RD in its
+/// reply, the program would not) nor for the `*_non_local` actions (no resolution).
+pub fn acl_bits(action: AclAction) -> u8 {
+    let mut bits = 0;
+    if answerable(action) {
+        bits |= crate::abi::ACL_LOCAL;
+    }
+    if matches!(action, AclAction::Allow | AclAction::AllowSnoop) {
+        bits |= crate::abi::ACL_CACHED_RD;
+    }
+    if action == AclAction::AllowSnoop {
+        bits |= crate::abi::ACL_CACHED;
+    }
+    bits
+}
+
 /// What [`compile`] produced.
 #[derive(Debug, Default)]
 pub struct Compiled {
     /// The answer map's entries.
     pub answers: Vec<(AnswerKey, AnswerValue)>,
-    /// The ACL trie's entries (value 1 = answerable).
+    /// The ACL trie's entries ([`acl_bits`]).
     pub acl: Vec<(AclKey, u8)>,
     /// Candidates left to the engine, by reason.
     pub skipped: Skipped,
@@ -84,7 +103,7 @@ pub fn compile(engine: &Engine, capacity: usize) -> Compiled {
                         prefixlen: u32::from(prefix),
                         addr: addr.to_be_bytes(),
                     },
-                    u8::from(answerable(action)),
+                    acl_bits(action),
                 )
             })
             .collect(),
@@ -132,7 +151,7 @@ enum Skip {
     NotReproducible,
 }
 
-fn to_ip(addr: u128) -> IpAddr {
+pub(crate) fn to_ip(addr: u128) -> IpAddr {
     let v6 = Ipv6Addr::from(addr);
     match v6.to_ipv4_mapped() {
         Some(v4) => IpAddr::V4(v4),
@@ -311,7 +330,7 @@ pub fn render(value: &AnswerValue, query: &[u8]) -> Option<Vec<u8>> {
     Some(r)
 }
 
-fn be16(b: &[u8], at: usize) -> u16 {
+pub(crate) fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
 
@@ -347,7 +366,7 @@ fn answerable_clients(engine: &Engine) -> impl Iterator<Item = IpAddr> + '_ {
 
 /// False for a source skua-fastpath refuses to answer (its `never_unicast`): IPv4 0.0.0.0
 /// and 224.0.0.0 up, IPv6 `::` and ff00::/8.
-fn can_be_source(ip: IpAddr) -> bool {
+pub(crate) fn can_be_source(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(a) => !a.is_unspecified() && a.octets()[0] < 224,
         IpAddr::V6(a) => !a.is_unspecified() && !a.is_multicast(),
@@ -531,13 +550,17 @@ mod tests {
                 .find(|(k, _)| k.prefixlen == u32::from(prefix) && k.addr == addr.to_be_bytes())
                 .map(|(_, v)| *v)
         };
-        assert_eq!(get("198.18.0.0/15"), Some(1));
+        // Local answers (1) and cached answers to RD queries (2) for allow; no cached
+        // answers for deny_non_local and allow_setrd; nothing for refuse.
+        assert_eq!(get("198.18.0.0/15"), Some(3));
         assert_eq!(get("198.18.5.0/24"), Some(0));
         assert_eq!(get("fd00::/8"), Some(1));
         assert_eq!(get("fd00:1::/32"), Some(0));
         // Unbound's defaults are there too: 0.0.0.0/0 refuse, 127.0.0.0/8 allow.
         assert_eq!(get("0.0.0.0/0"), Some(0));
-        assert_eq!(get("127.0.0.0/8"), Some(1));
+        assert_eq!(get("127.0.0.0/8"), Some(3));
+        assert_eq!(acl_bits(AclAction::AllowSnoop), 7);
+        assert_eq!(acl_bits(AclAction::RefuseNonLocal), 1);
         assert!(!c.answers.is_empty());
     }
 

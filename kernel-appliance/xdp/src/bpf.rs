@@ -30,8 +30,9 @@ use aya::sys::SyscallError;
 use aya::{Ebpf, EbpfLoader};
 
 use crate::abi::{
-    AclKey, AnswerKey, AnswerValue, MAP_ACL, MAP_ANSWERS, MAP_CFG, MAP_DST4, MAP_DST6, MAP_SCRATCH,
-    MAP_STATS, MAP_XSKS, MAX_ACL, MAX_ANSWERS, MAX_QUEUES, Stat, XdpConfig,
+    AclKey, AnswerKey, AnswerValue, CacheRef, CachedValue, MAP_ACL, MAP_ANSWERS, MAP_CACHE_INDEX,
+    MAP_CACHE_SLOTS, MAP_CFG, MAP_DST4, MAP_DST6, MAP_SCRATCH, MAP_STATS, MAP_XSKS, MAX_ACL,
+    MAX_ANSWERS, MAX_CACHED, MAX_QUEUES, Stat, XdpConfig, cache_slots,
 };
 
 /// The compiled XDP program (`bpf/skua_xdp.bpf.o`), 8-byte aligned as aya's ELF parser wants.
@@ -226,6 +227,7 @@ pub enum XdpError {
 pub struct XdpProgram {
     ebpf: Ebpf,
     attached: Option<Attachment>,
+    cached_capacity: u32,
 }
 
 struct Attachment {
@@ -253,8 +255,18 @@ impl XdpProgram {
     /// [`XdpProgram::load_with_capacity`] from another build of the object (a variant under
     /// measurement); it must have the same program and map names.
     pub fn load_object(object: &[u8], answers: u32) -> Result<Self, XdpError> {
+        Self::load_object_with(object, answers, MAX_CACHED)
+    }
+
+    /// [`XdpProgram::load_object`] with room for `cached` cached answers too (at least 1;
+    /// their slots, [`cache_slots`]`(cached)` of [`CachedValue`] size, are allocated up
+    /// front: about 850 bytes per entry).
+    pub fn load_object_with(object: &[u8], answers: u32, cached: u32) -> Result<Self, XdpError> {
+        let cached = cached.max(1);
         let mut ebpf = EbpfLoader::new()
             .map_max_entries(MAP_ANSWERS, answers.max(1))
+            .map_max_entries(MAP_CACHE_INDEX, cached)
+            .map_max_entries(MAP_CACHE_SLOTS, cache_slots(cached))
             .load(object)
             .map_err(|e| XdpError::Load(Box::new(e)))?;
         for map in [
@@ -266,6 +278,8 @@ impl XdpProgram {
             MAP_ANSWERS,
             MAP_ACL,
             MAP_SCRATCH,
+            MAP_CACHE_INDEX,
+            MAP_CACHE_SLOTS,
         ] {
             if ebpf.map(map).is_none() {
                 return Err(XdpError::MissingObject(map));
@@ -280,6 +294,7 @@ impl XdpProgram {
         Ok(Self {
             ebpf,
             attached: None,
+            cached_capacity: cached,
         })
     }
 
@@ -470,6 +485,50 @@ impl XdpProgram {
             map.insert(k, v, 0).map_err(map_err(MAP_ANSWERS))?;
         }
         Ok(())
+    }
+
+    /// How many cached answers the index holds at most; slots are
+    /// [`cache_slots`]`(this)`, numbered from 0.
+    pub fn cached_capacity(&self) -> u32 {
+        self.cached_capacity
+    }
+
+    /// Writes a cached answer's recipe into `slot`. The slot must not be referenced from
+    /// the index (nor have been in the last seconds: a program run may still read it).
+    pub fn set_cache_slot(&mut self, slot: u32, value: &CachedValue) -> Result<(), XdpError> {
+        let mut map: Array<&mut MapData, CachedValue> =
+            Array::try_from(self.map_mut(MAP_CACHE_SLOTS)?).map_err(map_err(MAP_CACHE_SLOTS))?;
+        map.set(slot, value, 0).map_err(map_err(MAP_CACHE_SLOTS))
+    }
+
+    /// Points `key` at `slot` (the slot written first): the program answers from it at once
+    /// (with [`crate::abi::F_CACHE`] set).
+    pub fn set_cache_ref(&mut self, key: &AnswerKey, slot: u32) -> Result<(), XdpError> {
+        let mut map: HashMap<&mut MapData, AnswerKey, CacheRef> =
+            HashMap::try_from(self.map_mut(MAP_CACHE_INDEX)?).map_err(map_err(MAP_CACHE_INDEX))?;
+        map.insert(key, CacheRef { slot }, 0)
+            .map_err(map_err(MAP_CACHE_INDEX))
+    }
+
+    /// Stops answering `key` from the cache (no error when it was not there).
+    pub fn remove_cache_ref(&mut self, key: &AnswerKey) -> Result<(), XdpError> {
+        let mut map: HashMap<&mut MapData, AnswerKey, CacheRef> =
+            HashMap::try_from(self.map_mut(MAP_CACHE_INDEX)?).map_err(map_err(MAP_CACHE_INDEX))?;
+        match map.remove(key) {
+            Err(e) if !is_not_found(&e) => Err(map_err(MAP_CACHE_INDEX)(e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The index: every cached key and its slot.
+    pub fn cache_refs(&self) -> Result<Vec<(AnswerKey, u32)>, XdpError> {
+        let map: HashMap<&MapData, AnswerKey, CacheRef> =
+            HashMap::try_from(self.map(MAP_CACHE_INDEX)?).map_err(map_err(MAP_CACHE_INDEX))?;
+        Ok(map
+            .iter()
+            .filter_map(Result::ok)
+            .map(|(k, r)| (k, r.slot))
+            .collect())
     }
 
     /// Number of precompiled answers in the map.

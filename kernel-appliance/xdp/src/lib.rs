@@ -17,6 +17,7 @@
 pub mod abi;
 pub mod answers;
 pub mod bpf;
+pub mod cached;
 pub mod ifaddr;
 pub mod queue;
 pub mod ring;

@@ -8,6 +8,13 @@
 //! the program answers (`XDP_TX`) must be byte for byte the frame `skua-fastpath` builds with
 //! the engine; every frame it does not answer must leave the program unchanged.
 //!
+//! Cached answers (`SKUA_F_CACHE`) likewise: a forwarder fills a resolver cache from an
+//! authoritative engine (CNAME chains across zones, NXDOMAIN, NODATA, several records and
+//! expiries), the answers the daemon would push are compiled
+//! ([`skua_xdp::cached::compile`]) and loaded, and random frames run at several ages of each
+//! answer (the program's clock set by the test) against `handle_frame_with` on that cache at
+//! the same second: TTLs byte for byte, nothing answered from the answer's end on.
+//!
 //! Needs root (CI runs as root); fails, never skips, without it.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -608,4 +615,382 @@ fn program_leaves_what_it_must_to_the_engine() {
     // Replacing the answers drops stale ones.
     p2.set_answers(&[]).unwrap();
     assert_eq!(p2.answer_count().unwrap(), 0);
+}
+
+// --- cached answers (SKUA_F_CACHE) ------------------------------------------------------------
+
+type TestCache = skua_resolver::cache::Cache<
+    std::cell::RefCell<skua_resolver::cache::MsgShard>,
+    std::cell::RefCell<skua_resolver::cache::SetShard>,
+>;
+type Fwd = skua_resolver::forward::Forwarder<
+    (),
+    std::cell::RefCell<skua_resolver::cache::MsgShard>,
+    std::cell::RefCell<skua_resolver::cache::SetShard>,
+>;
+
+/// The answers the resolver caches: an authoritative engine for `cache.org.` and
+/// `other.net.` answers the forwarder's queries.
+fn upstream() -> Engine {
+    let mut b = EngineBuilder::new();
+    for z in ["cache.org.", "other.net."] {
+        b.local_zone(WireName::parse(z, None).unwrap(), LocalZoneType::Static);
+    }
+    let mut lines = vec![
+        "cache.org. 3600 IN SOA ns.cache.org. host.cache.org. 1 3600 600 86400 120".to_string(),
+        "other.net. 3600 IN SOA ns.other.net. host.other.net. 1 3600 600 86400 90".into(),
+        "a1.cache.org. 300 IN A 198.18.7.1".into(),
+        "a2.cache.org. 300 IN A 198.18.7.2".into(),
+        "a2.cache.org. 300 IN A 198.18.7.3".into(),
+        "v6.cache.org. 300 IN AAAA fd00::7".into(),
+        "mx.cache.org. 300 IN MX 10 a1.cache.org.".into(),
+        "mx.cache.org. 300 IN MX 20 a2.cache.org.".into(),
+        "alias.cache.org. 3600 IN CNAME t.other.net.".into(),
+        "t.other.net. 60 IN A 198.18.7.4".into(),
+        "c1.cache.org. 900 IN CNAME c2.cache.org.".into(),
+        "c2.cache.org. 500 IN CNAME c3.other.net.".into(),
+        "c3.other.net. 200 IN A 198.18.7.5".into(),
+        "one.cache.org. 1 IN A 198.18.7.6".into(),
+        "Mixed.Cache.Org. 300 IN A 198.18.7.7".into(),
+        "www.example. 300 IN A 198.18.7.8".into(),
+        format!(
+            "long.cache.org. 300 IN TXT \"{}\" \"{}\"",
+            "t".repeat(250),
+            "u".repeat(250)
+        ),
+    ];
+    for i in 0..8 {
+        lines.push(format!("a8.cache.org. 600 IN A 198.18.8.{i}"));
+    }
+    for i in 0..17 {
+        lines.push(format!("m17.cache.org. 300 IN A 198.18.9.{i}"));
+    }
+    for l in &lines {
+        b.local_data(parse_rr(l, None, 3600).unwrap(), 0);
+    }
+    b.build().unwrap()
+}
+
+struct Seq(u32);
+impl skua_resolver::forward::Entropy for Seq {
+    fn u32(&mut self) -> u32 {
+        self.0 = self.0.wrapping_mul(1_103_515_245).wrapping_add(12345);
+        self.0
+    }
+}
+
+/// Resolves (name, qtype) at second `now` through a forwarder whose upstream is `up`
+/// (CNAME chains take several upstream queries), so that the cache holds its answer.
+fn resolve(f: &mut Fwd, up: &Engine, name: &[u8], qtype: u16, now: u32) {
+    use skua_resolver::forward::{Event, Question};
+    let upstream: SocketAddr = "198.18.0.99:53".parse().unwrap();
+    let mut rng = Seq(7);
+    let now_ms = u64::from(now) * 1000;
+    let q = Question {
+        name: name.to_vec(),
+        qtype,
+        qclass: 1,
+    };
+    f.resolve(q, None, now_ms, &mut rng);
+    let mut out = vec![0u8; 65535];
+    for _ in 0..20 {
+        match f.poll_event() {
+            Some(Event::Transmit(t)) => {
+                let req = skua_engine::Request {
+                    src: "127.0.0.1".parse().unwrap(),
+                    transport: skua_engine::Transport::Udp,
+                    now,
+                };
+                let skua_engine::Outcome::Reply { len, .. } =
+                    up.handle_query(&req, &t.bytes, &mut out)
+                else {
+                    panic!("upstream did not answer")
+                };
+                f.reply(t.token, upstream, &out[..len], now_ms + 1, &mut rng);
+            }
+            Some(Event::Cancel(_)) => {}
+            Some(Event::Answer(_)) | None => return,
+        }
+    }
+    panic!("resolution of {name:02x?} did not end");
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: `bpf_ktime_get_ns()`'s clock.
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into the one we pass.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    assert_eq!(rc, 0);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Sets the program's clock so that it reads second `now` for the next half second.
+fn set_clock(p: &mut XdpProgram, cfg: XdpConfig, now: u32) -> XdpConfig {
+    let cfg = XdpConfig {
+        clock_origin_ns: mono_ns() - u64::from(now) * 1_000_000_000 - 500_000_000,
+        ..cfg
+    };
+    p.set_config(cfg).unwrap();
+    cfg
+}
+
+#[test]
+fn cached_answers_are_the_engines_at_every_age() {
+    use skua_resolver::cache::{CacheConfig, Key};
+    use skua_resolver::forward::{ForwardConfig, Upstream, ZoneConfig, ZoneKind};
+    use skua_xdp::abi::F_CACHE;
+    use skua_xdp::cached::{Clients, Skip, compile as compile_cached, key as cached_key};
+    root();
+    let mut engine = {
+        // The engine of the other tests, resolving (names outside local data go to the
+        // cache, then to the resolver).
+        let mut b = EngineBuilder::new();
+        b.config_mut().resolve = true;
+        let e = self::engine();
+        for (addr, prefix, action) in e.acl().rules() {
+            let ip = match std::net::Ipv6Addr::from(addr).to_ipv4_mapped() {
+                Some(v4) if prefix >= 96 => Netblock::new(IpAddr::V4(v4), prefix - 96),
+                _ => Netblock::new(IpAddr::V6(addr.into()), prefix),
+            };
+            b.acl_mut().insert(ip.unwrap(), action);
+        }
+        b.local_zone(
+            WireName::parse("example.", None).unwrap(),
+            LocalZoneType::Static,
+        );
+        b.local_data(
+            parse_rr("www.example. 300 IN A 198.18.0.1", None, 3600).unwrap(),
+            0,
+        );
+        b.build().unwrap()
+    };
+    let up = upstream();
+    let t0 = 1000u32;
+    let mut ages_seen = 0;
+    for prefetch in [false, true] {
+        // The forwarder takes an Arc; this test runs on one thread.
+        #[allow(clippy::arc_with_non_send_sync)]
+        let cache = std::sync::Arc::new(TestCache::new(CacheConfig {
+            prefetch,
+            ..CacheConfig::default()
+        }));
+        let mut f = Fwd::new(
+            ForwardConfig {
+                zones: vec![ZoneConfig {
+                    name: vec![0],
+                    kind: ZoneKind::Forward,
+                    upstreams: vec![Upstream {
+                        addr: "198.18.0.99:53".parse().unwrap(),
+                        tls_name: None,
+                    }],
+                    no_cache: false,
+                    first: false,
+                    tls: false,
+                    tcp: false,
+                    id: 1,
+                }],
+                ..ForwardConfig::default()
+            },
+            cache.clone(),
+        );
+        let wire = |n: &str| WireName::parse(n, None).unwrap().as_bytes().to_vec();
+        let names: Vec<(Vec<u8>, u16)> = [
+            ("a1.cache.org.", 1),
+            ("a2.cache.org.", 1),
+            ("a8.cache.org.", 1),
+            ("v6.cache.org.", 28),
+            ("mx.cache.org.", 15),
+            ("alias.cache.org.", 1),
+            ("c1.cache.org.", 1),
+            ("mixed.cache.org.", 1),
+            ("nx.cache.org.", 1),
+            ("a1.cache.org.", 16),
+            ("one.cache.org.", 1),
+            ("m17.cache.org.", 1),
+            ("long.cache.org.", 16),
+            ("www.example.", 1),
+        ]
+        .iter()
+        .map(|(n, t)| (wire(n), *t))
+        .collect();
+        for (n, t) in &names {
+            resolve(&mut f, &up, n, *t, t0);
+        }
+        // Compile and push what may be pushed.
+        let clients = Clients::of(&engine);
+        let mut p = program(&engine);
+        let mut cfg = XdpConfig::enabled(53).with_flags(F_ANSWER | F_CACHE);
+        let mut pushed = Vec::new();
+        let mut skipped = Vec::new();
+        for (slot, (n, t)) in names.iter().enumerate() {
+            let k = Key::new(n, *t, 1);
+            let r = cache
+                .peek(&k, t0, |r, until| {
+                    compile_cached(&engine, &clients, n, *t, &r.as_cached(None), until, t0)
+                        .map(|v| (v, until, r.expires))
+                })
+                .unwrap_or_else(|| panic!("{} {t} not in the cache", String::from_utf8_lossy(n)));
+            match r {
+                Ok((v, until, expires)) => {
+                    p.set_cache_slot(slot as u32, &v).unwrap();
+                    p.set_cache_ref(&cached_key(n, *t).unwrap(), slot as u32)
+                        .unwrap();
+                    pushed.push((n.clone(), *t, until, expires));
+                }
+                Err(e) => skipped.push((String::from_utf8_lossy(n).into_owned(), *t, e)),
+            }
+        }
+        let skip_of = |n: &str, t: u16| {
+            skipped
+                .iter()
+                .find(|(s, st, _)| *st == t && s.contains(n))
+                .map(|x| x.2)
+        };
+        assert_eq!(skip_of("m17", 1), Some(Skip::TooLong), "{skipped:?}");
+        assert_eq!(skip_of("long", 16), Some(Skip::TooLong), "{skipped:?}");
+        assert_eq!(skip_of("one", 1), Some(Skip::Expiring), "{skipped:?}");
+        assert_eq!(
+            skip_of("www", 1),
+            Some(Skip::NotReproducible),
+            "{skipped:?}"
+        );
+        assert_eq!(pushed.len(), 10, "pushed {pushed:?}, skipped {skipped:?}");
+        // Every age: at the start, a second in, half way, the last second, the end, after.
+        let mut scratch = vec![0u8; 4096];
+        let mut rng = Rng(0x5eed_cace_0000_0001 + u64::from(prefetch));
+        let mut cached_tx_total = 0u64;
+        let mut no_rd_tx = 0;
+        let before = p.stats().unwrap();
+        for (name, qtype, until, expires) in pushed.clone() {
+            let span = until - t0;
+            for age in [0, 1, span / 2, span - 1, span, span + 5, expires - t0] {
+                let now = t0 + age;
+                cfg = set_clock(&mut p, cfg, now);
+                let mut tx_here = 0;
+                for i in 0..60 {
+                    let v6 = rng.chance(30);
+                    let src = client(&mut rng, v6);
+                    let q = random_query(&mut rng, &name, qtype);
+                    let case = frame(&mut rng, src, &q);
+                    let f = case.bytes;
+                    let (action, out) = p.test_run_output(&f).unwrap();
+                    let mut reference = vec![0u8; 2048];
+                    reference[..f.len()].copy_from_slice(&f);
+                    let verdict = skua_fastpath::handle_frame_with(
+                        &engine,
+                        cache.as_ref(),
+                        now,
+                        &mut reference,
+                        f.len(),
+                        &mut scratch,
+                    );
+                    if action == XDP_TX {
+                        tx_here += 1;
+                        assert!(now < until, "answered at {now}, valid until {until}");
+                        if q[2] & 1 == 0 {
+                            no_rd_tx += 1;
+                        }
+                        let Verdict::Reply { len, .. } = verdict else {
+                            panic!("age {age} case {i}: program answered, engine says {verdict:?}");
+                        };
+                        assert_eq!(
+                            out,
+                            &reference[..len],
+                            "age {age} case {i}: cached reply differs from the engine's\nframe {f:02x?}"
+                        );
+                    } else {
+                        assert_eq!(
+                            out, f,
+                            "age {age} case {i}: frame modified (action {action})"
+                        );
+                    }
+                }
+                if age < span {
+                    assert!(
+                        tx_here > 0,
+                        "{name:02x?}/{qtype} at age {age}: nothing answered"
+                    );
+                } else {
+                    assert_eq!(
+                        tx_here, 0,
+                        "{name:02x?}/{qtype} at age {age} (valid until {until})"
+                    );
+                }
+                cached_tx_total += tx_here;
+                ages_seen += 1;
+            }
+        }
+        let after = p.stats().unwrap();
+        assert_eq!(
+            after[Stat::AnsweredCached.index()] - before[Stat::AnsweredCached.index()],
+            cached_tx_total
+        );
+        assert_eq!(
+            after[Stat::Answered.index()],
+            before[Stat::Answered.index()]
+        );
+        // allow_snoop clients (fd00::/8) get cached answers without RD.
+        assert!(no_rd_tx > 0, "no cached answer to a query without RD");
+        // Targeted: what must go to the engine.
+        let (a1, until) = (&pushed[0].0, pushed[0].2);
+        cfg = set_clock(&mut p, cfg, t0 + 1);
+        let send = |p: &XdpProgram, src: &str, flags: u16| {
+            let q = query(9, flags, a1, 1, None);
+            p.test_run_output(&plain_frame(src.parse().unwrap(), &q))
+                .unwrap()
+                .0
+        };
+        assert_eq!(send(&p, "198.18.0.2", 0x0100), XDP_TX, "allow, RD");
+        assert_ne!(
+            send(&p, "198.18.0.2", 0),
+            XDP_TX,
+            "allow without RD: snooping"
+        );
+        assert_eq!(send(&p, "fd00::2", 0), XDP_TX, "allow_snoop without RD");
+        for (what, src) in [
+            ("deny_non_local", "198.18.10.2"),
+            ("allow_setrd", "198.18.11.2"),
+            ("refuse", "198.18.9.2"),
+        ] {
+            assert_ne!(send(&p, src, 0x0100), XDP_TX, "{what}");
+        }
+        // F_CACHE off: no cached answers, local ones still.
+        p.set_config(XdpConfig {
+            flags: cfg.flags & !F_CACHE,
+            ..cfg
+        })
+        .unwrap();
+        assert_ne!(send(&p, "198.18.0.2", 0x0100), XDP_TX, "F_CACHE off");
+        let www = query(7, 0x0100, &wire("www.example."), 1, None);
+        assert_eq!(
+            p.test_run_output(&plain_frame("198.18.0.2".parse().unwrap(), &www))
+                .unwrap()
+                .0,
+            XDP_TX,
+            "local data with F_CACHE off"
+        );
+        p.set_config(cfg).unwrap();
+        // A slot holding another key's recipe is a miss (the echo check).
+        let a1_key = cached_key(a1, 1).unwrap();
+        p.set_cache_ref(&a1_key, 1).unwrap();
+        assert_ne!(
+            send(&p, "198.18.0.2", 0x0100),
+            XDP_TX,
+            "slot of another key"
+        );
+        p.set_cache_ref(&a1_key, 0).unwrap();
+        assert_eq!(send(&p, "198.18.0.2", 0x0100), XDP_TX, "back");
+        // A removed reference (flush) is a miss at once.
+        p.remove_cache_ref(&a1_key).unwrap();
+        assert_ne!(send(&p, "198.18.0.2", 0x0100), XDP_TX, "flushed");
+        assert!(until > t0 + 1);
+        // Local answers are replaced on reload without touching cached ones.
+        p.set_answers(&[]).unwrap();
+        assert_eq!(p.cache_refs().unwrap().len(), pushed.len() - 1);
+        let _ = &mut engine;
+    }
+    assert!(ages_seen >= 100);
 }
