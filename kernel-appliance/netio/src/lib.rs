@@ -375,6 +375,22 @@ pub fn bind_socket(
     Ok(owned)
 }
 
+/// `CLOCK_MONOTONIC` in nanoseconds: the clock `bpf_ktime_get_ns()` reads in an XDP program
+/// (in the root time namespace), which `Instant` hides behind an opaque origin.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into the one passed and reads nothing else;
+    // CLOCK_MONOTONIC exists on every Linux, so it does not fail.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    // Never negative for CLOCK_MONOTONIC.
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
 /// Pins the calling thread to one CPU.
 pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
     // SAFETY: cpu_set_t is a plain bit array; zero is the empty set.

@@ -59,6 +59,7 @@ fn require_root() {
 }
 
 /// What a finished command printed.
+#[derive(Debug)]
 struct Out {
     status: ExitStatus,
     stdout: String,
@@ -1258,7 +1259,8 @@ fn cache_hits_answered_by_the_xsk_worker() {
         "    do-not-query-localhost: no\nforward-zone:\n    name: \"example.net.\"\n    \
          forward-addr: 127.0.0.1@5301\n",
     );
-    let mut d = Skuad::start(&pair.srv, &conf, &[]);
+    // The AF_XDP worker's path: no cached answers in the program.
+    let mut d = Skuad::start(&pair.srv, &conf, &["--xdp-cache-answers", "0"]);
     d.assert_xdp_serving(SRV_IF);
     let ask = |ns: &Netns| {
         let at = format!("@{}", pair.srv_v4());
@@ -1313,6 +1315,239 @@ fn cache_hits_answered_by_the_xsk_worker() {
         after.socket_queries,
         d.log()
     );
+}
+
+/// The hottest cache hits are answered by the XDP program itself (XDP_TX), TTLs counting
+/// down to the second: skuad forwards `example.net.` to an Unbound in the server namespace;
+/// `hot.` is resolved, then asked until a worker proposes it and the program answers it
+/// (`answered_cached`); with the upstream stopped, five more questions over two seconds are
+/// answered by the program alone (no XSK, no kernel socket), each TTL the cached one minus
+/// the whole seconds since it was resolved. A flush through the control socket takes it out
+/// of the program at once; `short.` (TTL 4) leaves the program when it expires.
+#[test]
+fn cache_hits_answered_by_the_program() {
+    require_root();
+    let pair = Pair::with_addresses("progcache", 25);
+    ip(&["-n", pair.srv.name(), "link", "set", "lo", "up"]);
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let up_conf = tmp.join(format!("skx-{}-progcache-up.conf", std::process::id()));
+    let ctl = tmp.join(format!("skx-{}-progcache.sock", std::process::id()));
+    std::fs::write(
+        &up_conf,
+        "server:\n  interface: 127.0.0.1@5302\n  do-daemonize: no\n  use-syslog: no\n  \
+         username: \"\"\n  chroot: \"\"\n  pidfile: \"\"\n  access-control: 127.0.0.0/8 allow\n  \
+         local-zone: \"example.net.\" static\n  \
+         local-data: \"hot.example.net. 300 IN A 198.18.25.77\"\n  \
+         local-data: \"short.example.net. 4 IN A 198.18.25.78\"\n",
+    )
+    .unwrap();
+    let mut upstream = Command::new("ip")
+        .args(["netns", "exec", pair.srv.name(), "unbound", "-c"])
+        .arg(&up_conf)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start unbound");
+    let conf = Conf::with_extra(
+        "progcache",
+        &[pair.srv_v4()],
+        &format!(
+            "    do-not-query-localhost: no\nforward-zone:\n    name: \"example.net.\"\n    \
+             forward-addr: 127.0.0.1@5302\napi:\n    control-socket: {}\n",
+            ctl.display()
+        ),
+    );
+    let mut d = Skuad::start(&pair.srv, &conf, &[]);
+    d.assert_xdp_serving(SRV_IF);
+    let ask = |name: &str| {
+        let at = format!("@{}", pair.srv_v4());
+        in_ns(
+            &pair.cli,
+            "dig",
+            &["+noall", "+answer", "+time=3", "+tries=1", &at, name, "A"],
+        )
+        .stdout
+    };
+    let ttl = |t: &str| -> Option<u32> { t.split_whitespace().nth(1).and_then(|x| x.parse().ok()) };
+    let mut first = String::new();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            first = ask("hot.example.net.");
+            first.contains("198.18.25.77")
+        }),
+        "not resolved through the upstream: {first:?}\n{}",
+        d.log()
+    );
+    let resolved_at = Instant::now();
+    let first_ttl = ttl(&first).expect("TTL");
+    // Hits through the worker until it proposes the name and the program answers it.
+    let mut c = d.counters(&[SRV_IF]);
+    let c0 = c.prog(SRV_IF, "answered_cached");
+    let promoted = wait_until(Duration::from_secs(10), || {
+        assert!(ask("hot.example.net.").contains("198.18.25.77"));
+        c = d.counters(&[SRV_IF]);
+        c.prog(SRV_IF, "answered_cached") > c0
+    });
+    assert!(promoted, "hot. never answered in the program:\n{}", d.log());
+    let _ = upstream.kill();
+    let _ = upstream.wait();
+    let before = d.counters(&[SRV_IF]);
+    let mut answers = Vec::new();
+    for i in 0..5 {
+        if i > 0 {
+            std::thread::sleep(Duration::from_millis(550));
+        }
+        let a = ask("hot.example.net.");
+        answers.push((resolved_at.elapsed(), a));
+    }
+    let after = d.counters(&[SRV_IF]);
+    let in_prog = after.prog(SRV_IF, "answered_cached") - before.prog(SRV_IF, "answered_cached");
+    let xsk = after.queue(SRV_IF, "answered") - before.queue(SRV_IF, "answered");
+    assert!(
+        in_prog == 5 && xsk == 0 && after.socket_queries == before.socket_queries,
+        "want 5 answered by the program, none by the XSK queue or the kernel sockets; got \
+         +{in_prog}, +{xsk}, sockets {} -> {}:\n{answers:?}\n{}",
+        before.socket_queries,
+        after.socket_queries,
+        d.log()
+    );
+    for (elapsed, a) in &answers {
+        let t = ttl(a).unwrap_or(0);
+        // The TTL the cache stored minus the whole seconds since: within one second of the
+        // elapsed time (the resolution and the query straddle second boundaries).
+        let want = first_ttl.saturating_sub(elapsed.as_secs() as u32);
+        assert!(
+            a.contains("198.18.25.77") && t <= want && t + 2 >= want,
+            "TTL {t} at {elapsed:?} after a first answer with {first_ttl}: {answers:?}"
+        );
+    }
+    let (t_first, t_last) = (ttl(&answers[0].1).unwrap(), ttl(&answers[4].1).unwrap());
+    assert!(
+        t_first - t_last >= 1 && t_first - t_last <= 3,
+        "TTLs count down: {answers:?}"
+    );
+    // A flush takes it out of the program before it returns: the next query reaches the
+    // worker (and SERVFAILs or is dropped: the upstream is gone).
+    let flush = in_ns(
+        &pair.srv,
+        "curl",
+        &[
+            "-s",
+            "--max-time",
+            "5",
+            "--unix-socket",
+            ctl.to_str().unwrap(),
+            "-H",
+            "content-type: application/json",
+            "-d",
+            "{\"name\": \"hot.example.net.\"}",
+            "http://skua/cache/flush",
+        ],
+    );
+    assert!(
+        flush.stdout.contains("\"flushed\""),
+        "flush: {flush:?}\n{}",
+        d.log()
+    );
+    let b2 = d.counters(&[SRV_IF]);
+    let gone = ask("hot.example.net.");
+    let a2 = d.counters(&[SRV_IF]);
+    assert!(
+        !gone.contains("198.18.25.77")
+            && a2.prog(SRV_IF, "answered_cached") == b2.prog(SRV_IF, "answered_cached"),
+        "flushed, yet answered: {gone:?}\n{}",
+        d.log()
+    );
+    let _ = std::fs::remove_file(&up_conf);
+    let st = d.stop();
+    assert!(st.success(), "SIGTERM exit {st}:\n{}", d.log());
+    let log = d.log();
+    assert!(
+        log.contains("cached answers in the program on (self-test passed)"),
+        "{log}"
+    );
+}
+
+/// A cached answer leaves the program when it expires: `short.` (TTL 4) is promoted, and
+/// from its expiry on the program answers it no more (the worker asks the upstream again).
+#[test]
+fn cached_answers_leave_the_program_at_expiry() {
+    require_root();
+    let pair = Pair::with_addresses("progexp", 26);
+    ip(&["-n", pair.srv.name(), "link", "set", "lo", "up"]);
+    let up_conf = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("skx-{}-progexp-up.conf", std::process::id()));
+    std::fs::write(
+        &up_conf,
+        "server:\n  interface: 127.0.0.1@5303\n  do-daemonize: no\n  use-syslog: no\n  \
+         username: \"\"\n  chroot: \"\"\n  pidfile: \"\"\n  access-control: 127.0.0.0/8 allow\n  \
+         local-zone: \"example.net.\" static\n  \
+         local-data: \"short.example.net. 5 IN A 198.18.26.78\"\n",
+    )
+    .unwrap();
+    let mut upstream = Command::new("ip")
+        .args(["netns", "exec", pair.srv.name(), "unbound", "-c"])
+        .arg(&up_conf)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start unbound");
+    let conf = Conf::with_extra(
+        "progexp",
+        &[pair.srv_v4()],
+        "    do-not-query-localhost: no\nforward-zone:\n    name: \"example.net.\"\n    \
+         forward-addr: 127.0.0.1@5303\n",
+    );
+    let mut d = Skuad::start(&pair.srv, &conf, &[]);
+    d.assert_xdp_serving(SRV_IF);
+    let ask = || {
+        let at = format!("@{}", pair.srv_v4());
+        in_ns(
+            &pair.cli,
+            "dig",
+            &[
+                "+noall",
+                "+answer",
+                "+time=3",
+                "+tries=1",
+                &at,
+                "short.example.net.",
+                "A",
+            ],
+        )
+        .stdout
+    };
+    let mut c = d.counters(&[SRV_IF]);
+    let c0 = c.prog(SRV_IF, "answered_cached");
+    // Resolve, then hit until the program answers (a fresh resolution each time it
+    // expired meanwhile).
+    let promoted = wait_until(Duration::from_secs(15), || {
+        let _ = ask();
+        let _ = ask();
+        c = d.counters(&[SRV_IF]);
+        c.prog(SRV_IF, "answered_cached") > c0
+    });
+    assert!(
+        promoted,
+        "short. never answered in the program:\n{}",
+        d.log()
+    );
+    // Past its expiry (5 s at most from now), the program answers it no more: the
+    // questions reach the worker (resolved again through the upstream).
+    std::thread::sleep(Duration::from_millis(5200));
+    let before = d.counters(&[SRV_IF]);
+    let again = ask();
+    let after = d.counters(&[SRV_IF]);
+    assert!(
+        again.contains("198.18.26.78")
+            && after.prog(SRV_IF, "answered_cached") == before.prog(SRV_IF, "answered_cached")
+            && after.prog(SRV_IF, "redirected") > before.prog(SRV_IF, "redirected"),
+        "expired, yet answered in the program: {again:?}\n{}",
+        d.log()
+    );
+    let _ = upstream.kill();
+    let _ = upstream.wait();
+    let _ = std::fs::remove_file(&up_conf);
 }
 
 #[test]

@@ -122,6 +122,91 @@ pub trait Resolution {
     fn resolve(&self, query: &[u8], client: SocketAddr, server: SocketAddr);
     /// A hit asks for its question to be resolved again (prefetch, stale).
     fn refresh(&self, query: &[u8]);
+    /// Whether [`Resolution::promote`] wants to hear of names asked often.
+    fn wants_promotions(&self) -> bool {
+        false
+    }
+    /// A cache hit whose question this worker answered [`PROMOTE_AFTER`] times within
+    /// [`PROMOTE_WINDOW`] seconds: a candidate for the XDP program's cached answers.
+    fn promote(&self, _query: &[u8]) {}
+}
+
+/// Cache hits on one question, within [`PROMOTE_WINDOW`] seconds, that make it a candidate
+/// for the XDP program.
+pub const PROMOTE_AFTER: u16 = 2;
+/// See [`PROMOTE_AFTER`]; also how long a promoted question is not proposed again.
+pub const PROMOTE_WINDOW: u16 = 10;
+
+/// Which questions a worker answered from the cache recently: a direct-mapped table of
+/// (tag, hits, second) per hash of the question, private to the worker (no shared write
+/// on the hit path). Collisions only forget a count.
+pub struct Admission {
+    table: Vec<u64>,
+}
+
+const PROMOTED: u16 = u16::MAX;
+
+impl Default for Admission {
+    fn default() -> Self {
+        Admission {
+            table: vec![0; 4096],
+        }
+    }
+}
+
+impl Admission {
+    /// Counts a cache hit on the DNS message `query` at second `now`; true when it makes
+    /// the question a candidate (once per [`PROMOTE_WINDOW`]).
+    pub fn hit(&mut self, query: &[u8], now: u32) -> bool {
+        let Some(h) = question_hash(query) else {
+            return false;
+        };
+        let slot = &mut self.table[(h as usize) & 4095];
+        // Cannot truncate: the high half of the hash, the low 16 bits of the second.
+        let (tag, sec) = ((h >> 32) as u32, now as u16);
+        let pack = |count: u16, second: u16| {
+            u64::from(tag) << 32 | u64::from(count) << 16 | u64::from(second)
+        };
+        let (old_tag, count, second) = ((*slot >> 32) as u32, (*slot >> 16) as u16, *slot as u16);
+        let age = sec.wrapping_sub(second);
+        if old_tag != tag || (count != 0 && age >= PROMOTE_WINDOW) {
+            *slot = pack(1, sec);
+            return PROMOTE_AFTER <= 1;
+        }
+        if count == PROMOTED {
+            return false;
+        }
+        if count + 1 >= PROMOTE_AFTER {
+            *slot = pack(PROMOTED, sec);
+            return true;
+        }
+        *slot = pack(count + 1, second);
+        false
+    }
+}
+
+/// FNV-1a over the lower-cased question name and type of a DNS message (uncompressed
+/// name, as a query's is); `None` for anything else.
+fn question_hash(q: &[u8]) -> Option<u64> {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut pos = 12;
+    loop {
+        let l = usize::from(*q.get(pos)?);
+        if l > 63 {
+            return None;
+        }
+        for b in q.get(pos..=pos + l)? {
+            h = (h ^ u64::from(b.to_ascii_lowercase())).wrapping_mul(0x100_0000_01b3);
+        }
+        pos += l + 1;
+        if l == 0 {
+            break;
+        }
+    }
+    for b in q.get(pos..pos + 2)? {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
+    }
+    Some(h)
 }
 
 /// No resolver: names outside local data are REFUSED by the engine.
@@ -206,6 +291,9 @@ pub fn run<R: Resolution>(
     let mut slow_queue: Vec<(Vec<u8>, SocketAddr, SocketAddr)> = Vec::new();
     let mut resolve_queue: Vec<(Vec<u8>, SocketAddr, SocketAddr)> = Vec::new();
     let mut refresh_queue: Vec<Vec<u8>> = Vec::new();
+    let mut promote_queue: Vec<Vec<u8>> = Vec::new();
+    let mut admission = Admission::default();
+    let promotions = resolution.wants_promotions();
     let mut generation = engines.generation();
     let mut engine = engines.current();
     let mut last_stats = std::time::Instant::now();
@@ -241,6 +329,9 @@ pub fn run<R: Resolution>(
                 } => {
                     if info.refresh {
                         refresh_queue.push(scratch[..query_len].to_vec());
+                    } else if info.cached && promotions && admission.hit(&scratch[..query_len], now)
+                    {
+                        promote_queue.push(scratch[..query_len].to_vec());
                     }
                     stats.answered.fetch_add(1, Ordering::Relaxed);
                     if info.hot {
@@ -305,6 +396,9 @@ pub fn run<R: Resolution>(
         for query in refresh_queue.drain(..) {
             resolution.refresh(&query);
         }
+        for query in promote_queue.drain(..) {
+            resolution.promote(&query);
+        }
         for (query, client, server) in slow_queue.drain(..) {
             let req = Request {
                 src: client.ip(),
@@ -352,6 +446,34 @@ pub fn run<R: Resolution>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn admission_promotes_the_second_hit_once_per_window() {
+        let q = |name: &[u8], t: u8| {
+            let mut m = vec![0x12, 0x34, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+            m.extend_from_slice(name);
+            m.extend_from_slice(&[0, t, 0, 1]);
+            m
+        };
+        let mut a = Admission::default();
+        let www = q(b"\x03www\x07example\x00", 1);
+        let upper = q(b"\x03WWW\x07Example\x00", 1);
+        assert!(!a.hit(&www, 100));
+        assert!(a.hit(&upper, 101), "case does not matter");
+        assert!(!a.hit(&www, 102), "promoted already");
+        assert!(!a.hit(&www, 109));
+        // A window later it may be proposed again (the program may have dropped it).
+        assert!(!a.hit(&www, 111));
+        assert!(a.hit(&www, 112));
+        // Another type is another question; hits too far apart do not add up.
+        assert!(!a.hit(&q(b"\x03www\x07example\x00", 28), 100));
+        assert!(!a.hit(&q(b"\x01a\x00", 1), 100));
+        assert!(!a.hit(&q(b"\x01a\x00", 1), 120));
+        assert!(a.hit(&q(b"\x01a\x00", 1), 121));
+        // Not a plain question.
+        assert!(!a.hit(&[0u8; 5], 1));
+        assert!(!a.hit(&q(b"\xc0\x0c", 1), 1));
+    }
 
     #[test]
     fn rate_limiting_counters() {

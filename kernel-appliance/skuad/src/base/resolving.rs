@@ -12,7 +12,7 @@
 //! it briefly.
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use arc_swap::ArcSwap;
 use skua_resolver::cache::{Cache, CacheConfig, MsgShard, SetShard, ShardLock};
@@ -137,5 +137,52 @@ impl ResolverHandle {
     /// caller answers SERVFAIL or drops, as a busy Unbound does).
     pub fn submit(&self, job: Job) -> bool {
         self.jobs.try_send(job).is_ok()
+    }
+}
+
+/// A copy of cache entries kept outside the cache, answered from without asking it: the
+/// XDP programs' cached answers. Whoever removes entries from the cache on an operator's
+/// request (a flush, a load) goes through [`Mirrors::without`], so that no copy outlives
+/// what it copies.
+pub trait CacheMirror: Send + Sync {
+    /// Stops answering every copied entry, runs `then`, and copies nothing of what the
+    /// cache held before `then` returned.
+    fn forget_all(&self, then: &mut dyn FnMut());
+}
+
+/// The mirrors of the cache (registered by the dataplanes that keep one).
+#[derive(Default)]
+pub struct Mirrors(Mutex<Vec<Weak<dyn CacheMirror>>>);
+
+impl Mirrors {
+    /// Adds a mirror (dropped mirrors go by themselves).
+    pub fn register(&self, m: Weak<dyn CacheMirror>) {
+        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        v.retain(|w| w.strong_count() > 0);
+        v.push(m);
+    }
+
+    /// Runs `f` (a flush, a load) with every mirror emptied first and kept from copying
+    /// until `f` returned.
+    pub fn without<R>(&self, f: impl FnOnce() -> R) -> R {
+        let live: Vec<Arc<dyn CacheMirror>> = self
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        let mut f = Some(f);
+        let mut out = None;
+        nest(&live, &mut || out = f.take().map(|f| f()));
+        // `nest` runs the innermost closure exactly once.
+        out.unwrap_or_else(|| unreachable!("mirrors ran the flush"))
+    }
+}
+
+fn nest(mirrors: &[Arc<dyn CacheMirror>], f: &mut dyn FnMut()) {
+    match mirrors.split_first() {
+        None => f(),
+        Some((m, rest)) => m.forget_all(&mut || nest(rest, f)),
     }
 }

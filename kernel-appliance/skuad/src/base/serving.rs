@@ -30,6 +30,8 @@ pub struct Serving {
     pub stats: std::sync::Mutex<Vec<Arc<WorkerStats>>>,
     /// The resolver (its cache and job queue), when forwarding is configured.
     pub resolver: arc_swap::ArcSwapOption<crate::base::resolving::ResolverHandle>,
+    /// Copies of the cache kept by dataplanes (the XDP programs' cached answers).
+    pub mirrors: crate::base::resolving::Mirrors,
 }
 
 impl Serving {
@@ -41,6 +43,7 @@ impl Serving {
             generation: AtomicU64::new(0),
             stats: std::sync::Mutex::new(Vec::new()),
             resolver: arc_swap::ArcSwapOption::empty(),
+            mirrors: crate::base::resolving::Mirrors::default(),
         }
     }
 

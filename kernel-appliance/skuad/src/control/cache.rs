@@ -397,7 +397,11 @@ impl Control {
             source,
             serde_json::json!({"flush": what, "result": "ok"}),
         )?;
-        let (messages, rrsets) = r.cache.flush(target.flush());
+        // The XDP programs' copies go first: when this returns, nothing flushed is answered.
+        let (messages, rrsets) = self
+            .serving
+            .mirrors
+            .without(|| r.cache.flush(target.flush()));
         crate::base::log::info(format_args!(
             "cache: {actor} flushed {what}: {messages} answers, {rrsets} RRsets"
         ));
@@ -462,9 +466,10 @@ impl Control {
             messages,
             expired,
             outside,
-        } = r
-            .cache
-            .load_parsed(parsed, clock::now_secs(), wall_now(), |n| zone_of(&fwd, n));
+        } = self.serving.mirrors.without(|| {
+            r.cache
+                .load_parsed(parsed, clock::now_secs(), wall_now(), |n| zone_of(&fwd, n))
+        });
         crate::base::log::info(format_args!(
             "cache: {actor} loaded a dump: {messages} answers, {rrsets} RRsets ({expired} expired, {outside} outside every caching zone skipped)"
         ));

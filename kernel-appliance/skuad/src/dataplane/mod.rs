@@ -103,6 +103,13 @@ impl Dataplanes for Planes {
         settings: Option<&ResolverSettings>,
     ) -> Result<(), String> {
         let mut guard = lock(&self.resolver);
+        // Cached answers in the XDP programs were proven against the old settings (zones,
+        // upstreams, cache policy): they go, and hot names come back as they are asked.
+        if guard.as_ref().map(|r| r.settings()) != settings
+            && let Some(p) = lock(&self.xdp).as_ref()
+        {
+            p.forget_cached();
+        }
         let Some(new) = settings else {
             if let Some(r) = guard.take() {
                 serving.resolver.store(None);

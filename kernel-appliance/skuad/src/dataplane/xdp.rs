@@ -50,6 +50,8 @@ use skua_xdp::ifaddr::{self, AddrEvents, IfAddr};
 use skua_xdp::socket::{XskConfig, XskSocket};
 use skua_xdp::worker::{EngineSource, QueueStats};
 
+mod cache;
+
 use crate::base::log;
 use crate::base::resolving::{Job, Route, SharedCache};
 use crate::base::serving::Serving;
@@ -71,6 +73,9 @@ pub struct XdpOptions {
     pub interfaces: Vec<String>,
     /// At most this many answers precompiled into the XDP program (0: none).
     pub answers: u32,
+    /// At most this many of the resolver's cached answers in the XDP program (0: none;
+    /// also none when `answers` is 0).
+    pub cached: u32,
 }
 
 /// `--no-xdp` / default / `--xdp-required`.
@@ -93,6 +98,7 @@ impl Default for XdpOptions {
             copy_only: false,
             interfaces: Vec::new(),
             answers: abi::MAX_ANSWERS,
+            cached: abi::MAX_CACHED,
         }
     }
 }
@@ -106,6 +112,8 @@ struct Engines(Arc<Serving>);
 struct Resolving {
     serving: Arc<Serving>,
     routes: Vec<(SocketAddr, Arc<UdpSocket>)>,
+    /// To the plane's cached-answer publisher, when the program answers from the cache.
+    promotions: Option<(std::sync::mpsc::SyncSender<Vec<u8>>, Arc<cache::Publisher>)>,
 }
 
 impl skua_xdp::worker::Resolution for Resolving {
@@ -142,6 +150,18 @@ impl skua_xdp::worker::Resolution for Resolving {
                 query: query.to_vec(),
                 route: None,
             });
+        }
+    }
+
+    fn wants_promotions(&self) -> bool {
+        self.promotions.is_some()
+    }
+
+    fn promote(&self, query: &[u8]) {
+        if let Some((tx, p)) = &self.promotions
+            && tx.try_send(query.to_vec()).is_err()
+        {
+            p.stats.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -346,6 +366,9 @@ pub struct XdpPlane {
     capacity: u32,
     /// Stops this plane's workers (set on shutdown, including a failed start).
     stop: Arc<AtomicBool>,
+    /// Pushes cached answers into the programs (when they answer from the cache).
+    publisher: Option<Arc<cache::Publisher>>,
+    publisher_thread: Option<JoinHandle<()>>,
     /// Workers, one per (interface, queue).
     pub workers: Vec<QueueWorker>,
 }
@@ -360,6 +383,9 @@ impl XdpPlane {
             }
         }
         if let Some(h) = self.watcher.take() {
+            let _ = h.join();
+        }
+        if let Some(h) = self.publisher_thread.take() {
             let _ = h.join();
         }
         let mut programs = self.programs();
@@ -377,8 +403,10 @@ impl XdpPlane {
         self.programs.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Stops answering in the programs (before a new engine is swapped in).
+    /// Stops answering in the programs (before a new engine is swapped in): cached answers
+    /// are dropped (pushed again, proven against the new engine, as they are asked).
     pub fn suspend_answers(&self) {
+        self.forget_cached();
         if !self.answers.load(Ordering::Relaxed) {
             return;
         }
@@ -410,6 +438,18 @@ impl XdpPlane {
                 "xdp: answers in the program stay off: {e}; the AF_XDP workers answer everything"
             )),
         }
+    }
+
+    /// Drops every cached answer from the programs (the resolver changed, or the engine).
+    pub fn forget_cached(&self) {
+        if let Some(p) = &self.publisher {
+            p.forget_now();
+        }
+    }
+
+    /// The cached-answer publisher's counters, if it runs.
+    pub fn publisher_stats(&self) -> Option<&cache::PublisherStats> {
+        self.publisher.as_deref().map(|p| &p.stats)
     }
 
     /// With rate limiting on, answers stay out of the program (logged once per change).
@@ -506,6 +546,18 @@ impl XdpPlane {
                 )
             })
             .collect();
+        if let Some(p) = self.publisher_stats() {
+            out.push(format!(
+                "xdp cached answers: {} in the programs, {} pushed, {} proposed, {} not pushable, \
+                 {} lost (queue full), {} refused (no free slot)",
+                r(&p.entries),
+                r(&p.pushed),
+                r(&p.proposed),
+                r(&p.rejected),
+                r(&p.dropped),
+                r(&p.full),
+            ));
+        }
         for a in self.programs().iter() {
             if let Ok(st) = a.program.stats() {
                 let fields: Vec<String> = abi::Stat::ALL
@@ -658,7 +710,23 @@ fn try_start(
         rrl_noted: AtomicBool::new(false),
         capacity: opts.answers,
         stop: Arc::new(AtomicBool::new(false)),
+        publisher: None,
+        publisher_thread: None,
         workers: Vec::new(),
+    };
+    // Cached answers in the program: a publisher thread fed by the workers' promotions.
+    let (promotions, promoted) = if opts.cached > 0 && opts.answers > 0 {
+        let p = Arc::new(cache::Publisher::new(
+            plane.programs.clone(),
+            shared.clone(),
+            port,
+            opts.cached,
+        ));
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4096);
+        plane.publisher = Some(p.clone());
+        (Some((tx, p)), Some(rx))
+    } else {
+        (None, None)
     };
     let cpus = settings
         .cpus
@@ -680,8 +748,9 @@ fn try_start(
     let slow = Arc::new(slow);
     let routes = Arc::new(routes);
     for iface in &ifaces {
-        let mut prog = XdpProgram::load_with_capacity(opts.answers)
-            .map_err(|e| format!("loading the XDP program: {}", log::chain(&e)))?;
+        let mut prog =
+            XdpProgram::load_object_with(skua_xdp::bpf::OBJECT, opts.answers, opts.cached)
+                .map_err(|e| format!("loading the XDP program: {}", log::chain(&e)))?;
         match skua_xdp::bpf::detach_stale(&iface.name) {
             Ok(true) => log::warn(format_args!(
                 "xdp: removed a stale skua program from {}",
@@ -690,7 +759,11 @@ fn try_start(
             Ok(false) => {}
             Err(e) => return Err(format!("{}: {}", iface.name, log::chain(&e))),
         }
-        let mut config = XdpConfig::enabled(port);
+        let mut config = XdpConfig {
+            // The program's clock for cached answers' TTLs: skuad's seconds.
+            clock_origin_ns: crate::base::clock::kernel_origin_ns(),
+            ..XdpConfig::enabled(port)
+        };
         prog.set_config(config).map_err(|e| log::chain(&e))?;
         // No "any destination": the maps get the specific served addresses and, for a
         // wildcard listener, the interface's own unicast addresses (see Attached::wanted).
@@ -777,6 +850,7 @@ fn try_start(
             let resolving = Resolving {
                 serving: shared.clone(),
                 routes: routes.to_vec(),
+                promotions: promotions.clone(),
             };
             let cpu = cpus[(plane.workers.len()) % cpus.len()];
             let name = iface.name.clone();
@@ -820,6 +894,21 @@ fn try_start(
                 .spawn(move || watch(&programs, &events, &stop))
                 .map_err(|e| format!("cannot start the address watcher: {e}"))?,
         );
+    }
+    if let (Some(p), Some(rx)) = (plane.publisher.clone(), promoted) {
+        let stop = plane.stop.clone();
+        let mirror: Arc<dyn crate::base::resolving::CacheMirror> = p.clone();
+        shared.mirrors.register(Arc::downgrade(&mirror));
+        plane.publisher_thread = Some(
+            std::thread::Builder::new()
+                .name("xdp-cache".into())
+                .spawn(move || p.run(&rx, &stop))
+                .map_err(|e| format!("cannot start the cached-answer publisher: {e}"))?,
+        );
+        log::info(format_args!(
+            "xdp: up to {} cached answers in the program (--xdp-cache-answers)",
+            opts.cached
+        ));
     }
     if opts.answers > 0 {
         plane.answers.store(true, Ordering::Relaxed);
