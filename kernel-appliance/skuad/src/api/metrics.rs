@@ -355,7 +355,8 @@ pub fn prometheus(ctl: &Control) -> String {
     let prog_answered: u64 = prog
         .iter()
         .flat_map(|(_, st)| st.iter())
-        .filter(|(k, _)| *k == "answered")
+        // Local answers and cached answers, both sent by the program itself.
+        .filter(|(k, _)| *k == "answered" || *k == "answered_cached")
         .map(|(_, v)| *v)
         .sum();
 
