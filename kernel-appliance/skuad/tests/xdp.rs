@@ -1226,6 +1226,49 @@ fn xdp_answers_ipv4_and_ipv6_native_and_generic() {
     }
 }
 
+/// An Unbound serving `example.net.` (static) with `data` (local-data lines) on
+/// 127.0.0.1@`port` in `ns`: an upstream for skuad's forward-zone. Stopped on drop.
+struct Upstream {
+    child: Child,
+    conf: PathBuf,
+}
+
+impl Upstream {
+    fn start(ns: &Netns, test: &str, port: u16, data: &[&str]) -> Self {
+        let conf = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("skx-{}-{test}-up.conf", std::process::id()));
+        let mut text = format!(
+            "server:\n  interface: 127.0.0.1@{port}\n  do-daemonize: no\n  use-syslog: no\n  \
+             username: \"\"\n  chroot: \"\"\n  pidfile: \"\"\n  access-control: 127.0.0.0/8 allow\n  \
+             local-zone: \"example.net.\" static\n"
+        );
+        for d in data {
+            text.push_str(&format!("  local-data: \"{d}\"\n"));
+        }
+        std::fs::write(&conf, text).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns.name(), "unbound", "-c"])
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start unbound");
+        Self { child, conf }
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_file(&self.conf);
+    }
+}
+
 /// A cache hit is answered by the AF_XDP worker, in the frame: skuad forwards
 /// `cached.example.net.` to an Unbound in the server namespace; the first question is
 /// resolved (the reply leaves through the kernel socket); with the upstream then stopped,
@@ -1236,23 +1279,12 @@ fn cache_hits_answered_by_the_xsk_worker() {
     require_root();
     let pair = Pair::with_addresses("cachehit", 24);
     ip(&["-n", pair.srv.name(), "link", "set", "lo", "up"]);
-    let up_conf = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("skx-{}-cachehit-up.conf", std::process::id()));
-    std::fs::write(
-        &up_conf,
-        "server:\n  interface: 127.0.0.1@5301\n  do-daemonize: no\n  use-syslog: no\n  \
-         username: \"\"\n  chroot: \"\"\n  pidfile: \"\"\n  access-control: 127.0.0.0/8 allow\n  \
-         local-zone: \"example.net.\" static\n  \
-         local-data: \"cached.example.net. 300 IN A 198.18.24.77\"\n",
-    )
-    .unwrap();
-    let mut upstream = Command::new("ip")
-        .args(["netns", "exec", pair.srv.name(), "unbound", "-c"])
-        .arg(&up_conf)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start unbound");
+    let mut upstream = Upstream::start(
+        &pair.srv,
+        "cachehit",
+        5301,
+        &["cached.example.net. 300 IN A 198.18.24.77"],
+    );
     let conf = Conf::with_extra(
         "cachehit",
         &[pair.srv_v4()],
@@ -1289,13 +1321,11 @@ fn cache_hits_answered_by_the_xsk_worker() {
         "not resolved through the upstream: {first:?}\n{}",
         d.log()
     );
-    let _ = upstream.kill();
-    let _ = upstream.wait();
+    upstream.stop();
     std::thread::sleep(Duration::from_millis(1100));
     let before = d.counters(&[SRV_IF]);
     let second = ask(&pair.cli);
     let after = d.counters(&[SRV_IF]);
-    let _ = std::fs::remove_file(&up_conf);
     let ttl = |t: &str| -> u32 {
         t.split_whitespace()
             .nth(1)
@@ -1329,25 +1359,14 @@ fn cache_hits_answered_by_the_program() {
     require_root();
     let pair = Pair::with_addresses("progcache", 25);
     ip(&["-n", pair.srv.name(), "link", "set", "lo", "up"]);
-    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let up_conf = tmp.join(format!("skx-{}-progcache-up.conf", std::process::id()));
-    let ctl = tmp.join(format!("skx-{}-progcache.sock", std::process::id()));
-    std::fs::write(
-        &up_conf,
-        "server:\n  interface: 127.0.0.1@5302\n  do-daemonize: no\n  use-syslog: no\n  \
-         username: \"\"\n  chroot: \"\"\n  pidfile: \"\"\n  access-control: 127.0.0.0/8 allow\n  \
-         local-zone: \"example.net.\" static\n  \
-         local-data: \"hot.example.net. 300 IN A 198.18.25.77\"\n  \
-         local-data: \"short.example.net. 4 IN A 198.18.25.78\"\n",
-    )
-    .unwrap();
-    let mut upstream = Command::new("ip")
-        .args(["netns", "exec", pair.srv.name(), "unbound", "-c"])
-        .arg(&up_conf)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start unbound");
+    let ctl = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("skx-{}-progcache.sock", std::process::id()));
+    let mut upstream = Upstream::start(
+        &pair.srv,
+        "progcache",
+        5302,
+        &["hot.example.net. 300 IN A 198.18.25.77"],
+    );
     let conf = Conf::with_extra(
         "progcache",
         &[pair.srv_v4()],
@@ -1389,8 +1408,7 @@ fn cache_hits_answered_by_the_program() {
         c.prog(SRV_IF, "answered_cached") > c0
     });
     assert!(promoted, "hot. never answered in the program:\n{}", d.log());
-    let _ = upstream.kill();
-    let _ = upstream.wait();
+    upstream.stop();
     let before = d.counters(&[SRV_IF]);
     let mut answers = Vec::new();
     for i in 0..5 {
@@ -1458,7 +1476,6 @@ fn cache_hits_answered_by_the_program() {
         "flushed, yet answered: {gone:?}\n{}",
         d.log()
     );
-    let _ = std::fs::remove_file(&up_conf);
     let st = d.stop();
     assert!(st.success(), "SIGTERM exit {st}:\n{}", d.log());
     let log = d.log();
@@ -1475,23 +1492,12 @@ fn cached_answers_leave_the_program_at_expiry() {
     require_root();
     let pair = Pair::with_addresses("progexp", 26);
     ip(&["-n", pair.srv.name(), "link", "set", "lo", "up"]);
-    let up_conf = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("skx-{}-progexp-up.conf", std::process::id()));
-    std::fs::write(
-        &up_conf,
-        "server:\n  interface: 127.0.0.1@5303\n  do-daemonize: no\n  use-syslog: no\n  \
-         username: \"\"\n  chroot: \"\"\n  pidfile: \"\"\n  access-control: 127.0.0.0/8 allow\n  \
-         local-zone: \"example.net.\" static\n  \
-         local-data: \"short.example.net. 5 IN A 198.18.26.78\"\n",
-    )
-    .unwrap();
-    let mut upstream = Command::new("ip")
-        .args(["netns", "exec", pair.srv.name(), "unbound", "-c"])
-        .arg(&up_conf)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start unbound");
+    let _upstream = Upstream::start(
+        &pair.srv,
+        "progexp",
+        5303,
+        &["short.example.net. 5 IN A 198.18.26.78"],
+    );
     let conf = Conf::with_extra(
         "progexp",
         &[pair.srv_v4()],
@@ -1545,9 +1551,6 @@ fn cached_answers_leave_the_program_at_expiry() {
         "expired, yet answered in the program: {again:?}\n{}",
         d.log()
     );
-    let _ = upstream.kill();
-    let _ = upstream.wait();
-    let _ = std::fs::remove_file(&up_conf);
 }
 
 #[test]

@@ -151,7 +151,7 @@ enum Skip {
     NotReproducible,
 }
 
-pub(crate) fn to_ip(addr: u128) -> IpAddr {
+fn to_ip(addr: u128) -> IpAddr {
     let v6 = Ipv6Addr::from(addr);
     match v6.to_ipv4_mapped() {
         Some(v4) => IpAddr::V4(v4),
@@ -194,14 +194,7 @@ fn entry(
         tail: [0; ANSWER_TAIL_MAX],
     };
     value.tail[..tail.len()].copy_from_slice(tail);
-    let mut key = AnswerKey {
-        qtype,
-        // Cannot truncate: at most ANSWER_NAME_MAX.
-        name_len: name.len() as u8,
-        pad: 0,
-        name: [0; ANSWER_NAME_MAX],
-    };
-    key.name[..name.len()].copy_from_slice(name);
+    let key = crate::cached::key(name, qtype).ok_or(Skip::TooLong)?;
     // The shapes a client sends: other IDs and case, RD/CD/AD set, EDNS with and without
     // DO, with a cookie option. The engine must give exactly what the program would.
     let upper: Vec<u8> = name.iter().map(u8::to_ascii_uppercase).collect();
@@ -349,10 +342,19 @@ pub fn allowed_client(engine: &Engine, v6: bool) -> Option<IpAddr> {
 /// frame from one would fail. For a block whose first address is unspecified (`0.0.0.0/0`,
 /// `::/0`) the second one is taken.
 fn answerable_clients(engine: &Engine) -> impl Iterator<Item = IpAddr> + '_ {
+    clients_where(engine, answerable)
+}
+
+/// The first usable source address of every rule whose action passes `ok` and whose address
+/// itself gets such an action (see [`answerable_clients`]).
+pub(crate) fn clients_where(
+    engine: &Engine,
+    ok: fn(AclAction) -> bool,
+) -> impl Iterator<Item = IpAddr> + '_ {
     engine
         .acl()
         .rules()
-        .filter(|r| answerable(r.2))
+        .filter(move |r| ok(r.2))
         .filter_map(|(addr, prefix, _)| {
             let second = (prefix < 128).then(|| addr.wrapping_add(1));
             [Some(addr), second]
@@ -361,12 +363,12 @@ fn answerable_clients(engine: &Engine) -> impl Iterator<Item = IpAddr> + '_ {
                 .map(to_ip)
                 .find(|ip| can_be_source(*ip))
         })
-        .filter(|ip| answerable(engine.acl().check(*ip)))
+        .filter(move |ip| ok(engine.acl().check(*ip)))
 }
 
 /// False for a source skua-fastpath refuses to answer (its `never_unicast`): IPv4 0.0.0.0
 /// and 224.0.0.0 up, IPv6 `::` and ff00::/8.
-pub(crate) fn can_be_source(ip: IpAddr) -> bool {
+fn can_be_source(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(a) => !a.is_unspecified() && a.octets()[0] < 224,
         IpAddr::V6(a) => !a.is_unspecified() && !a.is_multicast(),

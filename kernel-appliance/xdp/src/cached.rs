@@ -24,7 +24,7 @@ use crate::abi::{
     ANSWER_MSG_MAX, ANSWER_NAME_MAX, ANSWER_TAIL_MAX, AnswerKey, AnswerValue, CACHED_NO_TTL,
     CACHED_TTLS, CachedValue,
 };
-use crate::answers::{Edns, be16, can_be_source, query, render, to_ip};
+use crate::answers::{Edns, be16, clients_where, query, render};
 
 const HEADER: usize = 12;
 const OPT_LEN: usize = 11;
@@ -60,23 +60,12 @@ impl Clients {
     /// The first usable source address of a rule letting it get cached answers with RD
     /// (`allow`, `allow_snoop`) and of one letting it without (`allow_snoop`).
     pub fn of(engine: &Engine) -> Self {
-        let acl = engine.acl();
-        let first = |ok: fn(AclAction) -> bool| {
-            acl.rules()
-                .filter(|r| ok(r.2))
-                .filter_map(|(addr, prefix, _)| {
-                    let second = (prefix < 128).then(|| addr.wrapping_add(1));
-                    [Some(addr), second]
-                        .into_iter()
-                        .flatten()
-                        .map(to_ip)
-                        .find(|ip| can_be_source(*ip) && ok(acl.check(*ip)))
-                })
-                .next()
-        };
         Clients {
-            rd: first(|a| matches!(a, AclAction::Allow | AclAction::AllowSnoop)),
-            snoop: first(|a| a == AclAction::AllowSnoop),
+            rd: clients_where(engine, |a| {
+                matches!(a, AclAction::Allow | AclAction::AllowSnoop)
+            })
+            .next(),
+            snoop: clients_where(engine, |a| a == AclAction::AllowSnoop).next(),
         }
     }
 

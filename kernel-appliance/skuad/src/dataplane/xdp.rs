@@ -984,18 +984,7 @@ fn check_answer(
         return Ok(None);
     };
     let name = &key.name[..usize::from(key.name_len)];
-    let query = skua_xdp::answers::query(0x5e1f, 0x0100, name, key.qtype, None);
-    let mut frame = [0u8; 1024];
-    let len = skua_fastpath::build_udp_frame(
-        &mut frame,
-        [0x02, 0, 0, 0, 0x5e, 0x1f],
-        [0x02, 0, 0, 0, 0x5e, 0x20],
-        None,
-        SocketAddr::new(client, 65000),
-        server,
-        &query,
-    )
-    .ok_or("test frame does not fit")?;
+    let (frame, len) = probe_frame(client, server, name, key.qtype)?;
     let (action, out) = prog
         .test_run_output(&frame[..len])
         .map_err(|e| log::chain(&e))?;
@@ -1017,6 +1006,29 @@ fn check_answer(
         ));
     }
     Ok(Some(frame[..len].to_vec()))
+}
+
+/// A test query frame (RD set) for `name`/`qtype` from `client`:65000 to `server`, for
+/// the answers' self-tests; with its length.
+fn probe_frame(
+    client: IpAddr,
+    server: SocketAddr,
+    name: &[u8],
+    qtype: u16,
+) -> Result<([u8; 1024], usize), String> {
+    let query = skua_xdp::answers::query(0x5e1f, 0x0100, name, qtype, None);
+    let mut frame = [0u8; 1024];
+    let len = skua_fastpath::build_udp_frame(
+        &mut frame,
+        [0x02, 0, 0, 0, 0x5e, 0x1f],
+        [0x02, 0, 0, 0, 0x5e, 0x20],
+        None,
+        SocketAddr::new(client, 65000),
+        server,
+        &query,
+    )
+    .ok_or("test frame does not fit")?;
+    Ok((frame, len))
 }
 
 /// Injects one query per queue through the attached program and waits for its worker.

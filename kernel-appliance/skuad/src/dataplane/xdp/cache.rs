@@ -322,18 +322,7 @@ impl Publisher {
             else {
                 continue;
             };
-            let query = skua_xdp::answers::query(0x5e1f, 0x0100, name, qtype, None);
-            let mut frame = [0u8; 1024];
-            let len = skua_fastpath::build_udp_frame(
-                &mut frame,
-                [0x02, 0, 0, 0, 0x5e, 0x1f],
-                [0x02, 0, 0, 0, 0x5e, 0x20],
-                None,
-                std::net::SocketAddr::new(client, 65000),
-                server,
-                &query,
-            )
-            .ok_or("test frame does not fit")?;
+            let (frame, len) = super::probe_frame(client, server, name, qtype)?;
             let test_cfg = abi::XdpConfig {
                 flags: a.config.flags | abi::F_CACHE,
                 ..a.config
