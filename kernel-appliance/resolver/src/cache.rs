@@ -218,28 +218,25 @@ pub struct MsgEntry {
     refreshing: AtomicBool,
 }
 
-/// A message-store hit.
-#[derive(Clone, Copy, Debug)]
-pub struct Hit<'a> {
-    /// Header flags (QR, RA, RCODE).
-    pub flags: u16,
-    /// ANCOUNT, NSCOUNT, ARCOUNT.
-    pub counts: &'a [u8],
-    /// Truncation boundaries (the engine's format).
-    pub bounds: &'a [u8],
-    /// Records after the question.
-    pub tail: &'a [u8],
-    /// TTL patches: (offset u16 LE, expiry u32 LE) per record.
-    pub ttls: &'a [u8],
-    /// Every TTL is this (a stale answer, RFC 8767 §4), instead of expiry minus now.
-    pub fixed_ttl: Option<u32>,
-    /// The answer is stale: add EDE 3 (RFC 8914 §4.4).
-    pub stale: bool,
-    /// The caller should ask the resolver to refresh this question (prefetch, or a stale
-    /// answer), and it is the first to be told.
-    pub refresh: bool,
-    /// Rate-limiting class of the answer.
-    pub class: ResponseClass,
+/// A message-store hit: the answer as the engine takes it (stale: every TTL fixed, EDE 3
+/// "Stale Answer", RFC 8767 §4 and RFC 8914 §4.4; `refresh`: the caller should ask the
+/// resolver for the question again, prefetch or stale, and is the first to be told).
+pub type Hit<'a> = Cached<'a>;
+
+impl MsgEntry {
+    fn hit(&self, fixed_ttl: Option<u32>, stale: bool, refresh: bool) -> Hit<'_> {
+        Cached {
+            flags: self.r.flags,
+            counts: &self.r.body.counts,
+            bounds: &self.r.body.bounds,
+            tail: &self.r.body.tail,
+            ttls: &self.r.body.ttls,
+            fixed_ttl,
+            ede: stale.then_some(3),
+            refresh,
+            class: self.r.kind.class(),
+        }
+    }
 }
 
 /// What a lookup found.
@@ -532,17 +529,7 @@ impl<M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Cache<M, S> {
             let refresh = want_refresh
                 && !e.refreshing.load(Ordering::Relaxed)
                 && !e.refreshing.swap(true, Ordering::Relaxed);
-            let hit = Hit {
-                flags: e.r.flags,
-                counts: &e.r.body.counts,
-                bounds: &e.r.body.bounds,
-                tail: &e.r.body.tail,
-                ttls: &e.r.body.ttls,
-                fixed_ttl: stale.then_some(c.serve_expired_reply_ttl),
-                stale,
-                refresh,
-                class: e.r.kind.class(),
-            };
+            let hit = e.hit(stale.then_some(c.serve_expired_reply_ttl), stale, refresh);
             Ok((f(&hit), stale, refresh && !stale))
         });
         match r {
@@ -629,17 +616,7 @@ impl<M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Cache<M, S> {
             if now < e.r.expires || !c.stale_ok(e.r.expires, now) {
                 return None;
             }
-            Some(f(&Hit {
-                flags: e.r.flags,
-                counts: &e.r.body.counts,
-                bounds: &e.r.body.bounds,
-                tail: &e.r.body.tail,
-                ttls: &e.r.body.ttls,
-                fixed_ttl: Some(c.serve_expired_reply_ttl),
-                stale: true,
-                refresh: false,
-                class: e.r.kind.class(),
-            }))
+            Some(f(&e.hit(Some(c.serve_expired_reply_ttl), true, false)))
         });
         if r.is_some() {
             self.stats.stale.fetch_add(1, Ordering::Relaxed);
@@ -905,20 +882,7 @@ impl<M: ShardLock<MsgShard>, S: ShardLock<SetShard>> AnswerCache for Cache<M, S>
             qtype,
             qclass,
         };
-        Cache::lookup(self, &key, now, |h| {
-            f(&Cached {
-                flags: h.flags,
-                counts: h.counts,
-                bounds: h.bounds,
-                tail: h.tail,
-                ttls: h.ttls,
-                fixed_ttl: h.fixed_ttl,
-                ede: if h.stale { Some(3) } else { None },
-                refresh: h.refresh,
-                class: h.class,
-            })
-        })
-        .ok()
+        Cache::lookup(self, &key, now, f).ok()
     }
 }
 
@@ -984,7 +948,7 @@ mod tests {
             let off = usize::from(u16::from_le_bytes([h.ttls[0], h.ttls[1]]));
             (
                 u32::from_be_bytes([tail[off], tail[off + 1], tail[off + 2], tail[off + 3]]),
-                h.stale,
+                h.ede == Some(3),
                 h.refresh,
             )
         })
