@@ -84,3 +84,50 @@ build_skuad_from() {
     cp "$tdir/release/skuad" "$dest"
     chmod +x "$dest"
 }
+
+# gen_cache_zonefile ORIGIN COUNT TTL FILE [NS_ADDR]: the upstream's zone of the cache
+# benchmark (tests/bench/xdp-cache.sh): SOA, NS, ns glue (NS_ADDR, default 198.18.1.2),
+# COUNT A records h0 .. h(COUNT-1) with the same addresses as gen_zonefile, every record
+# with TTL TTL (the SOA's MINIMUM too), and a wildcard *.miss.ORIGIN A 198.18.0.99 that
+# answers any number of distinct names (cache misses, cache filling).
+gen_cache_zonefile() {
+    local origin=$1 count=$2 ttl=$3 file=$4 ns=${5:-198.18.1.2}
+    awk -v o="$origin" -v n="$count" -v t="$ttl" -v ns="$ns" 'BEGIN {
+        printf "$ORIGIN %s\n$TTL %d\n", o, t
+        printf "@ %d IN SOA ns.%s hostmaster.%s 1 3600 900 604800 %d\n", t, o, o, t
+        printf "@ %d IN NS ns.%s\n", t, o
+        printf "ns %d IN A %s\n", t, ns
+        for (i = 0; i < n; i++) {
+            a = i % 131072
+            printf "h%d %d IN A 198.%d.%d.%d\n", i, t, 18 + int(a / 65536), int(a / 256) % 256, a % 256
+        }
+        printf "*.miss %d IN A 198.18.0.99\n", t
+    }' > "$file"
+}
+
+# gen_miss_queries ORIGIN TAG COUNT FILE: COUNT distinct names under the wildcard of
+# gen_cache_zonefile, 'TAG-I.miss.ORIGIN A' for I = 0 .. COUNT-1, in order: a TAG of its
+# own per measurement gives names no server has been asked before.
+gen_miss_queries() {
+    local origin=$1 tag=$2 count=$3 file=$4
+    awk -v o="$origin" -v t="$tag" -v n="$count" 'BEGIN {
+        for (i = 0; i < n; i++) printf "%s-%d.miss.%s A\n", t, i, o
+    }' > "$file"
+}
+
+# prom_sum FILE NAME [LABEL-SUBSTRING]: the sum of the values of metric NAME in the
+# Prometheus text FILE, over the series whose labels contain LABEL-SUBSTRING (all of them
+# when empty); 0 when there is none.
+prom_sum() {
+    local file=$1 name=$2 sub=${3:-}
+    awk -v n="$name" -v s="$sub" '
+        /^#/ { next }
+        { key = $1; i = index(key, "{"); base = i ? substr(key, 1, i - 1) : key
+          if (base == n && (s == "" || index(key, s))) t += $NF }
+        END { printf "%.0f\n", t }' "$file"
+}
+
+# rss_kib PID: resident set size (VmRSS) of a process in KiB.
+rss_kib() {
+    awk '/^VmRSS:/ {print $2; f = 1} END {if (!f) print 0}' "/proc/$1/status" 2>/dev/null || echo 0
+}
