@@ -42,7 +42,8 @@
 # (kresd 5 has no socket-buffer option: it gets net.core.rmem_default, 208 KiB here, which is
 # global, not per namespace, and which the script leaves alone.)
 # Every measurement: start the server; warm its cache (dnsperf, --warm-passes passes over the
-# 10,000 names at <= --warm-rate qps); --settle-secs; then kxdpgun at the offered rate for
+# 10,000 names, each twice in a row, at <= --warm-rate qps); --settle-secs (skuad-xdp-cache:
+# then until its program holds the names, at most 15 s); then kxdpgun at the offered rate for
 # --step-secs from the same names; stop the server. The warm-up is checked on every step: the
 # upstream's UDP InDatagrams must not move during the measured step (column 'up_q'), and the
 # server's own counters are kept (skuad: /metrics over its control socket: cache hits and
@@ -104,7 +105,8 @@ usage: tests/bench/xdp-cache.sh [options]            (as root)
   --step-secs S        seconds per measured step (default 5)
   --cpu-rate R         hits: CPU per answer is taken from the step at this rate (default 50000)
   --overload-rate R    hits: capacity from the steps offering >= R qps (default 400000)
-  --warm-passes N      hits: passes over the 10,000 names before each step (default 3)
+  --warm-passes N      hits: passes over the 10,000 names before each step, each name twice
+                       in a row (default 3)
   --warm-rate R        hits: their rate limit, qps (default 20000)
   --settle-secs S      pause between the warm-up and the measured step (default 1)
   --target-local X     verdict: skuad-xdp-cache capacity >= X x skuad-xdp-local's (default 0.9)
@@ -306,6 +308,8 @@ if rows:
             for key in ("srv_hits", "srv_misses", "prog_answered", "prog_cached", "xsk_answered", "sock_answered", "warm_lost"):
                 v = [f(r[key]) for r in mine if f(r[key]) is not None]
                 d[key] = sum(v) if v else None
+            v = [f(r.get("prog_resident")) for r in mine if f(r.get("prog_resident")) is not None]
+            d["resident"] = statistics.median(v) if v else None
     def vals(s, key):
         return [P[s][rep].get(key) for rep in reps if P[s][rep].get(key) is not None]
     nreps = len(reps)
@@ -325,13 +329,16 @@ if rows:
     p("   from the cache (the warm-up worked and nothing expired or was evicted).")
     p("")
     p("who answered, totals over the measured steps (the server's own counters; '-': the server has none):")
-    p(f"  {'server':<17} {'cache hits':>12} {'misses':>9} {'XDP program: cached':>20} {'local':>12} {'AF_XDP workers':>15} {'sockets':>12} {'warm-up lost':>12}")
+    p(f"  {'server':<17} {'cache hits':>12} {'misses':>9} {'XDP program: cached':>20} {'local':>12} {'AF_XDP workers':>15} {'sockets':>12} {'warm-up lost':>12} {'in program':>10}")
     for s in servers:
         def t(key):
             v = vals(s, key)
             return "-" if not v else f"{sum(v):.0f}"
-        p(f"  {s:<17} {t('srv_hits'):>12} {t('srv_misses'):>9} {t('prog_cached'):>20} {t('prog_answered'):>12} {t('xsk_answered'):>15} {t('sock_answered'):>12} {t('warm_lost'):>12}")
-    p("  (skuad: cache hits counts the hits of the workers and sockets; the XDP program's answers are counted apart;")
+        res = stats(vals(s, "resident"))
+        ress = "-" if res is None else f"{res['med']:.0f}"
+        p(f"  {s:<17} {t('srv_hits'):>12} {t('srv_misses'):>9} {t('prog_cached'):>20} {t('prog_answered'):>12} {t('xsk_answered'):>15} {t('sock_answered'):>12} {t('warm_lost'):>12} {ress:>10}")
+    p("  (skuad: its cache hits, which include the XDP program's cached answers since they are credited to it, once a second;")
+    p("   in program: skuad-xdp-cache's cached answers in the XDP program after the warm-up, median of the steps;")
     p("   unbound: total.num.cachehits/cachemiss; kresd: answer.cached, answer.total - answer.cached; dnsdist: cache-hits/-misses)")
     p("")
     p("per repetition (in order): capacity | peak answered/s | other jobs' CPU %")
@@ -728,6 +735,7 @@ log "$XSK_NOTE"
 
 gen_cache_zonefile internal. 10000 86400 "$WORK/internal.zone" "$IP_U"
 gen_queries internal. 10000 0 "$WORK/queries.txt"
+awk '{print; print}' "$WORK/queries.txt" > "$WORK/warm-pairs.txt"   # the warm-up's: each name twice
 
 # skuad_conf FILE MSG RRSET: skuad forwarding internal. to the upstream, its control socket
 # in WORK (metrics without a token).
@@ -1086,13 +1094,58 @@ dnsperf_counts() {
 }
 
 # warm_up: WARM_PASSES passes over the 10,000 names at <= WARM_RATE qps (the first pass asks
-# the upstream), then SETTLE_SECS. Sets W_* (completed, lost, seconds) for the raw row.
+# the upstream), each name twice in a row: skuad's AF_XDP workers propose a name to the XDP
+# program when they answer it from the cache twice within 10 s, from a small direct-mapped
+# table; with the names in a fixed cycle of 10,000, three plain passes got 823 of them proposed
+# (in a trial), the pairs get every one. Then SETTLE_SECS. Sets W_* (completed, lost, seconds).
 W_DONE=0 W_LOST=0 W_SECS=0
 warm_up() {
     local f=$OUT/logs/$SERVER_TAG.warmup.dnsperf.log
-    dnsperf_run "$f" -d "$WORK/queries.txt" -n "$WARM_PASSES" -c 4 -q 200 -Q "$WARM_RATE" -t 2
+    dnsperf_run "$f" -d "$WORK/warm-pairs.txt" -n "$WARM_PASSES" -c 4 -q 200 -Q "$WARM_RATE" -t 2
     read -r W_DONE W_LOST W_SECS < <(dnsperf_counts "$f")
     sleep "$SETTLE_SECS"
+}
+
+# prog_cached_entries: cached answers in skuad's XDP program(s), from its SIGUSR1 dump ('xdp
+# cached answers: N in the programs, ...'); NA when it logs none (--xdp-cache-answers 0, or a
+# skuad before cached answers in the program).
+prog_cached_entries() {
+    local log=$OUT/logs/$SERVER_TAG.server.log off i tailtext
+    off=$(stat -c %s "$log")
+    kill -USR1 "$SERVER_PID" || die "cannot signal skuad ($SERVER_PID)"
+    for i in $(seq 250); do
+        tailtext=$(tail -c +"$((off + 1))" "$log")
+        if [[ $tailtext == *"xdp program on $IF_S: "*drop_malformed=* ]]; then
+            if [[ $tailtext =~ xdp\ cached\ answers:\ ([0-9]+)\ in\ the\ programs ]]; then
+                echo "${BASH_REMATCH[1]}"
+            else
+                echo NA
+            fi
+            return 0
+        fi
+        sleep 0.02
+    done
+    die "skuad wrote no counters within 5 s of SIGUSR1 (log $log)"
+}
+# wait_prog_cache: skuad-xdp-cache only: after the warm-up, until the names the workers proposed
+# are in the program (>= 99 % of the 10,000, or no growth for 1 s, at most 15 s). Sets P_RES.
+P_RES=NA
+wait_prog_cache() {
+    P_RES=NA
+    [[ $SERVER == skuad-xdp-cache ]] || return 0
+    local n last=-1 same=0 t0=$SECONDS
+    while :; do
+        n=$(prog_cached_entries)
+        [[ $n != NA ]] || { P_RES=NA; return 0; }
+        if [[ $n -ge 9900 ]]; then break; fi
+        if [[ $n -gt 0 && $n == "$last" ]]; then same=$((same + 1)); else same=0; fi
+        [[ $same -lt 2 ]] || break
+        (( SECONDS - t0 < 15 )) || break
+        last=$n
+        sleep 0.5
+    done
+    P_RES=$n
+    log "$SERVER: $n cached answers in the XDP program after the warm-up ($((SECONDS - t0)) s)"
 }
 
 # ---------------------------------------------------------------- mode 1: one hits step
@@ -1101,9 +1154,10 @@ warm_up() {
 # during the step; cpu_us_per_ans = (server threads + its client link's NAPI kthread) CPU time /
 # answers; cpu0_pct / cpu1_pct = share of the CPU busy over the snapshot window (kxdpgun's
 # start-up included); srv_* / prog_* / xsk_* / sock_* = the server's own counters (NA: none);
-# warm_* = the warm-up's dnsperf (completed, lost, seconds).
+# warm_* = the warm-up's dnsperf (completed, lost, seconds); prog_resident = cached answers in
+# skuad-xdp-cache's XDP program before the step (NA: none logged).
 RAW=$OUT/raw.tsv
-RAW_FIELDS="rep server phase offered secs dur kx_sent kx_sent_pps kx_replies kx_replies_pps sent answers sent_rate ans_rate loss_pct gen_bound q_drops r_drops udp_in rcvbuf up_q cpu_us_per_ans srv_ms napi_s_ms cpu0_pct cpu1_pct srv_answered srv_hits srv_misses prog_answered prog_cached xsk_answered sock_answered warm_completed warm_lost warm_secs background_pct round t_start s_txdrop"
+RAW_FIELDS="rep server phase offered secs dur kx_sent kx_sent_pps kx_replies kx_replies_pps sent answers sent_rate ans_rate loss_pct gen_bound q_drops r_drops udp_in rcvbuf up_q cpu_us_per_ans srv_ms napi_s_ms cpu0_pct cpu1_pct srv_answered srv_hits srv_misses prog_answered prog_cached xsk_answered sock_answered warm_completed warm_lost warm_secs background_pct round t_start s_txdrop prog_resident"
 measure_hits() {
     local rate=$1 secs=$2 f a b row t0 kx
     t0=$(date +%s)
@@ -1119,7 +1173,7 @@ measure_hits() {
               END { gsub(/[(]/, "", sp); gsub(/[(]/, "", rp); printf "%.0f %.0f %.0f %.0f\n", s, sp, r, rp }' "$f")
     row=$(awk -v a="$a" -v b="$b" -v kx="$kx" -v names="$SNAP_FIELDS" -v secs="$secs" -v rate="$rate" \
               -v pre="$REP	$SERVER	fixed" -v bg="$BG" -v round="$ROUND" -v t0="$t0" \
-              -v w="$W_DONE	$W_LOST	$W_SECS" '
+              -v w="$W_DONE	$W_LOST	$W_SECS" -v pres="$P_RES" '
         BEGIN {
             n = split(names, N, " "); split(a, A, " "); split(b, B, " ")
             for (i = 1; i <= n; i++) d[N[i]] = (A[i] == "NA" || B[i] == "NA") ? "NA" : B[i] - A[i]
@@ -1130,17 +1184,17 @@ measure_hits() {
             if (loss < 0) loss = 0
             gen = (sent / dur < 0.95 * rate) ? 1 : 0
             cpu = ans > 0 ? (d["srv_ns"] + d["napi_s_ns"]) / 1000 / ans : "NA"
-            printf "%s\t%d\t%d\t%.3f\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.3f\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n",
+            printf "%s\t%d\t%d\t%.3f\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.3f\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n",
                 pre, rate, secs, dur, K[1], K[2], K[3], K[4], sent, ans, sent / dur, ans / dur, loss, gen,
                 d["c_txdrop"] + d["s_rxdrop"], d["s_txdrop"] + d["c_rxdrop"], d["udp_in"], d["rcvbuf"], d["up_in"],
                 cpu, d["srv_ns"] / 1e6, d["napi_s_ns"] / 1e6,
                 (d["cpu0_tot"] > 0 ? 100 * d["cpu0_busy"] / d["cpu0_tot"] : 0), (d["cpu1_tot"] > 0 ? 100 * d["cpu1_busy"] / d["cpu1_tot"] : 0),
                 d["st_answered"], d["st_hits"], d["st_misses"], d["st_prog"], d["st_progc"], d["st_xsk"], d["st_sock"],
-                w, bg, round, t0, d["s_txdrop"]
+                w, bg, round, t0, d["s_txdrop"], pres
         }')
     local -a R
     IFS=$'\t' read -r -a R <<< "$row"
-    [[ ${#R[@]} == 40 ]] || die "internal error: a raw row has ${#R[@]} fields, not 40: '$row'"
+    [[ ${#R[@]} == 41 ]] || die "internal error: a raw row has ${#R[@]} fields, not 41: '$row'"
     printf '%s\n' "$row" >> "$RAW"
     # 0-based: 12 sent_rate 13 ans_rate 14 loss 15 gen 16 qdrop 17 rdrop 18 udp_in 19 rcvbuf 20 up_q 21 cpu_us
     #          26 answered 27 hits 28 misses 29 prog 30 prog_cached 31 xsk 32 sock 33 warm done 34 warm lost
@@ -1283,6 +1337,7 @@ case $MODE in
                     STEP_N=$((STEP_N + 1))
                     start_server "$srv" "$(printf 'r%s-%04d-%s' "$REP" "$STEP_N" "$srv")"
                     warm_up
+                    wait_prog_cache
                     measure_hits "$rate" "$STEP_SECS"
                     stop_server
                 done
