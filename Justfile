@@ -92,3 +92,7 @@ vm-upgrade-loop runs="10":
 # The appliance in QEMU: builds the image's bench profile, boots it, measures skuad-XDP, skuad --no-xdp and knotd-XDP in the same VM with load from the host (kxdpgun, dnsperf); table, plot, boot time, image size (root; --quick < 8 min; qemu/bench.py --help).
 bench *args:
     python3 qemu/bench.py {{args}}
+
+# skuad as a caching forwarder (cache hits through the XDP program, the AF_XDP workers and sockets, against its own local-data figure, Unbound, kresd and dnsdist) on xdp.sh's veth topology with an authoritative upstream in a third namespace (root): 5 interleaved repetitions, capacity medians [min-max], PASS/FAIL verdicts, ~40 min; --misses (names never asked: resolved qps and p99, ~8 min), --memory (bytes per cached RRset at 1 M names vs Unbound), --quick, --deps, --rev REV, --help (tests/bench/xdp-cache.sh; docs/benchmarks.md section 6).
+bench-cache *args:
+    bash tests/bench/xdp-cache.sh {{args}}
