@@ -15,11 +15,16 @@
 //! `use-caps-for-id`, letter for letter (RFC 5452 §9.1, draft-vixie-dnsext-dns0x20): the
 //! daemon's socket brings the random source port. Anything else is counted as unwanted and
 //! the query keeps waiting for the real reply.
+//!
+//! Upstreams given by name (`forward-host:`/`stub-host:`, [`HostConfig`]) are resolved
+//! through the forwarder itself, A and AAAA, by the zone that holds the name, as any
+//! question would be (through the cache first); their addresses join the zone's upstreams
+//! and are resolved again when their TTL runs out. See [`Forwarder::hosts`].
 
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::net::SocketAddr;
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use skua_engine::rr::rtype;
 use skua_engine::wire::{HEADER_LEN, flags, rcode};
@@ -89,6 +94,67 @@ pub struct ZoneConfig {
     pub id: u32,
 }
 
+/// A `forward-host:` or `stub-host:`: a name whose addresses are upstreams of a zone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostConfig {
+    /// The zone it serves: the [`ZoneConfig::name`] of one of the zones.
+    pub zone: Vec<u8>,
+    /// The host name, lower-cased wire format.
+    pub name: Vec<u8>,
+    /// The port its addresses are asked on (`@port`; else 53, or 853 with `#name`).
+    pub port: u16,
+    /// The name its TLS certificate must carry when the zone uses TLS; `None` without TLS.
+    pub tls_name: Option<Arc<str>>,
+}
+
+/// How a host's name is resolved, decided from the configuration alone ([`plan_hosts`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostPlan {
+    /// By zone `.0` (an index of [`ForwardConfig::zones`]): the most specific zone that
+    /// contains the name, which has an address that does not depend on this host.
+    Via(usize),
+    /// Its name is in zone `.0`, which has no address that does not depend on this very
+    /// host (directly, or through other hosts): it cannot be resolved.
+    Loop(usize),
+    /// No forward or stub zone contains its name (and there is no recursion).
+    Outside,
+    /// [`HostConfig::zone`] names no configured zone.
+    NoZone,
+}
+
+/// What the forwarder knows of a host ([`Forwarder::hosts`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostStatus {
+    /// The zone it serves ([`HostConfig::zone`]).
+    pub zone: Vec<u8>,
+    /// Its name ([`HostConfig::name`]).
+    pub name: Vec<u8>,
+    /// The port its addresses are asked on.
+    pub port: u16,
+    /// How its name is resolved.
+    pub plan: HostPlan,
+    /// The addresses in use, with the port (IPv4 first): upstreams of the zone.
+    pub addrs: Vec<SocketAddr>,
+    /// Addresses it resolved to that are not used (`do-not-query-localhost`).
+    pub local: Vec<IpAddr>,
+    /// A resolution is under way.
+    pub resolving: bool,
+    /// Every family asked was answered at least once (addresses, or none).
+    pub answered: bool,
+    /// Resolutions that failed in a row (SERVFAIL, no upstream answered); 0 after an
+    /// answer. The addresses in use are kept meanwhile.
+    pub failures: u32,
+    /// When it is next resolved, ms (the earliest of its families); `None` if never.
+    pub next_ms: Option<u64>,
+}
+
+/// The least time between two resolutions of a host's name, ms (a TTL of 0 would
+/// otherwise have it asked continuously).
+pub const HOST_MIN_REFRESH_MS: u64 = 5_000;
+/// After a failed resolution of a host's name, the next one comes after 1 s, doubling on
+/// each failure in a row up to this, ms.
+pub const HOST_MAX_RETRY_MS: u64 = 60_000;
+
 /// Bounds on work.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -129,6 +195,17 @@ pub struct ForwardConfig {
     pub unwanted_reply_threshold: u64,
     /// Work bounds.
     pub limits: Limits,
+    /// Upstreams given by name [`forward-host`, `stub-host`], resolved through the zones.
+    pub hosts: Vec<HostConfig>,
+    /// A host's addresses on the loopback (127.0.0.0/8, ::1, and the IPv4-mapped forms)
+    /// or unspecified (0.0.0.0, ::: this machine too) are not used
+    /// [`do-not-query-localhost`, default yes]. The zones' own addresses are given
+    /// already filtered.
+    pub do_not_query_localhost: bool,
+    /// Hosts are resolved to IPv4 addresses (A) [`do-ip4`].
+    pub do_ip4: bool,
+    /// Hosts are resolved to IPv6 addresses (AAAA) [`do-ip6`].
+    pub do_ip6: bool,
 }
 
 impl Default for ForwardConfig {
@@ -140,7 +217,95 @@ impl Default for ForwardConfig {
             tcp_upstream: false,
             unwanted_reply_threshold: 0,
             limits: Limits::default(),
+            hosts: Vec::new(),
+            do_not_query_localhost: true,
+            do_ip4: true,
+            do_ip6: true,
         }
+    }
+}
+
+/// The most specific zone of `zones` containing `name` (lower case).
+fn zone_for_name(zones: &[ZoneConfig], name: &[u8]) -> Option<usize> {
+    let mut best: Option<usize> = None;
+    for (i, z) in zones.iter().enumerate() {
+        if skua_engine::name::is_subdomain(name, &z.name)
+            && best.is_none_or(|b| zones[b].name.len() < z.name.len())
+        {
+            best = Some(i);
+        }
+    }
+    best
+}
+
+/// How each of `config.hosts` is resolved (in order): by the most specific zone that
+/// contains its name, as any question for the name would be, provided that zone can get
+/// an address without this host. A zone can when it has an address of its own or a host
+/// that can be resolved without it: found by closure from the zones with addresses, so a
+/// host inside its own zone (or two zones whose hosts are in each other) with no other
+/// address is a [`HostPlan::Loop`].
+pub fn plan_hosts(config: &ForwardConfig) -> Vec<HostPlan> {
+    let zones = &config.zones;
+    let own: Vec<Option<usize>> = config
+        .hosts
+        .iter()
+        .map(|h| zones.iter().position(|z| z.name == h.zone))
+        .collect();
+    let via: Vec<Option<usize>> = config
+        .hosts
+        .iter()
+        .map(|h| zone_for_name(zones, &h.name))
+        .collect();
+    let mut usable: Vec<bool> = zones.iter().map(|z| !z.upstreams.is_empty()).collect();
+    let mut ok = alloc::vec![false; config.hosts.len()];
+    loop {
+        let mut grew = false;
+        for i in 0..config.hosts.len() {
+            if ok[i] || own[i].is_none() {
+                continue;
+            }
+            if let Some(v) = via[i]
+                && usable[v]
+            {
+                ok[i] = true;
+                grew = true;
+                if let Some(z) = own[i] {
+                    usable[z] = true;
+                }
+            }
+        }
+        if !grew {
+            break;
+        }
+    }
+    (0..config.hosts.len())
+        .map(|i| match (own[i], via[i]) {
+            (None, _) => HostPlan::NoZone,
+            (_, None) => HostPlan::Outside,
+            (_, Some(v)) if ok[i] => HostPlan::Via(v),
+            (_, Some(v)) => HostPlan::Loop(v),
+        })
+        .collect()
+}
+
+/// An address this machine would answer itself (`do-not-query-localhost`).
+fn is_local(ip: IpAddr) -> bool {
+    let ip = ip.to_canonical();
+    ip.is_loopback() || ip.is_unspecified()
+}
+
+/// The address in an A or AAAA record's RDATA.
+fn ip_of(rdata: &[u8]) -> Option<IpAddr> {
+    match rdata.len() {
+        4 => {
+            let b: [u8; 4] = rdata.try_into().ok()?;
+            Some(IpAddr::V4(Ipv4Addr::from(b)))
+        }
+        16 => {
+            let b: [u8; 16] = rdata.try_into().ok()?;
+            Some(IpAddr::V6(Ipv6Addr::from(b)))
+        }
+        _ => None,
     }
 }
 
@@ -227,6 +392,67 @@ enum Waiter<C> {
     Client(C),
     /// Another question whose CNAME chain leads here.
     Chain(Question),
+    /// The hosts ([`HostConfig`]) with this name, for this address type.
+    Host,
+}
+
+/// What came of resolving a host's name for one address type.
+enum HostOutcome {
+    /// These addresses, fresh until the expiry (cache seconds).
+    Addrs(Vec<IpAddr>, u32),
+    /// None (NXDOMAIN, NODATA), until the expiry (cache seconds).
+    Negative(u32),
+    /// SERVFAIL, no upstream answered, over a limit.
+    Failed,
+}
+
+/// One address type of a host.
+#[derive(Clone, Debug)]
+struct Family {
+    qtype: u16,
+    /// Asked at all (`do-ip4`, `do-ip6`).
+    on: bool,
+    /// In use.
+    addrs: Vec<IpAddr>,
+    /// Left out (`do-not-query-localhost`).
+    local: Vec<IpAddr>,
+    /// When to resolve next, ms.
+    due: u64,
+    /// A resolution is under way.
+    pending: bool,
+    failures: u32,
+    answered: bool,
+}
+
+impl Family {
+    fn new(qtype: u16, on: bool) -> Self {
+        Family {
+            qtype,
+            on,
+            addrs: Vec::new(),
+            local: Vec::new(),
+            due: 0,
+            pending: false,
+            failures: 0,
+            answered: false,
+        }
+    }
+}
+
+struct HostState {
+    cfg: HostConfig,
+    plan: HostPlan,
+    /// The index of the zone it serves.
+    zone: Option<usize>,
+    /// A, then AAAA.
+    fams: [Family; 2],
+}
+
+/// What [`Forwarder::begin`] did.
+enum Begin<C> {
+    Pending,
+    NoZone(Option<Waiter<C>>),
+    Busy(Option<Waiter<C>>),
 }
 
 /// Counters for metrics.
@@ -279,6 +505,8 @@ struct Flight<C> {
     stale_at: Option<u64>,
     /// Retry without EDNS on this upstream (it answered FORMERR/NOTIMP to EDNS).
     no_edns: Vec<SocketAddr>,
+    /// Waiting for the zone's first address: its upstreams are all hosts being resolved.
+    parked: bool,
 }
 
 /// What to do with a finished question.
@@ -304,6 +532,15 @@ pub struct Forwarder<C, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> {
     next_token: u64,
     events: VecDeque<Event<C>>,
     unwanted_run: u64,
+    /// `forward-host`/`stub-host` names and their addresses, as in `config.hosts`.
+    hosts: Vec<HostState>,
+    /// Each zone's configured upstreams (`config.zones[i].upstreams` adds the hosts'
+    /// addresses).
+    base: Vec<Vec<Upstream>>,
+    /// Changes whenever a zone's upstreams or a host's state do.
+    generation: u64,
+    /// Run [`Forwarder::tick`] at once (after a reconfiguration).
+    wake: bool,
     /// Counters.
     pub stats: ForwardStats,
 }
@@ -316,7 +553,7 @@ fn secs(ms: u64) -> u32 {
 impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S> {
     /// A forwarder over `cache`.
     pub fn new(config: ForwardConfig, cache: Arc<Cache<M, S>>) -> Self {
-        Forwarder {
+        let mut f = Forwarder {
             config,
             cache,
             infra: Infra::new(),
@@ -326,13 +563,330 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             next_token: 1,
             events: VecDeque::new(),
             unwanted_run: 0,
+            hosts: Vec::new(),
+            base: Vec::new(),
+            generation: 0,
+            wake: false,
             stats: ForwardStats::default(),
+        };
+        f.set_hosts(Vec::new(), false);
+        f
+    }
+
+    /// The settings in force; each zone's upstreams include the addresses its hosts
+    /// resolved to (after the configured ones, without duplicates).
+    pub fn config(&self) -> &ForwardConfig {
+        &self.config
+    }
+
+    /// A number that changes whenever a zone's upstreams or what is known of a host
+    /// changes (the caller republishes [`Forwarder::config`] and [`Forwarder::hosts`]).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Each host of `config.hosts`, in order: how it is resolved and what it resolved to.
+    pub fn hosts(&self) -> Vec<HostStatus> {
+        self.hosts
+            .iter()
+            .map(|h| {
+                let mut addrs = Vec::new();
+                let mut local = Vec::new();
+                for fam in &h.fams {
+                    addrs.extend(fam.addrs.iter().map(|&ip| SocketAddr::new(ip, h.cfg.port)));
+                    local.extend(fam.local.iter().copied());
+                }
+                let on = || h.fams.iter().filter(|f| f.on);
+                HostStatus {
+                    zone: h.cfg.zone.clone(),
+                    name: h.cfg.name.clone(),
+                    port: h.cfg.port,
+                    plan: h.plan,
+                    addrs,
+                    local,
+                    resolving: on().any(|f| f.pending),
+                    answered: on().count() > 0 && on().all(|f| f.answered),
+                    failures: on().map(|f| f.failures).max().unwrap_or(0),
+                    next_ms: match h.plan {
+                        HostPlan::Via(_) => on().filter(|f| !f.pending).map(|f| f.due).min(),
+                        _ => None,
+                    },
+                }
+            })
+            .collect()
+    }
+
+    /// Builds the hosts' state for `self.config`, keeping what `old` knew of a host that
+    /// is configured the same (`refresh`: resolve them all again soon), and the zones'
+    /// upstreams from it.
+    fn set_hosts(&mut self, old: Vec<HostState>, refresh: bool) {
+        let plans = plan_hosts(&self.config);
+        let (ip4, ip6) = (self.config.do_ip4, self.config.do_ip6);
+        let mut hosts = Vec::with_capacity(self.config.hosts.len());
+        for (cfg, plan) in self.config.hosts.iter().zip(plans) {
+            let fresh = [Family::new(rtype::A, ip4), Family::new(rtype::AAAA, ip6)];
+            let mut fams = match old.iter().find(|o| o.cfg == *cfg) {
+                Some(o) if matches!(plan, HostPlan::Via(_)) => o.fams.clone(),
+                _ => fresh.clone(),
+            };
+            for (fam, on) in fams.iter_mut().zip([ip4, ip6]) {
+                if !on {
+                    *fam = Family::new(fam.qtype, false);
+                }
+                fam.on = on;
+                if refresh && !fam.pending {
+                    fam.due = 0;
+                }
+            }
+            hosts.push(HostState {
+                cfg: cfg.clone(),
+                plan,
+                zone: self.config.zones.iter().position(|z| z.name == cfg.zone),
+                fams,
+            });
+        }
+        self.hosts = hosts;
+        self.base = self
+            .config
+            .zones
+            .iter()
+            .map(|z| z.upstreams.clone())
+            .collect();
+        for z in 0..self.config.zones.len() {
+            self.rebuild(z);
+        }
+        self.prune_infra();
+        self.generation += 1;
+    }
+
+    /// Sets zone `z`'s upstreams: its own, then its hosts' addresses.
+    fn rebuild(&mut self, z: usize) {
+        let Some(mut ups) = self.base.get(z).cloned() else {
+            return;
+        };
+        for h in self.hosts.iter().filter(|h| h.zone == Some(z)) {
+            for ip in h.fams.iter().flat_map(|f| f.addrs.iter()) {
+                let addr = SocketAddr::new(*ip, h.cfg.port);
+                if !ups.iter().any(|u| u.addr == addr) {
+                    ups.push(Upstream {
+                        addr,
+                        tls_name: h.cfg.tls_name.clone(),
+                    });
+                }
+            }
+        }
+        if let Some(zone) = self.config.zones.get_mut(z)
+            && zone.upstreams != ups
+        {
+            zone.upstreams = ups;
+            self.generation += 1;
         }
     }
 
-    /// The settings in force.
-    pub fn config(&self) -> &ForwardConfig {
-        &self.config
+    /// Forgets what is known of addresses that are no zone's upstream any more.
+    fn prune_infra(&mut self) {
+        let keep: Vec<SocketAddr> = self
+            .config
+            .zones
+            .iter()
+            .flat_map(|z| z.upstreams.iter().map(|u| u.addr))
+            .collect();
+        self.infra.retain(|a| keep.contains(a));
+    }
+
+    /// Whether zone `z` has no address yet but one of its hosts is being resolved
+    /// through another zone (a host resolved through `z` itself cannot give it its
+    /// first address).
+    fn zone_waits(&self, z: usize) -> bool {
+        self.hosts.iter().any(|h| {
+            h.zone == Some(z) && h.plan != HostPlan::Via(z) && h.fams.iter().any(|f| f.pending)
+        })
+    }
+
+    /// Starts resolving every host name that is due.
+    fn run_hosts(&mut self, now: u64, rng: &mut impl Entropy) {
+        let mut due: Vec<Question> = Vec::new();
+        for h in &self.hosts {
+            if !matches!(h.plan, HostPlan::Via(_)) {
+                continue;
+            }
+            for fam in &h.fams {
+                if fam.on && !fam.pending && fam.due <= now {
+                    let q = Question {
+                        name: h.cfg.name.clone(),
+                        qtype: fam.qtype,
+                        qclass: skua_engine::rr::class::IN,
+                    };
+                    if !due.contains(&q) {
+                        due.push(q);
+                    }
+                }
+            }
+        }
+        for q in due {
+            self.start_host(q, now, rng);
+        }
+    }
+
+    /// Resolves `q` (a host's name, A or AAAA) for every host that waits on it: from the
+    /// cache's RRsets when there, else as a question of the zone that holds the name.
+    fn start_host(&mut self, q: Question, now: u64, rng: &mut impl Entropy) {
+        let mut any = false;
+        for h in &mut self.hosts {
+            if h.cfg.name != q.name || !matches!(h.plan, HostPlan::Via(_)) {
+                continue;
+            }
+            for fam in &mut h.fams {
+                if fam.on && fam.qtype == q.qtype && !fam.pending {
+                    fam.pending = true;
+                    any = true;
+                }
+            }
+        }
+        if !any {
+            return;
+        }
+        self.generation += 1;
+        if let Some((set, exp)) = self.cache.rrset(&q.name, q.qtype, q.qclass, secs(now)) {
+            let ips = set.rdatas.iter().filter_map(|r| ip_of(r)).collect();
+            return self.host_result(&q, HostOutcome::Addrs(ips, exp), now, rng);
+        }
+        match self.begin(q.clone(), Some(Waiter::Host), now, rng) {
+            Begin::Pending => {}
+            Begin::NoZone(_) | Begin::Busy(_) => {
+                self.host_result(&q, HostOutcome::Failed, now, rng)
+            }
+        }
+    }
+
+    /// What the resolution of `q` for hosts came to, from the question's end.
+    fn host_outcome(q: &Question, done: Option<&Done>, now_s: u32) -> HostOutcome {
+        let Some(d) = done else {
+            return HostOutcome::Failed;
+        };
+        if d.rcode != 0 && d.rcode != u16::from(rcode::NXDOMAIN) {
+            return HostOutcome::Failed;
+        }
+        let expires = d
+            .sets
+            .iter()
+            .filter(|(_, sec, _)| *sec != Section::Additional)
+            .map(|&(_, _, e)| e)
+            .min()
+            .unwrap_or(now_s);
+        let ips: Vec<IpAddr> = d
+            .sets
+            .iter()
+            .filter(|(s, sec, _)| *sec == Section::Answer && s.rtype == q.qtype)
+            .flat_map(|(s, _, _)| s.rdatas.iter().filter_map(|r| ip_of(r)))
+            .collect();
+        if d.kind == Kind::Positive && !ips.is_empty() {
+            HostOutcome::Addrs(ips, expires)
+        } else {
+            HostOutcome::Negative(expires)
+        }
+    }
+
+    /// Applies the outcome of resolving `q` to the hosts waiting on it, and their zones'
+    /// upstreams; questions parked on those zones go on (or fail when nothing is left to
+    /// wait for).
+    fn host_result(&mut self, q: &Question, out: HostOutcome, now: u64, rng: &mut impl Entropy) {
+        let dnql = self.config.do_not_query_localhost;
+        let refresh_at = |exp: u32| (u64::from(exp) * 1000).max(now + HOST_MIN_REFRESH_MS);
+        let mut zones: Vec<usize> = Vec::new();
+        for h in &mut self.hosts {
+            if h.cfg.name != q.name {
+                continue;
+            }
+            for fam in &mut h.fams {
+                if fam.qtype != q.qtype || !fam.pending {
+                    continue;
+                }
+                fam.pending = false;
+                match &out {
+                    HostOutcome::Addrs(ips, exp) => {
+                        fam.addrs.clear();
+                        fam.local.clear();
+                        for &ip in ips {
+                            let list = if dnql && is_local(ip) {
+                                &mut fam.local
+                            } else {
+                                &mut fam.addrs
+                            };
+                            if !list.contains(&ip) {
+                                list.push(ip);
+                            }
+                        }
+                        fam.failures = 0;
+                        fam.answered = true;
+                        fam.due = refresh_at(*exp);
+                    }
+                    HostOutcome::Negative(exp) => {
+                        // The name stopped resolving (or has no address of this type).
+                        fam.addrs.clear();
+                        fam.local.clear();
+                        fam.failures = 0;
+                        fam.answered = true;
+                        fam.due = refresh_at(*exp);
+                    }
+                    HostOutcome::Failed => {
+                        // The addresses in use stay until an answer says otherwise.
+                        fam.failures = fam.failures.saturating_add(1);
+                        let shift = fam.failures.min(7) - 1;
+                        fam.due = now + (1000u64 << shift).min(HOST_MAX_RETRY_MS);
+                    }
+                }
+                if let Some(z) = h.zone
+                    && !zones.contains(&z)
+                {
+                    zones.push(z);
+                }
+            }
+        }
+        self.generation += 1;
+        if zones.is_empty() {
+            return;
+        }
+        for &z in &zones {
+            self.rebuild(z);
+        }
+        self.prune_infra();
+        for z in zones {
+            self.unpark(z, now, rng);
+        }
+    }
+
+    /// Questions parked on zone `z`: sent when it has upstreams now, failed when it has
+    /// none and nothing it waits for is under way.
+    fn unpark(&mut self, z: usize, now: u64, rng: &mut impl Entropy) {
+        let parked: Vec<Question> = self
+            .flights
+            .iter()
+            .filter(|(_, f)| f.parked && f.zone == z)
+            .map(|(q, _)| q.clone())
+            .collect();
+        if parked.is_empty() {
+            return;
+        }
+        let ready = self
+            .config
+            .zones
+            .get(z)
+            .is_some_and(|zc| !zc.upstreams.is_empty());
+        if !ready && self.zone_waits(z) {
+            return;
+        }
+        for q in parked {
+            match self.flights.get_mut(&q) {
+                Some(f) if f.parked => f.parked = false,
+                _ => continue,
+            }
+            if ready {
+                self.send(&q, now, rng, None);
+            } else {
+                self.fail(&q, now, rng);
+            }
+        }
     }
 
     /// The cache.
@@ -353,14 +907,10 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
     /// Replaces the settings (a reload). The cache is kept except what was resolved
     /// through zones whose configuration changed (their [`ZoneConfig::id`] is gone).
     /// Questions in flight through a zone that is still there finish; the others fail.
-    /// Upstreams no longer configured are forgotten.
+    /// Upstreams no longer configured are forgotten. Hosts configured as before keep
+    /// their addresses (and are resolved again when due); new ones are resolved at the
+    /// next [`Forwarder::tick`], which [`Forwarder::next_timer`] asks for at once.
     pub fn reconfigure(&mut self, config: ForwardConfig) {
-        let keep: Vec<SocketAddr> = config
-            .zones
-            .iter()
-            .flat_map(|z| z.upstreams.iter().map(|u| u.addr))
-            .collect();
-        self.infra.retain(|a| keep.contains(a));
         // What was resolved through a zone that changed or went is dropped: its answers
         // (by zone id) and every RRset under its name (RRsets carry no zone).
         let gone: Vec<&ZoneConfig> = self
@@ -385,6 +935,10 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                 None => f.deadline_ms = 0,
             }
         }
+        let refresh = old.do_not_query_localhost != self.config.do_not_query_localhost;
+        let hosts = core::mem::take(&mut self.hosts);
+        self.set_hosts(hosts, refresh);
+        self.wake = true;
     }
 
     /// The zone that resolves a question for `name` (lower case) of type `qtype`: the most
@@ -402,15 +956,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
 
     /// The most specific zone containing `name` (lower case).
     pub fn zone_for(&self, name: &[u8]) -> Option<usize> {
-        let mut best: Option<usize> = None;
-        for (i, z) in self.config.zones.iter().enumerate() {
-            if skua_engine::name::is_subdomain(name, &z.name)
-                && best.is_none_or(|b| self.config.zones[b].name.len() < z.name.len())
-            {
-                best = Some(i);
-            }
-        }
-        best
+        zone_for_name(&self.config.zones, name)
     }
 
     /// The next event, if any.
@@ -420,12 +966,29 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
 
     /// When [`Forwarder::tick`] must next run, ms.
     pub fn next_timer(&self) -> Option<u64> {
-        let t = self.timers.keys().next().map(|&(t, _)| t);
-        let s = self.flights.values().filter_map(|f| f.stale_at).min();
-        match (t, s) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        if self.wake {
+            return Some(0);
         }
+        let t = self.timers.keys().next().map(|&(t, _)| t);
+        // Stale answers due, and the budget of questions parked on a zone's hosts.
+        let s = self
+            .flights
+            .values()
+            .filter_map(|f| match (f.stale_at, f.parked) {
+                (s, true) => Some(s.map_or(f.deadline_ms, |s| s.min(f.deadline_ms))),
+                (s, false) => s,
+            })
+            .min();
+        // Host names due for resolution.
+        let h = self
+            .hosts
+            .iter()
+            .filter(|h| matches!(h.plan, HostPlan::Via(_)))
+            .flat_map(|h| h.fams.iter())
+            .filter(|f| f.on && !f.pending)
+            .map(|f| f.due)
+            .min();
+        [t, s, h].into_iter().flatten().min()
     }
 
     /// Starts resolving `q` for `client` at `now` (ms). With `refresh`, the question is
@@ -438,41 +1001,52 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         now: u64,
         rng: &mut impl Entropy,
     ) -> Start<C> {
+        match self.begin(q, client.map(Waiter::Client), now, rng) {
+            Begin::NoZone(Some(Waiter::Client(c))) => Start::NoZone(c),
+            Begin::Busy(Some(Waiter::Client(c))) => Start::Busy(c),
+            _ => Start::Pending,
+        }
+    }
+
+    /// Starts resolving `q` for `waiter` (or joins the flight of `q` in progress).
+    fn begin(
+        &mut self,
+        q: Question,
+        waiter: Option<Waiter<C>>,
+        now: u64,
+        rng: &mut impl Entropy,
+    ) -> Begin<C> {
         let Some(zone) = self.zone_for_question(&q.name, q.qtype) else {
-            return match client {
-                Some(c) => Start::NoZone(c),
-                None => Start::Pending,
-            };
+            return Begin::NoZone(waiter);
         };
+        let client = matches!(waiter, Some(Waiter::Client(_)));
         if let Some(f) = self.flights.get_mut(&q) {
             let clients = f
                 .waiters
                 .iter()
                 .filter(|w| matches!(w, Waiter::Client(_)))
                 .count();
-            return match client {
-                Some(c) if clients >= self.config.limits.waiters => Start::Busy(c),
-                Some(c) => {
-                    f.waiters.push(Waiter::Client(c));
-                    self.stats.coalesced += 1;
-                    Start::Pending
+            return match waiter {
+                Some(w) if client && clients >= self.config.limits.waiters => Begin::Busy(Some(w)),
+                Some(w) => {
+                    if client {
+                        self.stats.coalesced += 1;
+                    }
+                    f.waiters.push(w);
+                    Begin::Pending
                 }
-                None => Start::Pending,
+                None => Begin::Pending,
             };
         }
         if self.flights.len() >= self.config.limits.flights {
-            return match client {
-                Some(c) => Start::Busy(c),
-                None => Start::Pending,
-            };
+            return Begin::Busy(waiter);
         }
         let cfg = self.cache.config();
-        let stale_at =
-            (client.is_some() && cfg.serve_expired && cfg.serve_expired_client_timeout > 0)
-                .then(|| now + u64::from(cfg.serve_expired_client_timeout));
+        let stale_at = (client && cfg.serve_expired && cfg.serve_expired_client_timeout > 0)
+            .then(|| now + u64::from(cfg.serve_expired_client_timeout));
         let flight = Flight {
             zone,
-            waiters: client.into_iter().map(Waiter::Client).collect(),
+            waiters: waiter.into_iter().collect(),
             tried: Vec::new(),
             attempts: 0,
             deadline_ms: now + self.config.limits.budget_ms,
@@ -482,10 +1056,11 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             late: Vec::new(),
             stale_at,
             no_edns: Vec::new(),
+            parked: false,
         };
         self.flights.insert(q.clone(), flight);
         self.send(&q, now, rng, None);
-        Start::Pending
+        Begin::Pending
     }
 
     /// Sends the next upstream query of `q`; `over` forces a transport (TCP after TC=1)
@@ -497,14 +1072,45 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         rng: &mut impl Entropy,
         over: Option<(SocketAddr, Transport)>,
     ) {
+        let Some(zi) = self.flights.get(q).map(|f| f.zone) else {
+            return;
+        };
+        if over.is_none()
+            && self
+                .config
+                .zones
+                .get(zi)
+                .is_some_and(|z| z.upstreams.is_empty())
+        {
+            // No address yet: the zone's upstreams are hosts. Those due are resolved now
+            // (the cache may have them); the question waits while any is under way, and
+            // fails at once (SERVFAIL, EDE 22) when none is.
+            self.run_hosts(now, rng);
+            let empty = self
+                .config
+                .zones
+                .get(zi)
+                .is_none_or(|z| z.upstreams.is_empty());
+            if empty {
+                let waits = self.zone_waits(zi);
+                let Some(f) = self.flights.get_mut(q) else {
+                    return;
+                };
+                if waits && now < f.deadline_ms {
+                    f.parked = true;
+                    return;
+                }
+                return self.fail(q, now, rng);
+            }
+        }
         let Some(f) = self.flights.get_mut(q) else {
             return;
         };
         let Some(zone) = self.config.zones.get(f.zone) else {
-            return self.fail(q, now);
+            return self.fail(q, now, rng);
         };
         if f.attempts >= self.config.limits.attempts || now >= f.deadline_ms {
-            return self.fail(q, now);
+            return self.fail(q, now, rng);
         }
         let (to, transport) = match over {
             Some(o) => o,
@@ -518,7 +1124,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                 // Every upstream tried once: start another round.
                 let pool = if untried.is_empty() { all } else { untried };
                 let Some(to) = self.infra.select(&pool, now, rng.u32()) else {
-                    return self.fail(q, now);
+                    return self.fail(q, now, rng);
                 };
                 let up = zone.upstreams.iter().find(|u| u.addr == to);
                 let transport = match up.and_then(|u| u.tls_name.clone()) {
@@ -706,7 +1312,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         }
         let zone_idx = self.flights.get(&q).map(|f| f.zone).unwrap_or(0);
         let Some(zone) = self.config.zones.get(zone_idx) else {
-            return self.fail(&q, now);
+            return self.fail(&q, now, rng);
         };
         let asked = Asked {
             name: &q.name,
@@ -843,7 +1449,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         };
         f.chain.extend(kept);
         if f.chain.len() > scrub::MAX_CHAIN * 2 {
-            return self.fail(q, now);
+            return self.fail(q, now, rng);
         }
         let next = Question {
             name: target,
@@ -853,7 +1459,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         if self.flights.contains_key(&next) || next == *q {
             // Joining a question already in flight (or a loop through zones): wait on it.
             if next == *q {
-                return self.fail(q, now);
+                return self.fail(q, now, rng);
             }
             if let Some(n) = self.flights.get_mut(&next) {
                 n.waiters.push(Waiter::Chain(q.clone()));
@@ -892,7 +1498,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                     n.waiters.push(Waiter::Chain(q.clone()));
                 }
             }
-            _ => self.fail(q, now),
+            _ => self.fail(q, now, rng),
         }
     }
 
@@ -946,7 +1552,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
     }
 
     /// SERVFAIL for `q` (or a stale answer, RFC 8767 §4, when the cache may serve one).
-    fn fail(&mut self, q: &Question, now: u64) {
+    fn fail(&mut self, q: &Question, now: u64, rng: &mut impl Entropy) {
         let Some(f) = self.flights.get(q) else {
             return;
         };
@@ -963,8 +1569,8 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             ede: Some(ede),
             cache: false,
         };
-        // `finish` needs an Entropy only for chains, which a failure does not start.
-        self.finish(q, done, now, &mut NoEntropy);
+        // Hosts waiting on `q` may let questions parked on their zone go on: those send.
+        self.finish(q, done, now, rng);
     }
 
     /// Removes `q`'s flight, caches its answer when it may, and answers its waiters.
@@ -995,7 +1601,15 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             });
             if let Some(r) = stale {
                 let reply_ttl = self.cache.config().serve_expired_reply_ttl;
-                self.answer_waiters(&mut waiters, Arc::new(r), Some(reply_ttl), None, now, rng);
+                self.answer_waiters(
+                    q,
+                    &mut waiters,
+                    Arc::new(r),
+                    Some(reply_ttl),
+                    None,
+                    now,
+                    rng,
+                );
                 return;
             }
         }
@@ -1020,11 +1634,14 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             ede: done.ede,
             cache: done.cache,
         };
-        self.answer_waiters(&mut waiters, rendered, None, Some(for_chain), now, rng);
+        self.answer_waiters(q, &mut waiters, rendered, None, Some(for_chain), now, rng);
     }
 
+    /// Answers the waiters of `q`: clients, questions whose chain led here, hosts.
+    #[allow(clippy::too_many_arguments)]
     fn answer_waiters(
         &mut self,
+        q: &Question,
         waiters: &mut Vec<Waiter<C>>,
         rendered: Arc<Rendered>,
         fixed_ttl: Option<u32>,
@@ -1034,10 +1651,12 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
     ) {
         let mut clients = Vec::new();
         let mut chains = Vec::new();
+        let mut host = false;
         for w in waiters.drain(..) {
             match w {
                 Waiter::Client(c) => clients.push(c),
                 Waiter::Chain(p) => chains.push(p),
+                Waiter::Host => host = true,
             }
         }
         if !clients.is_empty() {
@@ -1059,8 +1678,12 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                     };
                     self.finish_chain(&p, d, now, rng);
                 }
-                _ => self.fail(&p, now),
+                _ => self.fail(&p, now, rng),
             }
+        }
+        if host {
+            let out = Self::host_outcome(q, done.as_ref(), secs(now));
+            self.host_result(q, out, now, rng);
         }
     }
 
@@ -1068,6 +1691,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
     /// answers for clients that waited `serve-expired-client-timeout`, and questions past
     /// their budget.
     pub fn tick(&mut self, now: u64, rng: &mut impl Entropy) {
+        self.wake = false;
         // Stale answers first: a client that waited long enough gets one even if the
         // question goes on (to refresh the cache).
         let due: Vec<Question> = self
@@ -1105,7 +1729,8 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             }
             self.send(&question, now, rng, None);
         }
-        // Flights with no query out and past their budget (a reconfigured zone).
+        // Flights with no query out and past their budget (a reconfigured zone, or one
+        // parked on hosts that did not resolve in time).
         let stuck: Vec<Question> = self
             .flights
             .iter()
@@ -1113,7 +1738,19 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             .map(|(q, _)| q.clone())
             .collect();
         for q in stuck {
-            self.fail(&q, now);
+            self.fail(&q, now, rng);
+        }
+        // Host names due, then questions parked on a zone that has upstreams now (a
+        // reconfiguration gave it addresses).
+        self.run_hosts(now, rng);
+        let zones: Vec<usize> = self
+            .flights
+            .values()
+            .filter(|f| f.parked)
+            .map(|f| f.zone)
+            .collect();
+        for z in zones {
+            self.unpark(z, now, rng);
         }
     }
 
@@ -1147,15 +1784,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             .partition(|w| matches!(w, Waiter::Client(_)));
         f.waiters = rest;
         let ttl = self.cache.config().serve_expired_reply_ttl;
-        self.answer_waiters(&mut clients, Arc::new(r), Some(ttl), None, now, rng);
-    }
-}
-
-struct NoEntropy;
-
-impl Entropy for NoEntropy {
-    fn u32(&mut self) -> u32 {
-        0
+        self.answer_waiters(q, &mut clients, Arc::new(r), Some(ttl), None, now, rng);
     }
 }
 
@@ -1795,5 +2424,542 @@ mod tests {
         assert_eq!(a.rendered.ede, Some(ede::STALE_ANSWER));
         assert_eq!(rcode_of(&a), 0);
         assert!(now <= 25_000);
+    }
+
+    // forward-host / stub-host.
+
+    const NS_NET: &[u8] = b"\x02ns\x03net\x00";
+    const EXAMPLE: &[u8] = b"\x07example\x00";
+
+    fn host(zone: &[u8], name: &[u8], port: u16) -> HostConfig {
+        HostConfig {
+            zone: zone.to_vec(),
+            name: name.to_vec(),
+            port,
+            tls_name: None,
+        }
+    }
+
+    /// "." forwards to up(1); "example." has only the host ns.net. on port 5353.
+    fn hosted(cache: CacheConfig) -> Fwd {
+        let mut f = fwd(
+            vec![
+                zone(b"\x00", ZoneKind::Forward, &[1], 1),
+                zone(EXAMPLE, ZoneKind::Forward, &[], 2),
+            ],
+            cache,
+        );
+        let mut cfg = f.config().clone();
+        cfg.hosts = vec![host(EXAMPLE, NS_NET, 5353)];
+        f.reconfigure(cfg);
+        f
+    }
+
+    fn question_of(t: &Transmit) -> (Vec<u8>, u16) {
+        let q = Message::parse(&t.bytes).unwrap().question.unwrap();
+        (q.name.to_ascii_lowercase(), q.qtype)
+    }
+
+    /// Every transmit queued, by question.
+    fn transmits(f: &mut Fwd) -> Vec<Transmit> {
+        let mut out = Vec::new();
+        while let Some(e) = f.poll_event() {
+            match e {
+                Event::Transmit(t) => out.push(t),
+                Event::Cancel(_) => {}
+                Event::Answer(a) => panic!("unexpected answer {a:?}"),
+            }
+        }
+        out
+    }
+
+    fn take(ts: &mut Vec<Transmit>, name: &[u8], qtype: u16) -> Transmit {
+        let i = ts
+            .iter()
+            .position(|t| question_of(t) == (name.to_vec(), qtype))
+            .unwrap_or_else(|| panic!("no query for {name:?}/{qtype} in {ts:?}"));
+        ts.remove(i)
+    }
+
+    fn v4(a: [u8; 4], port: u16) -> SocketAddr {
+        SocketAddr::from((a, port))
+    }
+
+    fn nodata(t: &Transmit) -> Vec<u8> {
+        reply(
+            &t.bytes,
+            0,
+            false,
+            &[],
+            &[(b"\x03net\x00", 6, 60, &soa(60))],
+        )
+    }
+
+    #[test]
+    fn host_resolved_through_its_zone_before_the_question_goes() {
+        let mut f = hosted(CacheConfig::default());
+        let mut rng = Seq(41);
+        let g0 = f.generation();
+        // Due at once: the daemon's next tick resolves it.
+        assert_eq!(f.next_timer(), Some(0));
+        // A question for example. before any tick: the host is resolved first (A and AAAA,
+        // through ".", the zone that holds ns.net.) and the question waits.
+        assert_eq!(f.resolve(q(WWW, 1), Some(1), 0, &mut rng), Start::Pending);
+        let mut ts = transmits(&mut f);
+        assert_eq!(ts.len(), 2, "{ts:?}");
+        let a = take(&mut ts, NS_NET, rtype::A);
+        let aaaa = take(&mut ts, NS_NET, rtype::AAAA);
+        assert_eq!((a.to, aaaa.to), (up(1), up(1)));
+        let st = &f.hosts()[0];
+        assert!(st.resolving && st.addrs.is_empty() && st.plan == HostPlan::Via(0));
+        // The parked question's budget is a timer; the hosts' next resolution is not
+        // scheduled while under way.
+        assert!(f.next_timer().unwrap() <= 5_000);
+        // The A record arrives: the question goes to that address, on the host's port.
+        let r = reply(
+            &a.bytes,
+            0,
+            false,
+            &[(NS_NET, 1, 300, &[198, 18, 0, 9])],
+            &[],
+        );
+        f.reply(a.token, up(1), &r, 10, &mut rng);
+        let t = transmit(&mut f);
+        assert_eq!(t.to, v4([198, 18, 0, 9], 5353));
+        assert_eq!(question_of(&t), (WWW.to_vec(), 1));
+        assert_eq!(
+            f.config().zones[1].upstreams,
+            vec![Upstream {
+                addr: v4([198, 18, 0, 9], 5353),
+                tls_name: None
+            }]
+        );
+        assert!(f.generation() > g0);
+        f.reply(
+            t.token,
+            t.to,
+            &reply(&t.bytes, 0, false, &[(WWW, 1, 60, &[192, 0, 2, 80])], &[]),
+            20,
+            &mut rng,
+        );
+        let ans = answer(&mut f);
+        assert_eq!((ans.clients.clone(), rcode_of(&ans)), (vec![1], 0));
+        // No AAAA: the IPv4 address stays the only one.
+        f.reply(aaaa.token, up(1), &nodata(&aaaa), 30, &mut rng);
+        let st = &f.hosts()[0];
+        assert_eq!(st.addrs, vec![v4([198, 18, 0, 9], 5353)]);
+        assert!(st.answered && !st.resolving && st.failures == 0);
+        // Next resolution: the A record's TTL (300 s), the NODATA's (60 s, the SOA's).
+        assert_eq!(st.next_ms, Some(60_000));
+        // The host's answer went into the cache like any other.
+        assert!(f.cache().rrset(NS_NET, 1, 1, 1).is_some());
+        // RTT is kept for the resolved address.
+        assert!(
+            f.infra()
+                .hosts()
+                .iter()
+                .any(|h| h.addr == v4([198, 18, 0, 9], 5353) && h.replies == 1)
+        );
+    }
+
+    #[test]
+    fn host_re_resolved_at_ttl_keeping_its_addresses_meanwhile() {
+        let mut f = hosted(CacheConfig::default());
+        f.config.do_ip6 = false;
+        let cfg = f.config().clone();
+        f.reconfigure(cfg);
+        let mut rng = Seq(43);
+        f.tick(0, &mut rng);
+        let t = transmit(&mut f);
+        assert_eq!(question_of(&t), (NS_NET.to_vec(), rtype::A));
+        assert!(next(&mut f).is_none(), "do-ip6: no: no AAAA query");
+        let r = reply(
+            &t.bytes,
+            0,
+            false,
+            &[(NS_NET, 1, 10, &[198, 18, 0, 9])],
+            &[],
+        );
+        f.reply(t.token, up(1), &r, 0, &mut rng);
+        assert_eq!(f.hosts()[0].next_ms, Some(10_000));
+        assert_eq!(f.next_timer(), Some(10_000));
+        // Nothing before the TTL runs out.
+        f.tick(9_999, &mut rng);
+        assert!(next(&mut f).is_none());
+        f.tick(10_000, &mut rng);
+        let t = transmit(&mut f);
+        assert_eq!(
+            (question_of(&t), t.to),
+            ((NS_NET.to_vec(), rtype::A), up(1))
+        );
+        assert!(f.hosts()[0].resolving);
+        // Meanwhile questions still go to the old address.
+        let _ = f.resolve(q(WWW, 1), Some(1), 10_001, &mut rng);
+        let w = transmit(&mut f);
+        assert_eq!(w.to, v4([198, 18, 0, 9], 5353));
+        let r = reply(&w.bytes, 0, false, &[(WWW, 1, 60, &[192, 0, 2, 80])], &[]);
+        f.reply(w.token, w.to, &r, 10_002, &mut rng);
+        assert_eq!(rcode_of(&answer(&mut f)), 0);
+        // The new address replaces the old one.
+        let r = reply(
+            &t.bytes,
+            0,
+            false,
+            &[(NS_NET, 1, 10, &[198, 18, 0, 10])],
+            &[],
+        );
+        f.reply(t.token, up(1), &r, 10_010, &mut rng);
+        assert_eq!(
+            f.config().zones[1]
+                .upstreams
+                .iter()
+                .map(|u| u.addr)
+                .collect::<Vec<_>>(),
+            vec![v4([198, 18, 0, 10], 5353)]
+        );
+        // The old address's RTT record goes with it.
+        assert!(
+            !f.infra()
+                .hosts()
+                .iter()
+                .any(|h| h.addr == v4([198, 18, 0, 9], 5353))
+        );
+        // A TTL below the floor: the next resolution after HOST_MIN_REFRESH_MS.
+        f.tick(20_010, &mut rng);
+        let t = transmit(&mut f);
+        let r = reply(
+            &t.bytes,
+            0,
+            false,
+            &[(NS_NET, 1, 0, &[198, 18, 0, 10])],
+            &[],
+        );
+        f.reply(t.token, up(1), &r, 20_020, &mut rng);
+        assert_eq!(f.hosts()[0].next_ms, Some(20_020 + HOST_MIN_REFRESH_MS));
+        // A failed resolution (the upstream silent) keeps the address, retried after 1 s,
+        // then 2 s.
+        f.tick(25_020, &mut rng);
+        let mut now = 25_020;
+        while f.hosts()[0].resolving {
+            let _ = transmits(&mut f);
+            now = f.next_timer().unwrap();
+            f.tick(now, &mut rng);
+        }
+        let _ = transmits(&mut f);
+        let st = &f.hosts()[0];
+        assert_eq!(st.failures, 1);
+        assert_eq!(st.addrs, vec![v4([198, 18, 0, 10], 5353)]);
+        assert_eq!(st.next_ms, Some(now + 1_000));
+        assert!(now - 25_020 <= 5_000);
+        // The name stops resolving (NXDOMAIN): its address is dropped.
+        f.tick(now + 1_000, &mut rng);
+        let t = transmit(&mut f);
+        let r = reply(
+            &t.bytes,
+            3,
+            false,
+            &[],
+            &[(b"\x03net\x00", 6, 30, &soa(30))],
+        );
+        f.reply(t.token, up(1), &r, now + 1_001, &mut rng);
+        let st = &f.hosts()[0];
+        assert!(st.addrs.is_empty() && st.answered && st.failures == 0);
+        assert!(f.config().zones[1].upstreams.is_empty());
+        // Now a question for the zone fails at once: SERVFAIL, EDE 22, nothing sent.
+        let _ = f.resolve(
+            q(b"\x01x\x07example\x00", 1),
+            Some(7),
+            now + 1_002,
+            &mut rng,
+        );
+        let a = answer(&mut f);
+        assert_eq!(
+            (a.clients.clone(), rcode_of(&a), a.rendered.ede),
+            (vec![7], 2, Some(ede::NO_REACHABLE_AUTHORITY))
+        );
+    }
+
+    #[test]
+    fn zone_with_only_hosts_fails_fast_and_never_hangs() {
+        let mut f = hosted(CacheConfig::default());
+        let mut rng = Seq(47);
+        let _ = f.resolve(q(WWW, 1), Some(1), 0, &mut rng);
+        let _ = transmits(&mut f);
+        // The upstream that should resolve ns.net. never answers: the waiting question
+        // gets SERVFAIL with EDE 22 within the resolver's budget.
+        let mut now = 0;
+        let a = loop {
+            match next(&mut f) {
+                Some(Event::Answer(a)) => break a,
+                Some(_) => {}
+                None => {
+                    now = f.next_timer().expect("a timer while the question waits");
+                    assert!(now <= 5_000, "{now}");
+                    f.tick(now, &mut rng);
+                }
+            }
+        };
+        assert_eq!(
+            (a.clients.clone(), rcode_of(&a), a.rendered.ede),
+            (vec![1], 2, Some(ede::NO_REACHABLE_AUTHORITY))
+        );
+        assert_eq!(f.in_flight(), 0);
+        let st = &f.hosts()[0];
+        assert!(!st.resolving && st.failures >= 1 && st.addrs.is_empty());
+        // While the host waits for its retry, a question fails at once, without a query.
+        let _ = f.resolve(q(WWW, 28), Some(2), now + 1, &mut rng);
+        let a = answer(&mut f);
+        assert_eq!((a.clients.clone(), rcode_of(&a)), (vec![2], 2));
+        assert_eq!(a.rendered.ede, Some(ede::NO_REACHABLE_AUTHORITY));
+        assert!(next(&mut f).is_none());
+        // The retry comes (1 s later) and succeeds: the zone works.
+        let retry = f.next_timer().unwrap();
+        assert_eq!(retry, st.next_ms.unwrap());
+        f.tick(retry, &mut rng);
+        let mut ts = transmits(&mut f);
+        let t = take(&mut ts, NS_NET, rtype::A);
+        let r = reply(
+            &t.bytes,
+            0,
+            false,
+            &[(NS_NET, 1, 300, &[198, 18, 0, 9])],
+            &[],
+        );
+        f.reply(t.token, up(1), &r, retry + 5, &mut rng);
+        let _ = f.resolve(q(WWW, 16), Some(3), retry + 6, &mut rng);
+        assert_eq!(transmit(&mut f).to, v4([198, 18, 0, 9], 5353));
+    }
+
+    #[test]
+    fn hosts_that_depend_on_themselves_are_loops() {
+        let zones = vec![
+            zone(b"\x00", ZoneKind::Forward, &[1], 1),
+            // 1: its host is inside it, no other address.
+            zone(b"\x04self\x00", ZoneKind::Forward, &[], 2),
+            // 2 and 3: each one's host is in the other.
+            zone(b"\x01a\x00", ZoneKind::Stub, &[], 3),
+            zone(b"\x01b\x00", ZoneKind::Stub, &[], 4),
+            // 4: a host inside it, and an address of its own.
+            zone(b"\x04glue\x00", ZoneKind::Forward, &[5], 5),
+            // 5: a host inside it and one outside: the outside one brings the first
+            // address, through which the inside one is resolved.
+            zone(b"\x04boot\x00", ZoneKind::Forward, &[], 6),
+            // 6: no zone holds its host (there is no "." here, see below).
+        ];
+        let hosts = vec![
+            host(b"\x04self\x00", b"\x02ns\x04self\x00", 53),
+            host(b"\x01a\x00", b"\x02ns\x01b\x00", 53),
+            host(b"\x01b\x00", b"\x02ns\x01a\x00", 53),
+            host(b"\x04glue\x00", b"\x02ns\x04glue\x00", 53),
+            host(b"\x04boot\x00", b"\x02ns\x04boot\x00", 53),
+            host(b"\x04boot\x00", NS_NET, 53),
+            host(b"\x07missing\x00", NS_NET, 53),
+        ];
+        let cfg = ForwardConfig {
+            zones: zones.clone(),
+            hosts: hosts.clone(),
+            ..ForwardConfig::default()
+        };
+        assert_eq!(
+            plan_hosts(&cfg),
+            vec![
+                HostPlan::Loop(1),
+                HostPlan::Loop(3),
+                HostPlan::Loop(2),
+                HostPlan::Via(4),
+                HostPlan::Via(5),
+                HostPlan::Via(0),
+                HostPlan::NoZone,
+            ]
+        );
+        let mut no_root = cfg.clone();
+        no_root.zones.remove(0);
+        no_root.hosts = vec![host(b"\x04boot\x00", NS_NET, 53)];
+        assert_eq!(plan_hosts(&no_root), vec![HostPlan::Outside]);
+
+        // At work: a loop is never resolved, and its zone fails at once.
+        #[allow(clippy::arc_with_non_send_sync)]
+        let cache = Arc::new(TestCache::new(CacheConfig::default()));
+        let mut f: Fwd = Forwarder::new(cfg, cache);
+        let mut rng = Seq(53);
+        let _ = f.resolve(q(b"\x01x\x04self\x00", 1), Some(1), 0, &mut rng);
+        let mut ts = Vec::new();
+        let a = loop {
+            match f.poll_event() {
+                Some(Event::Answer(a)) => break a,
+                Some(Event::Transmit(t)) => ts.push(t),
+                Some(Event::Cancel(_)) => {}
+                None => panic!("no answer"),
+            }
+        };
+        assert_eq!(
+            (rcode_of(&a), a.rendered.ede),
+            (2, Some(ede::NO_REACHABLE_AUTHORITY))
+        );
+        // What was due was started meanwhile (the resolvable hosts), never a loop's name.
+        assert!(
+            ts.iter().all(|t| question_of(t).0 != b"\x02ns\x04self\x00"
+                && question_of(t).0 != b"\x02ns\x01a\x00"),
+            "{ts:?}"
+        );
+        let st = f.hosts();
+        assert_eq!(st[0].next_ms, None);
+        assert!(!st[0].resolving && !st[1].resolving);
+
+        // The bootstrap: boot.'s outside host first, then its inside one through it.
+        let t = take(&mut ts, NS_NET, rtype::A);
+        assert_eq!(t.to, up(1));
+        assert!(
+            ts.iter().all(|t| question_of(t).0 != b"\x02ns\x04boot\x00"),
+            "the inside host waits for boot.'s first address: {ts:?}"
+        );
+        // ns.glue. is asked of glue.'s own address.
+        let g = take(&mut ts, b"\x02ns\x04glue\x00", rtype::A);
+        assert_eq!(g.to, up(5));
+        let r = reply(
+            &t.bytes,
+            0,
+            false,
+            &[(NS_NET, 1, 300, &[198, 18, 0, 9])],
+            &[],
+        );
+        f.reply(t.token, up(1), &r, 10, &mut rng);
+        let mut ts = transmits(&mut f);
+        let inside = take(&mut ts, b"\x02ns\x04boot\x00", rtype::A);
+        assert_eq!(inside.to, v4([198, 18, 0, 9], 53));
+    }
+
+    #[test]
+    fn resolved_addresses_obey_do_not_query_localhost_and_are_deduplicated() {
+        let mut f = fwd(
+            vec![
+                zone(b"\x00", ZoneKind::Forward, &[1], 1),
+                zone(EXAMPLE, ZoneKind::Forward, &[7], 2),
+            ],
+            CacheConfig::default(),
+        );
+        let mut cfg = f.config().clone();
+        cfg.do_ip6 = false;
+        cfg.hosts = vec![host(EXAMPLE, NS_NET, 53)];
+        f.reconfigure(cfg);
+        let mut rng = Seq(59);
+        f.tick(0, &mut rng);
+        let t = transmit(&mut f);
+        // The host resolves to the loopback, the zone's own address, a new one and the
+        // unspecified address (four records of one RRset, built by hand).
+        let mut m = reply(&t.bytes, 0, false, &[], &[]);
+        m[7] = 4;
+        for a in [
+            [127, 0, 0, 1],
+            [198, 18, 0, 7],
+            [198, 18, 0, 9],
+            [0, 0, 0, 0],
+        ] {
+            m.extend_from_slice(NS_NET);
+            m.extend_from_slice(&[0, 1, 0, 1, 0, 0, 1, 44, 0, 4]);
+            m.extend_from_slice(&a);
+        }
+        f.reply(t.token, up(1), &m, 5, &mut rng);
+        let st = &f.hosts()[0];
+        assert_eq!(
+            st.local,
+            vec![IpAddr::from([127, 0, 0, 1]), IpAddr::from([0, 0, 0, 0])]
+        );
+        assert_eq!(
+            f.config().zones[1]
+                .upstreams
+                .iter()
+                .map(|u| u.addr)
+                .collect::<Vec<_>>(),
+            vec![up(7), v4([198, 18, 0, 9], 53)],
+            "the zone's own address first, the resolved one once, no loopback"
+        );
+        // With do-not-query-localhost: no, a reload re-resolves (from the cache) and
+        // the loopback address is used.
+        let mut cfg = f.config().clone();
+        cfg.zones[1].upstreams = vec![Upstream {
+            addr: up(7),
+            tls_name: None,
+        }];
+        cfg.do_not_query_localhost = false;
+        f.reconfigure(cfg);
+        f.tick(10, &mut rng);
+        assert!(next(&mut f).is_none(), "answered from the cache");
+        let ups: Vec<SocketAddr> = f.config().zones[1]
+            .upstreams
+            .iter()
+            .map(|u| u.addr)
+            .collect();
+        assert!(ups.contains(&v4([127, 0, 0, 1], 53)), "{ups:?}");
+        assert!(is_local(IpAddr::from([0, 0, 0, 0, 0, 0xffff, 0x7f00, 1])));
+    }
+
+    #[test]
+    fn host_from_cache_tls_name_and_reconfigure_keeps_addresses() {
+        let mut f = fwd(
+            vec![
+                zone(b"\x00", ZoneKind::Forward, &[1], 1),
+                zone(EXAMPLE, ZoneKind::Forward, &[], 2),
+            ],
+            CacheConfig::default(),
+        );
+        let mut rng = Seq(61);
+        // ns.net.'s A and AAAA are in the cache already (a client asked).
+        for (t, rd) in [
+            (1u16, vec![198, 18, 0, 9]),
+            (
+                28,
+                vec![0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9],
+            ),
+        ] {
+            f.cache().offer(
+                RrSet {
+                    owner: NS_NET.to_vec(),
+                    rtype: t,
+                    class: 1,
+                    ttl: 600,
+                    rdatas: vec![rd],
+                    rank: crate::rrset::Rank::AnswerNonAuth,
+                },
+                0,
+            );
+        }
+        let mut cfg = f.config().clone();
+        cfg.zones[1].tls = true;
+        cfg.hosts = vec![HostConfig {
+            tls_name: Some(Arc::from("ns.net")),
+            ..host(EXAMPLE, NS_NET, 853)
+        }];
+        f.reconfigure(cfg.clone());
+        f.tick(1_000, &mut rng);
+        assert!(next(&mut f).is_none(), "both from the cache: nothing sent");
+        let st = &f.hosts()[0];
+        assert_eq!(st.addrs.len(), 2);
+        assert_eq!(st.next_ms, Some(600_000));
+        let _ = f.resolve(q(WWW, 1), Some(1), 1_001, &mut rng);
+        let t = transmit(&mut f);
+        assert_eq!(t.transport, Transport::Tls(Arc::from("ns.net")));
+        assert_eq!(t.to.port(), 853);
+        // A reload with the same host keeps its addresses (no new resolution) and their
+        // RTT records; another zone's change does not matter.
+        let g = f.generation();
+        cfg.zones[0].id = 9;
+        f.reconfigure(cfg.clone());
+        assert!(f.generation() > g);
+        assert_eq!(f.next_timer(), Some(0));
+        f.tick(1_002, &mut rng);
+        assert!(f.poll_event().is_none(), "nothing to resolve, nothing sent");
+        assert_eq!(f.hosts()[0].addrs.len(), 2);
+        assert!(f.infra().hosts().iter().any(|h| h.addr == t.to));
+        // A host given another port is a new host: resolved again (from the cache).
+        cfg.hosts[0].port = 8853;
+        f.reconfigure(cfg);
+        f.tick(1_003, &mut rng);
+        assert!(
+            f.config().zones[1]
+                .upstreams
+                .iter()
+                .all(|u| u.addr.port() == 8853)
+        );
     }
 }

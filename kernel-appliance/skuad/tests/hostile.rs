@@ -196,3 +196,13 @@ fn run_script(script: &str) {
     );
     let _ = std::fs::remove_dir_all(&work);
 }
+
+/// `fwdhost.py`: zones given by `forward-host:`/`stub-host:` only, the names resolved by
+/// skuad through another forward zone (Unbound), the questions answered by Unbound and NSD
+/// at the resolved addresses (IPv4 and IPv6); the upstream list shows them; a loop and a
+/// loopback-only host fail at once (EDE 22); a changed or removed host record is followed
+/// after its TTL.
+#[test]
+fn forward_and_stub_hosts_resolved_and_followed() {
+    run_script("fwdhost.py");
+}

@@ -346,18 +346,25 @@ pub fn load_config(cfg: Config, base: Option<PathBuf>) -> Result<Loaded, LoadErr
 
 /// The resolver's settings from `forward-zone:`, `stub-zone:` and the cache and upstream
 /// directives of `server:`; `None` without any zone (names outside local data are then
-/// REFUSED, as before). Errors name the line: a zone name that is not a domain name, a
-/// zone defined twice, a `tls-cert-bundle:` that cannot be read or holds no certificate.
+/// REFUSED, as before). Errors name the line: a zone or host name that is not a domain
+/// name, a zone defined twice, a `tls-cert-bundle:` that cannot be read or holds no
+/// certificate. `forward-host:`/`stub-host:` names are resolved by the forwarder itself
+/// (`skua_resolver::forward::HostConfig`); a warning names each one that cannot be (a
+/// loop, or no zone holds its name).
 fn resolver_settings(
     cfg: &Config,
     warnings: &mut Vec<String>,
 ) -> Result<Option<ResolverSettings>, LoadError> {
-    use skua_resolver::forward::{Limits, Upstream, ZoneConfig, ZoneKind};
+    use skua_resolver::forward::{
+        HostConfig, HostPlan, Limits, Upstream, ZoneConfig, ZoneKind, plan_hosts,
+    };
     let s = &cfg.server;
     if cfg.forward_zones.is_empty() {
         return Ok(None);
     }
     let mut zones: Vec<ZoneConfig> = Vec::new();
+    // Each host, with the line it came from, as written, and the index of its zone.
+    let mut hosts: Vec<(HostConfig, Loc, String, usize)> = Vec::new();
     let mut seen: Vec<(Vec<u8>, Loc)> = Vec::new();
     for fz in &cfg.forward_zones {
         let clause = fz.kind.clause();
@@ -399,18 +406,31 @@ fn resolver_settings(
             });
         }
         for h in &fz.hosts {
-            warnings.push(format!(
-                "{}: {clause} host '{}' is not resolved yet and is ignored: give its addresses with {}",
-                h.loc,
-                h.value,
-                if fz.kind == skua_config::ZoneKind::Forward { "forward-addr" } else { "stub-addr" }
-            ));
-        }
-        if upstreams.is_empty() {
-            warnings.push(format!(
-                "{}: {clause} '{}' has no usable address: its names get SERVFAIL",
-                fz.loc, fz.name.value
-            ));
+            let host = WireName::parse(&h.value.name, None)
+                .map_err(|e| {
+                    at(
+                        &h.loc,
+                        format!("{clause} host name '{}': {e}", h.value.name),
+                    )
+                })?
+                .to_lowercase();
+            let hc = HostConfig {
+                zone: name.as_bytes().to_vec(),
+                name: host.as_bytes().to_vec(),
+                port: h.value.port_or_default(),
+                // With TLS the certificate must carry `#NAME`, or else the host's name
+                // (what the configuration trusts, rather than the address it resolved to).
+                tls_name: tls.then(|| {
+                    h.value
+                        .tls_name
+                        .as_deref()
+                        .unwrap_or_else(|| h.value.name.trim_end_matches('.'))
+                        .into()
+                }),
+            };
+            if !hosts.iter().any(|(o, _, _, _)| *o == hc) {
+                hosts.push((hc, h.loc.clone(), h.value.to_string(), zones.len()));
+            }
         }
         if fz.first {
             warnings.push(format!(
@@ -439,8 +459,57 @@ fn resolver_settings(
             tcp: fz.tcp_upstream,
             id: 0,
         };
-        z.id = zone_id(&z);
+        let own: Vec<&HostConfig> = hosts
+            .iter()
+            .filter(|h| h.3 == zones.len())
+            .map(|h| &h.0)
+            .collect();
+        z.id = zone_id(&z, &own);
         zones.push(z);
+    }
+    // Which hosts can be resolved, and which zones have an address at all.
+    let host_configs: Vec<HostConfig> = hosts.iter().map(|h| h.0.clone()).collect();
+    let plans = plan_hosts(&skua_resolver::forward::ForwardConfig {
+        zones: zones.clone(),
+        hosts: host_configs.clone(),
+        ..Default::default()
+    });
+    for ((_, loc, written, zi), plan) in hosts.iter().zip(&plans) {
+        let fz = &cfg.forward_zones[*zi];
+        let clause = fz.kind.clause();
+        let addr = match fz.kind {
+            skua_config::ZoneKind::Forward => "forward-addr",
+            skua_config::ZoneKind::Stub => "stub-addr",
+        };
+        match plan {
+            HostPlan::Via(_) | HostPlan::NoZone => {}
+            HostPlan::Loop(v) => {
+                let inner = &cfg.forward_zones[*v];
+                warnings.push(format!(
+                    "{loc}: {clause} host '{written}' cannot be resolved: its name is inside {} '{}', which has no address that does not depend on this host (a loop); give its address with {addr}",
+                    inner.kind.clause(),
+                    inner.name.value
+                ));
+            }
+            HostPlan::Outside => warnings.push(format!(
+                "{loc}: {clause} host '{written}' cannot be resolved: no forward-zone or stub-zone contains its name (recursion is not built); add one that does, or give its address with {addr}"
+            )),
+        }
+    }
+    for (i, z) in zones.iter().enumerate() {
+        let resolvable = hosts
+            .iter()
+            .zip(&plans)
+            .any(|(h, p)| h.3 == i && matches!(p, HostPlan::Via(_)));
+        if z.upstreams.is_empty() && !resolvable {
+            let fz = &cfg.forward_zones[i];
+            warnings.push(format!(
+                "{}: {} '{}' has no usable address: its names get SERVFAIL",
+                fz.loc,
+                fz.kind.clause(),
+                fz.name.value
+            ));
+        }
     }
     for (what, set) in [
         ("caps-exempt", !s.caps_exempt.is_empty()),
@@ -457,6 +526,10 @@ fn resolver_settings(
     }
     let forward = skua_resolver::forward::ForwardConfig {
         zones,
+        hosts: host_configs,
+        do_not_query_localhost: s.do_not_query_localhost,
+        do_ip4: s.do_ip4,
+        do_ip6: s.do_ip6,
         edns_buffer_size: s.edns_buffer_size,
         use_caps_for_id: s.use_caps_for_id,
         tcp_upstream: s.tcp_upstream,
@@ -506,12 +579,16 @@ fn check_bundle(path: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A zone's identity for the cache: equal while its configuration is (FNV-1a over its
-/// fields), so a reload keeps what was resolved through unchanged zones.
-fn zone_id(z: &skua_resolver::forward::ZoneConfig) -> u32 {
+/// A zone's identity for the cache: equal while its configuration (its hosts included)
+/// is (FNV-1a over its fields), so a reload keeps what was resolved through unchanged
+/// zones.
+fn zone_id(
+    z: &skua_resolver::forward::ZoneConfig,
+    hosts: &[&skua_resolver::forward::HostConfig],
+) -> u32 {
     let text = format!(
-        "{:?}|{:?}|{:?}|{}|{}|{}|{}",
-        z.name, z.kind, z.upstreams, z.no_cache, z.first, z.tls, z.tcp
+        "{:?}|{:?}|{:?}|{}|{}|{}|{}|{:?}",
+        z.name, z.kind, z.upstreams, z.no_cache, z.first, z.tls, z.tcp, hosts
     );
     let mut h: u32 = 0x811c_9dc5;
     for b in text.bytes() {
@@ -660,6 +737,114 @@ mod tests {
             "[::1]:9000"
         );
         assert!(parse_addr("localhost", 8053).is_err());
+    }
+
+    #[test]
+    fn forward_and_stub_hosts_are_resolved_and_only_loops_warned() {
+        let conf = "server:
+  do-ip6: no
+forward-zone:
+  name: \".\"
+  forward-addr: 198.18.0.1
+forward-zone:
+  name: corp.example.
+  forward-host: ns.net.example@5353
+  forward-host: NS.net.example.@5353
+stub-zone:
+  name: loop.example.
+  stub-host: ns.loop.example.
+forward-zone:
+  name: tls.example.
+  forward-tls-upstream: yes
+  forward-host: dot.net.example
+  forward-host: dot.net.example#other.example
+";
+        let l = load_str(conf, "t.conf").unwrap();
+        let hosts: Vec<&String> = l.warnings.iter().filter(|w| w.contains("host")).collect();
+        assert_eq!(hosts.len(), 1, "{:?}", l.warnings);
+        assert!(
+            hosts[0].starts_with(
+                "t.conf:12: stub-zone host 'ns.loop.example.' cannot be resolved: its name is inside stub-zone 'loop.example.'"
+            ),
+            "{}",
+            hosts[0]
+        );
+        assert!(
+            l.warnings
+                .iter()
+                .any(|w| w == "t.conf:10: stub-zone 'loop.example.' has no usable address: its names get SERVFAIL"),
+            "{:?}",
+            l.warnings
+        );
+        assert!(
+            !l.warnings.iter().any(|w| w.contains("corp.example")),
+            "{:?}",
+            l.warnings
+        );
+        let f = l.resolver.unwrap().forward;
+        assert!(!f.do_ip6 && f.do_ip4 && f.do_not_query_localhost);
+        // Case folded, duplicates dropped; the TLS name is the #name or the host's name.
+        let got: Vec<(Vec<u8>, u16, Option<&str>)> = f
+            .hosts
+            .iter()
+            .map(|h| (h.name.clone(), h.port, h.tls_name.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (b"\x02ns\x03net\x07example\x00".to_vec(), 5353, None),
+                (b"\x02ns\x04loop\x07example\x00".to_vec(), 53, None),
+                (
+                    b"\x03dot\x03net\x07example\x00".to_vec(),
+                    53,
+                    Some("dot.net.example")
+                ),
+                (
+                    b"\x03dot\x03net\x07example\x00".to_vec(),
+                    853,
+                    Some("other.example")
+                ),
+            ]
+        );
+        assert_eq!(f.hosts[0].zone, b"\x04corp\x07example\x00".to_vec());
+        // A host outside every zone (no "."), and a bad host name.
+        let l = load_str(
+            "forward-zone:\n  name: a.example.\n  forward-host: ns.b.example\n",
+            "u.conf",
+        )
+        .unwrap();
+        assert!(
+            l.warnings.iter().any(|w| w.starts_with(
+                "u.conf:3: forward-zone host 'ns.b.example' cannot be resolved: no forward-zone or stub-zone contains its name"
+            )),
+            "{:?}",
+            l.warnings
+        );
+        let e = load_str(
+            "forward-zone:\n  name: a.example.\n  forward-host: \"a..b\"\n",
+            "v.conf",
+        )
+        .err()
+        .unwrap();
+        assert!(
+            e.0.starts_with("v.conf:3: forward-zone host name 'a..b'"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_zone_changes_identity_with_its_hosts() {
+        let id = |host: &str| {
+            let l = load_str(
+                &format!("forward-zone:\n  name: \".\"\n  forward-addr: 198.18.0.1\n  forward-host: {host}\n"),
+                "t.conf",
+            )
+            .unwrap();
+            l.resolver.unwrap().forward.zones[0].id
+        };
+        assert_eq!(id("ns.example"), id("NS.example."));
+        assert_ne!(id("ns.example"), id("ns2.example"));
+        assert_ne!(id("ns.example"), id("ns.example@5353"));
     }
 
     #[test]

@@ -15,6 +15,11 @@
 //!   TLS is rustls; the certificate must be valid for the `#name` of the address (or the
 //!   address itself) under the configured roots.
 //!
+//! - **Hosts** (`forward-host:`/`stub-host:`) are resolved by the forwarder itself; when
+//!   their addresses change, the task publishes the zones' upstreams with them
+//!   ([`ResolverHandle::forward`], which the upstream list and metrics read) and logs what
+//!   changed.
+//!
 //! Time is the daemon's monotonic clock in milliseconds; the cache counts its seconds
 //! ([`crate::base::clock`]), the clock the engine's requests carry.
 
@@ -27,7 +32,8 @@ use rustls_pki_types::pem::PemObject;
 use skua_engine::rrl::ResponseClass;
 use skua_engine::{Cached, Engine, Outcome, Request, Transport as EngineTransport};
 use skua_resolver::forward::{
-    Answer, Entropy, Event, Forwarder, Question, Start, Transmit, Transport,
+    Answer, Entropy, Event, Forwarder, HostPlan, HostStatus, Question, Start, Transmit, Transport,
+    ZoneKind,
 };
 use skua_resolver::msg::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -290,7 +296,17 @@ async fn run(
     // integers per upstream), never read from the forwarder by another task.
     let mut snapshot = tokio::time::interval(SNAPSHOT_EVERY);
     snapshot.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The forwarder's generation last published, and its hosts then.
+    let mut published = 0u64;
+    let mut hosts: Vec<HostStatus> = Vec::new();
     loop {
+        if t.fwd.generation() != published {
+            published = t.fwd.generation();
+            if let Some(h) = handle.upgrade() {
+                h.forward.store(Arc::new(t.fwd.config().clone()));
+            }
+            hosts = log_hosts(&t.fwd, &hosts, now_ms());
+        }
         let timer = t.fwd.next_timer();
         let sleep = async {
             match timer {
@@ -473,6 +489,98 @@ impl Task {
             let _ = self.io_tx.send(Io::Failed { token: t.token });
         }
     }
+}
+
+/// A wire name as text.
+fn show(wire: &[u8]) -> String {
+    skua_engine::name::WireName::from_wire(wire).map_or_else(|_| "?".into(), |n| n.to_string())
+}
+
+/// Logs what changed about the forwarder's hosts since `before` (addresses found, lost or
+/// left out, a failing resolution, a recovery) and returns their state now.
+fn log_hosts(fwd: &Fwd, before: &[HostStatus], now: u64) -> Vec<HostStatus> {
+    let hosts = fwd.hosts();
+    for h in &hosts {
+        let zone = fwd.config().zones.iter().find(|z| z.name == h.zone);
+        let (clause, what) = match zone.map(|z| z.kind) {
+            Some(ZoneKind::Stub) => ("stub-zone", "stub-host"),
+            _ => ("forward-zone", "forward-host"),
+        };
+        let who = format!(
+            "{what} {} (port {}, {clause} {})",
+            show(&h.name),
+            h.port,
+            show(&h.zone)
+        );
+        let zone_empty = zone.is_none_or(|z| z.upstreams.is_empty());
+        let prev = before
+            .iter()
+            .find(|p| p.zone == h.zone && p.name == h.name && p.port == h.port);
+        let list = |a: &[SocketAddr]| {
+            a.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let next = h.next_ms.map_or_else(String::new, |t| {
+            format!(
+                "; resolved again in {} s",
+                t.saturating_sub(now).div_ceil(1000)
+            )
+        });
+        match h.plan {
+            HostPlan::Via(_) => {}
+            // Warned about at load, with the line.
+            _ => continue,
+        }
+        let (old_addrs, old_local, old_failures) = prev.map_or((&[][..], &[][..], 0), |p| {
+            (&p.addrs[..], &p.local[..], p.failures)
+        });
+        if h.answered && (prev.is_none_or(|p| !p.answered) || old_addrs != h.addrs) {
+            if h.addrs.is_empty() {
+                log::warn(format_args!(
+                    "{who}: the name has no address{}",
+                    if zone_empty {
+                        ": the zone has no other upstream, its names get SERVFAIL"
+                    } else {
+                        ""
+                    }
+                ));
+            } else {
+                log::info(format_args!("{who}: upstreams {}{next}", list(&h.addrs)));
+            }
+        } else if old_failures > 0 && h.failures == 0 {
+            log::info(format_args!(
+                "{who}: resolved again, upstreams {}{next}",
+                list(&h.addrs)
+            ));
+        }
+        if !h.local.is_empty() && old_local != h.local {
+            let ips: Vec<String> = h.local.iter().map(ToString::to_string).collect();
+            log::warn(format_args!(
+                "{who}: {} not used: do-not-query-localhost is yes",
+                ips.join(", ")
+            ));
+        }
+        if h.failures == 1 && old_failures == 0 {
+            if h.addrs.is_empty() {
+                log::warn(format_args!(
+                    "{who}: its name could not be resolved{}{next}",
+                    if zone_empty {
+                        " (the zone has no upstream yet: its names get SERVFAIL)"
+                    } else {
+                        ""
+                    }
+                ));
+            } else {
+                log::warn(format_args!(
+                    "{who}: its name could not be resolved again; keeping {}{next}",
+                    list(&h.addrs)
+                ));
+            }
+        }
+    }
+    hosts
 }
 
 /// Builds the reply for one waiting client through the engine and sends it on the
