@@ -1585,20 +1585,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         // A failure with a stale entry at hand: the stale answer instead (RFC 8767 §4).
         if failed {
             let key = q.key();
-            let stale = self.cache.stale(&key, now_s, |h| Rendered {
-                flags: h.flags,
-                kind: Kind::Positive,
-                body: crate::render::Body {
-                    counts: h.counts.try_into().unwrap_or([0; 6]),
-                    bounds: h.bounds.to_vec(),
-                    tail: h.tail.to_vec(),
-                    ttls: h.ttls.to_vec(),
-                },
-                expires: 0,
-                ttl: 0,
-                zone: 0,
-                ede: Some(ede::STALE_ANSWER),
-            });
+            let stale = self.stale_rendered(&key, now_s);
             if let Some(r) = stale {
                 let reply_ttl = self.cache.config().serve_expired_reply_ttl;
                 self.answer_waiters(
@@ -1754,13 +1741,10 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         }
     }
 
-    fn stale_now(&mut self, q: &Question, now: u64, rng: &mut impl Entropy) {
-        let Some(f) = self.flights.get_mut(q) else {
-            return;
-        };
-        f.stale_at = None;
-        let now_s = secs(now);
-        let stale = self.cache.stale(&q.key(), now_s, |h| Rendered {
+    /// The stale answer the cache may serve for `key` at `now_s` (RFC 8767 §4), as an
+    /// answer for waiting clients: EDE 3 "Stale Answer".
+    fn stale_rendered(&self, key: &crate::cache::Key<'_>, now_s: u32) -> Option<Rendered> {
+        self.cache.stale(key, now_s, |h| Rendered {
             flags: h.flags,
             kind: Kind::Positive,
             body: crate::render::Body {
@@ -1773,7 +1757,16 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             ttl: 0,
             zone: 0,
             ede: Some(ede::STALE_ANSWER),
-        });
+        })
+    }
+
+    fn stale_now(&mut self, q: &Question, now: u64, rng: &mut impl Entropy) {
+        let Some(f) = self.flights.get_mut(q) else {
+            return;
+        };
+        f.stale_at = None;
+        let now_s = secs(now);
+        let stale = self.stale_rendered(&q.key(), now_s);
         let Some(r) = stale else {
             return;
         };
