@@ -308,6 +308,14 @@ def checks(skuad, log_path, loop_line):
     check(ups == ["198.18.53.3:53"], f"/resolver/upstreams for stub.example.: {ups}")
     ups = zone_upstreams("local.example.")
     check(ups == [], f"lo.net.example.'s 127.0.0.1 is not an upstream (do-not-query-localhost): {ups}")
+    # Each resolved address names the host it came from (copied from the resolver each second).
+    def hosts_of(zone):
+        return sorted({u.get("host") for u in api("/resolver/upstreams")["upstreams"] if u["zone"] == zone})
+    deadline = time.monotonic() + 3
+    while hosts_of("corp.example.") != ["dns.net.example."] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    check(hosts_of("corp.example.") == ["dns.net.example."] and hosts_of("stub.example.") == ["ns.net.example."],
+          f"/resolver/upstreams names the hosts: {hosts_of('corp.example.')} {hosts_of('stub.example.')}")
     # Both of corp.example.'s addresses work (IPv4 and IPv6): ask until both replied (the
     # list's counters are copied from the resolver about once a second).
     for i in range(12):

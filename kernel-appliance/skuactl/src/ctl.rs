@@ -847,10 +847,14 @@ fn upstreams_text(v: &Value) -> String {
             .to_vec(),
         ];
         for u in &ups {
-            let addr = match u["tls_name"].as_str() {
+            let mut addr = match u["tls_name"].as_str() {
                 Some(n) if !n.is_empty() => format!("{}#{n}", text(&u["address"])),
                 _ => text(&u["address"]).to_string(),
             };
+            // Resolved from a forward-host:/stub-host: name.
+            if let Some(h) = u["host"].as_str() {
+                addr = format!("{addr} ({h})");
+            }
             let zone = match text(&u["kind"]) {
                 "stub" => format!("{} (stub)", text(&u["zone"])),
                 _ => text(&u["zone"]).to_string(),

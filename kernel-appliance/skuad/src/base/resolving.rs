@@ -109,6 +109,8 @@ pub struct ResolverSnapshot {
     pub in_flight: usize,
     /// Every upstream asked so far (RTT estimator, replies, timeouts, errors).
     pub upstreams: Vec<Host>,
+    /// The `forward-host:`/`stub-host:` names and what they resolved to.
+    pub hosts: Vec<skua_resolver::forward::HostStatus>,
 }
 
 /// The resolver as the dataplanes see it.

@@ -163,6 +163,9 @@ pub struct UpstreamView {
     pub transport: &'static str,
     /// The name its TLS certificate must carry.
     pub tls_name: Option<String>,
+    /// The `forward-host:`/`stub-host:` name it was resolved from; `None` for a
+    /// `forward-addr:`/`stub-addr:`.
+    pub host: Option<String>,
     /// `up`, `down` (its timeout backed off to the maximum, 120 s, after timeouts in a
     /// row: only probes go to it, once a minute) or `unknown` (not asked yet).
     pub state: &'static str,
@@ -516,6 +519,11 @@ impl Control {
                         "udp"
                     },
                     tls_name: u.tls_name.as_deref().map(str::to_string),
+                    host: snap
+                        .hosts
+                        .iter()
+                        .find(|h| h.zone == z.name && h.addrs.contains(&u.addr))
+                        .map(|h| show_name(&h.name)),
                     state: match host {
                         None => "unknown",
                         Some(h) if h.is_down() => "down",

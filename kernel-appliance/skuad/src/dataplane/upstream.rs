@@ -353,6 +353,7 @@ async fn run(
                         forward: t.fwd.stats.clone(),
                         in_flight: t.fwd.in_flight(),
                         upstreams: t.fwd.infra().hosts().to_vec(),
+                        hosts: t.fwd.hosts(),
                     }));
                 }
                 continue;
