@@ -7,8 +7,12 @@
 #   local-data   skuad bench --config skuad.conf -n 100 queries.txt
 #   auth-zone    skuad bench --zone internal.zone --origin internal. -n 100 queries.txt
 #   -s 1000      skuad bench --config skuad.conf -n 100 -s 1000 queries.txt
+#   cache        skuad bench --config skuad.conf --origin internal. --cache -n 100 queries.txt
+#                (cache hits: the same data as an in-process upstream, every question resolved
+#                once through skuad's forwarder into the cache, then answered from it)
 # then valgrind --tool=callgrind on `skuad bench -n 3` and `-n 1` (release build, line
-# tables): (Ir(-n 3) - Ir(-n 1)) / (2 x queries) = instructions per query, load cost cancels.
+# tables): (Ir(-n 3) - Ir(-n 1)) / (2 x queries) = instructions per query, load cost (and the
+# cache's filling) cancels; target: a cache hit <= 2 x the instructions of a local-data hit.
 #
 # Usage: tests/bench/inprocess.sh [--reps N] [--cpu N] [--no-callgrind] [--out DIR] [--skuad BIN]
 
@@ -25,8 +29,8 @@ while [[ $# -gt 0 ]]; do
         --no-callgrind) CALLGRIND=0 ;;
         --out) OUT=$2; shift ;;
         --skuad) SKUAD_BIN=$2; shift ;;
-        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
-        *) sed -n '2,14p' "$0" >&2; exit 2 ;;
+        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+        *) sed -n '2,18p' "$0" >&2; exit 2 ;;
     esac
     shift
 done
@@ -47,13 +51,14 @@ declare -A ARGS=(
     [local-data]="--config $WORK/skuad.conf"
     [auth-zone]="--zone $WORK/internal.zone --origin internal."
     [s1000]="--config $WORK/skuad.conf -s 1000"
+    [cache]="--config $WORK/skuad.conf --origin internal. --cache"
 )
-ORDER=(local-data auth-zone s1000)
+ORDER=(local-data auth-zone s1000 cache)
 RES="$OUT/results.tsv"
 printf 'rep\tcase\tqps\tns_per_query\tload_s\trss_bytes_per_record\treplies\thot_pct\n' > "$RES"
 for rep in $(seq "$REPS"); do
-    for k in 0 1 2; do
-        c=${ORDER[$(( (k + rep - 1) % 3 ))]}
+    for k in "${!ORDER[@]}"; do
+        c=${ORDER[$(( (k + rep - 1) % ${#ORDER[@]} ))]}
         f="$OUT/r$rep-$c.log"
         # shellcheck disable=SC2086
         timeout 300 taskset -c "$CPU" "$WORK/skuad" bench ${ARGS[$c]} -n 100 "$WORK/queries.txt" > "$f" 2>&1 ||
@@ -101,17 +106,23 @@ if [[ $CALLGRIND == 1 ]]; then
         { callgrind_annotate --inclusive=yes --threshold=100 --auto=no "$OUT/callgrind.$1.n$2.out" 2>/dev/null || true; } |
             awk '/Engine::handle_query/ && !done {gsub(/,/, "", $1); print $1; done = 1}'
     }
+    declare -A IPQ
     {
         echo
         echo "== callgrind: instructions per query = (Ir(-n 3) - Ir(-n 1)) / (2 x $NQ)"
-        for c in local-data auth-zone; do
+        for c in local-data auth-zone cache; do
             i1=$(ir "$c" 1); i3=$(ir "$c" 3)
             e1=$(engine_ir "$c" 1); e3=$(engine_ir "$c" 3)
+            IPQ[$c]=$(awk -v a="$i1" -v b="$i3" -v q="$NQ" 'BEGIN {printf "%.0f", (b - a) / (2 * q)}')
             awk -v c="$c" -v a="$i1" -v b="$i3" -v e="$e1" -v f="$e3" -v q="$NQ" 'BEGIN {
                 printf "%-11s Ir(-n 1) = %d, Ir(-n 3) = %d: %.0f instructions/query", c, a, b, (b - a) / (2 * q)
-                if (f > 0) printf " (%.0f in Engine::handle_query, the rest is the bench loop)", (f - e) / (2 * q)
+                if (f > 0) printf " (%.0f in Engine::handle_query%s, the rest is the bench loop)", (f - e) / (2 * q), (c == "cache" ? "_with and the cache" : "")
                 printf "\n" }'
         done
+        # The target: a cache hit costs at most twice the instructions of a local-data hit.
+        awk -v c="${IPQ[cache]}" -v l="${IPQ[local-data]}" 'BEGIN {
+            r = c / l
+            printf "%s cache hit / local-data hit: %.0f / %.0f = %.2f instructions per query (target <= 2)\n", (r <= 2 ? "PASS" : "FAIL"), c, l, r }'
         echo "(profiles: $OUT/callgrind.*.out; callgrind_annotate --inclusive=yes FILE for the breakdown)"
     } | tee -a "$OUT/summary.txt"
     # The functions that cost most on the -n 3 run, for the record.

@@ -7,25 +7,43 @@
 //! response rate limiting on (as BIND 10's `query_bench -r`) and prints how many responses
 //! slipped and dropped; `--rrl-ab N` alternates runs without and with it and prints the
 //! overhead.
+//!
+//! `--cache` measures cache hits instead of local data: the loaded data is served by an
+//! in-process upstream, and the engine measured forwards `--origin` to it. Before the timed
+//! runs, every distinct question of the query file is resolved once through skuad's own
+//! forwarder ([`skua_resolver::forward::Forwarder`]), which scrubs, renders and stores the
+//! upstream's reply in the cache the dataplanes share ([`SharedCache`]); the runs then answer
+//! with [`Engine::handle_query_with`] and that cache, as the socket and AF_XDP workers do.
 
+use std::collections::HashSet;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use skua_config::{Loc, Located};
+use skua_config::{Config, Loc, Located};
 use skua_engine::engine::DropReason;
 use skua_engine::name::WireName;
 use skua_engine::rrl::{Rrl, RrlConfig};
-use skua_engine::{Engine, Outcome, Request, Transport, text};
+use skua_engine::{AnswerCache, Engine, NoCache, Outcome, Request, Transport, text};
+use skua_resolver::cache::{MsgShard, SetShard};
+use skua_resolver::forward::{Entropy, Event, Forwarder, Question, Start};
+
+use crate::base::clock;
+use crate::base::resolving::{ResolverSettings, RwShard, SharedCache};
 
 const HELP: &str = "\
 usage: skuad bench (--config FILE | --zone FILE --origin NAME) [-n ITERATIONS] [-s SOURCES]
-                   [--edns SIZE] [--do] [--tcp] [-r [RRL options]] QUERYFILE
+                   [--edns SIZE] [--do] [--tcp] [-r [RRL options]] [--cache] QUERYFILE
   QUERYFILE   one query per line: 'qname qtype' (queryperf format); '#' or ';' comments
   -n N        passes over the query file (default 10)
   -s N        spread queries over N client addresses in 198.18.0.0/15 (default 1)
   --edns SIZE add an OPT record advertising SIZE; --do sets the DO bit
   --tcp       answer as over TCP (no truncation, never rate limited)
+  --cache     cache hits instead of local data: the data loaded (--config or --zone) is the
+              upstream, the engine measured forwards --origin to it (forward-zone:, default
+              cache sizes); every distinct question of QUERYFILE is resolved once through
+              skuad's forwarder first, then the runs answer from the cache
   -r          response rate limiting on (BIND defaults but the options below); without -r,
               the configuration's rrl-* directives apply
   --rrl-rate N      responses per second per account, every class (default 5)
@@ -47,6 +65,7 @@ struct Opts {
     queries: Option<PathBuf>,
     rrl: Option<RrlConfig>,
     ab_rounds: usize,
+    cache: bool,
 }
 
 fn parse_args(args: &[String]) -> Result<Opts, String> {
@@ -62,6 +81,7 @@ fn parse_args(args: &[String]) -> Result<Opts, String> {
         queries: None,
         rrl: None,
         ab_rounds: 0,
+        cache: false,
     };
     let mut rrl = RrlConfig {
         responses_per_second: 5,
@@ -90,6 +110,7 @@ fn parse_args(args: &[String]) -> Result<Opts, String> {
             }
             "--do" => o.dnssec_ok = true,
             "--tcp" => o.tcp = true,
+            "--cache" => o.cache = true,
             "-r" => o.rrl = Some(RrlConfig::default()),
             "--rrl-rate" => {
                 rrl.responses_per_second = value(&mut i)?
@@ -128,6 +149,14 @@ fn parse_args(args: &[String]) -> Result<Opts, String> {
     }
     if o.iterations == 0 {
         return Err("-n must be at least 1".into());
+    }
+    if o.cache && o.origin.is_none() {
+        return Err(format!(
+            "--cache needs --origin NAME (the zone forwarded to the loaded data)\n{HELP}"
+        ));
+    }
+    if o.cache && (o.rrl.is_some() || o.ab_rounds > 0) {
+        return Err("--cache does not combine with -r or --rrl-ab".into());
     }
     if o.rrl.is_some() {
         rrl.check()
@@ -179,14 +208,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
             ));
         }
     };
-    // Every bench client is allowed, whatever the file says (the bench measures answering).
-    let loc = Loc::new("<bench>", 0);
-    for nb in ["0.0.0.0/0", "::/0"] {
-        cfg.server.access_control.push(Located {
-            value: (nb.to_string(), "allow".to_string()),
-            loc: loc.clone(),
-        });
-    }
+    allow_everyone(&mut cfg);
     let base = o
         .config
         .as_ref()
@@ -210,6 +232,11 @@ pub fn main(args: &[String]) -> Result<(), String> {
     let qs = read_queries(&text)?;
     if qs.is_empty() {
         return Err("the query file holds no query".into());
+    }
+    if o.cache {
+        // The loaded data is the upstream; the engine measured only forwards.
+        let origin = o.origin.as_deref().unwrap_or(".");
+        return cached(&engine, origin, &qs, &o);
     }
     let packets: Vec<Vec<u8>> = qs
         .iter()
@@ -272,12 +299,18 @@ struct Stats {
     rate_limited: u64,
     slipped: u64,
     hot: u64,
+    cached: u64,
     bytes: u64,
     secs: f64,
 }
 
 impl Run<'_> {
     fn go(&self, engine: &Engine) -> Stats {
+        self.go_with(engine, &NoCache)
+    }
+
+    /// The runs, answering names outside local data from `cache` (a dataplane's call).
+    fn go_with<C: AnswerCache>(&self, engine: &Engine, cache: &C) -> Stats {
         let mut out = vec![0u8; 65535];
         let mut s = Stats::default();
         let start = Instant::now();
@@ -295,10 +328,11 @@ impl Run<'_> {
                     now,
                 };
                 k += 1;
-                match engine.handle_query(&req, p, &mut out) {
+                match engine.handle_query_with(&req, p, &mut out, cache) {
                     Outcome::Reply { len, info } => {
                         s.replies += 1;
                         s.hot += u64::from(info.hot);
+                        s.cached += u64::from(info.cached);
                         s.slipped += u64::from(info.slipped);
                         s.bytes += len as u64;
                     }
@@ -342,6 +376,13 @@ impl Stats {
             self.bytes as f64 / self.replies.max(1) as f64,
             self.drops + self.rate_limited
         );
+        if self.cached > 0 {
+            println!(
+                "From the cache: {} ({:.1} % of the replies)",
+                self.cached,
+                100.0 * self.cached as f64 / self.replies.max(1) as f64
+            );
+        }
     }
 }
 
@@ -391,4 +432,200 @@ fn ab(
         q(0.75)
     );
     Ok(())
+}
+
+/// Every bench client is allowed, whatever the file says (the bench measures answering).
+fn allow_everyone(cfg: &mut Config) {
+    let loc = Loc::new("<bench>", 0);
+    for nb in ["0.0.0.0/0", "::/0"] {
+        cfg.server.access_control.push(Located {
+            value: (nb.to_string(), "allow".to_string()),
+            loc: loc.clone(),
+        });
+    }
+}
+
+/// The forwarder's random numbers: xorshift64* from a fixed seed (the bench's queries are
+/// never exposed to anyone: reproducible IDs are fine).
+struct BenchEntropy(u64);
+
+impl Entropy for BenchEntropy {
+    fn u32(&mut self) -> u32 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32
+    }
+}
+
+/// What filling the cache took.
+struct Fill {
+    questions: usize,
+    upstream_queries: usize,
+    answered: usize,
+    secs: f64,
+}
+
+/// Resolves every distinct question of `qs` once through skuad's forwarder, `upstream`
+/// answering its queries in-process, into a new cache with `settings`' sizes.
+fn fill_cache(
+    upstream: &Engine,
+    settings: &ResolverSettings,
+    qs: &[(WireName, u16)],
+) -> Result<(Arc<SharedCache>, Fill), String> {
+    let start = Instant::now();
+    let cache = Arc::new(SharedCache::new(settings.cache.clone()));
+    let mut fwd: Forwarder<usize, RwShard<MsgShard>, RwShard<SetShard>> =
+        Forwarder::new(settings.forward.clone(), cache.clone());
+    let mut rng = BenchEntropy(0x9e37_79b9_7f4a_7c15);
+    let mut out = vec![0u8; 65535];
+    // The forwarder's address, as the upstream sees it.
+    let src = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
+    let mut seen = HashSet::new();
+    let mut f = Fill {
+        questions: 0,
+        upstream_queries: 0,
+        answered: 0,
+        secs: 0.0,
+    };
+    for (i, (name, qtype)) in qs.iter().enumerate() {
+        let q = Question {
+            name: name.to_lowercase().as_bytes().to_vec(),
+            qtype: *qtype,
+            qclass: 1,
+        };
+        if !seen.insert(q.clone()) {
+            continue;
+        }
+        f.questions += 1;
+        // The daemon's clock: the cache's expiries are compared with the engine's seconds.
+        match fwd.resolve(q, Some(i), clock::now_millis(), &mut rng) {
+            Start::Pending => {}
+            _ => return Err(format!("{name}: the forwarder did not take the question")),
+        }
+        while let Some(ev) = fwd.poll_event() {
+            match ev {
+                Event::Transmit(t) => {
+                    f.upstream_queries += 1;
+                    let req = Request {
+                        src,
+                        transport: Transport::Udp,
+                        now: clock::now_secs(),
+                    };
+                    match upstream.handle_query(&req, &t.bytes, &mut out) {
+                        Outcome::Reply { len, .. } => {
+                            fwd.reply(t.token, t.to, &out[..len], clock::now_millis(), &mut rng)
+                        }
+                        _ => fwd.failed(t.token, clock::now_millis(), &mut rng),
+                    }
+                }
+                Event::Answer(a) => f.answered += a.clients.len(),
+                _ => {}
+            }
+        }
+    }
+    f.secs = start.elapsed().as_secs_f64();
+    Ok((cache, f))
+}
+
+/// The engine `--cache` measures: `forward-zone:` `origin` (to an address never used: the
+/// bench hands the forwarder's queries to the upstream engine itself), the default cache
+/// sizes, every client allowed; and its resolver settings.
+fn forwarding_engine(origin: &str) -> Result<(Engine, ResolverSettings), String> {
+    let text = format!(
+        "server:\n  num-threads: 1\nforward-zone:\n  name: \"{origin}\"\n  forward-addr: 198.18.0.53\n"
+    );
+    let mut cfg = skua_config::parse_str(&text, "<bench --cache>").map_err(|e| e.to_string())?;
+    allow_everyone(&mut cfg);
+    let loaded = crate::control::load::load_config(cfg, None).map_err(|e| e.to_string())?;
+    let settings = loaded
+        .resolver
+        .clone()
+        .ok_or("--cache: the forwarding configuration has no resolver")?;
+    Ok((loaded.engine, settings))
+}
+
+/// `--cache`: the engine measured forwards `origin` to `upstream` and answers from a cache
+/// filled with every question of `qs` first.
+fn cached(upstream: &Engine, origin: &str, qs: &[(WireName, u16)], o: &Opts) -> Result<(), String> {
+    let (engine, settings) = forwarding_engine(origin)?;
+    let (cache, f) = fill_cache(upstream, &settings, qs)?;
+    let (msgs, sets, msg_bytes, set_bytes) = cache.size();
+    println!(
+        "Cache filled through the forwarder: {} questions, {} upstream queries, {} answered, in {:.3} s; \
+         {} answers ({} bytes), {} RRsets ({} bytes)",
+        f.questions, f.upstream_queries, f.answered, f.secs, msgs, msg_bytes, sets, set_bytes
+    );
+    if f.answered < f.questions {
+        return Err(format!(
+            "{} of {} questions got no answer while filling the cache",
+            f.questions - f.answered,
+            f.questions
+        ));
+    }
+    let packets: Vec<Vec<u8>> = qs
+        .iter()
+        .enumerate()
+        .map(|(i, (n, t))| crate::base::query::encode_query(i as u16, n, *t, o.edns, o.dnssec_ok))
+        .collect();
+    let sources: Vec<IpAddr> = (0..o.sources)
+        .map(|i| IpAddr::V4(Ipv4Addr::from(0xc612_0000u32 + i)))
+        .collect();
+    let run = Run {
+        packets: &packets,
+        sources: &sources,
+        transport: if o.tcp {
+            Transport::Tcp
+        } else {
+            Transport::Udp
+        },
+        iterations: o.iterations,
+    };
+    let s = run.go_with(&engine, &*cache);
+    s.print(&run, o.sources);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--cache`: every distinct question is resolved once through the forwarder (a positive
+    /// answer and an NXDOMAIN), then every query of a run is answered from the cache.
+    #[test]
+    fn cache_mode_fills_the_cache_and_answers_from_it() {
+        let upstream = crate::control::load::load_str(
+            "server:\n  access-control: 198.18.0.0/15 allow\n  local-zone: \"internal.\" static\n  \
+             local-data: \"internal. 3600 IN SOA ns.internal. h.internal. 1 3600 900 604800 300\"\n  \
+             local-data: \"h1.internal. 300 IN A 198.18.0.1\"\n  \
+             local-data: \"h2.internal. 300 IN A 198.18.0.2\"\n",
+            "<test upstream>",
+        )
+        .expect("upstream")
+        .engine;
+        let qs = read_queries("h1.internal. A\nh2.internal. A\nnx.internal. A\nH1.internal. A\n")
+            .expect("queries");
+        let (engine, settings) = forwarding_engine("internal.").expect("forwarding engine");
+        let (cache, f) = fill_cache(&upstream, &settings, &qs).expect("fill");
+        assert_eq!((f.questions, f.upstream_queries, f.answered), (3, 3, 3));
+        let (msgs, _, _, _) = cache.size();
+        assert_eq!(msgs, 3);
+        let packets: Vec<Vec<u8>> = qs
+            .iter()
+            .enumerate()
+            .map(|(i, (n, t))| crate::base::query::encode_query(i as u16, n, *t, None, false))
+            .collect();
+        let sources = [IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2))];
+        let run = Run {
+            packets: &packets,
+            sources: &sources,
+            transport: Transport::Udp,
+            iterations: 2,
+        };
+        let s = run.go_with(&engine, &*cache);
+        assert_eq!((s.replies, s.cached, s.drops), (8, 8, 0));
+        // Without the cache the same engine has nothing to answer them with.
+        let s = run.go(&engine);
+        assert_eq!((s.replies, s.cached, s.drops), (0, 0, 8));
+    }
 }
