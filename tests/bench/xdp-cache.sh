@@ -6,11 +6,12 @@
 # The full runs (root, on a quiet machine; docs/benchmarks.md, section 6):
 #   tests/bench/xdp-cache.sh --deps-only                  # once: kresd, dnsdist, dnsperf, ...
 #   CARGO_TARGET_DIR=/work/target-bench tests/bench/xdp-cache.sh --rev HEAD --out /tmp/xc-hits
-#                                                         # hits: ~40 min (5 reps x 7 servers x 6 rates)
+#                                                         # hits: ~45 min (5 reps x 6 rates x 7 servers)
 #   CARGO_TARGET_DIR=/work/target-bench tests/bench/xdp-cache.sh --rev HEAD --misses --out /tmp/xc-misses
-#                                                         # misses: ~8 min
+#                                                         # misses: ~7 min (5 reps x 3 rates x 3 servers)
 #   CARGO_TARGET_DIR=/work/target-bench tests/bench/xdp-cache.sh --rev HEAD --memory --out /tmp/xc-mem
-#                                                         # memory at 1,000,000 names: ~3-5 min
+#                                                         # memory at 1,000,000 names: ~4 min
+#   (each + ~1.5 min to build; --quick: hits ~10 min, misses ~2 min, memory ~1 min)
 #   (or: just bench-cache [--misses | --memory] [options]; --quick for a short run)
 #
 #   server ns 198.18.0.1 (xcs0) <--veth--> client ns 198.18.0.2 (xcc0): kxdpgun / dnsperf, CPU1
@@ -621,7 +622,9 @@ for s in "${SERVER_LIST[@]}"; do
     esac
 done
 [[ -n $SYS_PY ]] || die "python3 not found: run with --deps"
+PLOT_WANTED=$PLOT
 pick_python
+[[ $PLOT == 1 || $PLOT_WANTED == 0 || $MODE != hits ]] || log "no matplotlib in $VENV: no plot ('--deps' installs it)"
 [[ $(nproc) -ge 2 ]] || die "needs 2 CPUs (server on CPU0, generator and upstream on CPU1)"
 
 # One benchmark at a time: the lock of tests/bench/xdp.sh (the two use the same CPUs the same
