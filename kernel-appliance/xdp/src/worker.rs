@@ -146,10 +146,15 @@ pub struct Admission {
 
 const PROMOTED: u16 = u16::MAX;
 
+/// Entries of the admission table (512 KiB per worker): a hot set of tens of thousands of
+/// names asked in turn keeps most of its counts (with 4,096 entries, 10,000 names asked in a
+/// cycle mostly evicted each other before their second hit).
+const ADMISSION_SLOTS: usize = 1 << 16;
+
 impl Default for Admission {
     fn default() -> Self {
         Admission {
-            table: vec![0; 4096],
+            table: vec![0; ADMISSION_SLOTS],
         }
     }
 }
@@ -161,9 +166,12 @@ impl Admission {
         let Some(h) = question_hash(query) else {
             return false;
         };
-        let slot = &mut self.table[(h as usize) & 4095];
-        // Cannot truncate: the high half of the hash, the low 16 bits of the second.
-        let (tag, sec) = ((h >> 32) as u32, now as u16);
+        // FNV's low bits vary little between names like h1, h2...: mix (Fibonacci
+        // hashing), take the entry from the top bits and the tag from the bottom.
+        let h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let slot = &mut self.table[(h >> 48) as usize & (ADMISSION_SLOTS - 1)];
+        // Cannot truncate: the low half of the hash, the low 16 bits of the second.
+        let (tag, sec) = (h as u32, now as u16);
         let pack = |count: u16, second: u16| {
             u64::from(tag) << 32 | u64::from(count) << 16 | u64::from(second)
         };
@@ -473,6 +481,30 @@ mod tests {
         // Not a plain question.
         assert!(!a.hit(&[0u8; 5], 1));
         assert!(!a.hit(&q(b"\xc0\x0c", 1), 1));
+    }
+
+    #[test]
+    fn admission_keeps_a_large_hot_set_asked_in_turn() {
+        // 10,000 names asked one after the other, twice: most are proposed on their
+        // second turn (a name shares its entry with another in about 14 % of cases).
+        let mut a = Admission::default();
+        let q = |i: u32| {
+            let mut m = vec![0x12, 0x34, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+            let label = format!("h{i}");
+            m.push(label.len() as u8);
+            m.extend_from_slice(label.as_bytes());
+            m.extend_from_slice(b"\x08internal\x00\x00\x01\x00\x01");
+            m
+        };
+        let mut proposed = 0;
+        for pass in 0..2 {
+            for i in 0..10_000 {
+                if a.hit(&q(i), 100 + pass) {
+                    proposed += 1;
+                }
+            }
+        }
+        assert!(proposed > 8_000, "{proposed} of 10000 proposed");
     }
 
     #[test]
