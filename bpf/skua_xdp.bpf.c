@@ -305,6 +305,7 @@ static __always_inline __u16 csum_swap(__u16 c)
 static __always_inline __u64 buf_sum(struct skua_scratch *s, __u32 off, __u32 len, __u64 seed)
 {
 	__u32 r4 = (len + 3) & ~3u;
+	__u64 n;
 	__s64 sum;
 
 	B(off + len) = 0;
@@ -312,16 +313,26 @@ static __always_inline __u64 buf_sum(struct skua_scratch *s, __u32 off, __u32 le
 	B(off + len + 2) = 0;
 	if (off > 64)
 		return 0;
+	/*
+	 * Sizes go to the helper in the very register that was checked: kernel 6.1's verifier
+	 * does not carry a bound across a 32-bit register copy, which clang may insert between
+	 * a check and the call (seen with len up to 520, a cached answer's whole reply).
+	 */
 	if (r4 > 512) {
 		sum = bpf_csum_diff(0, 0, (__be32 *)(s->buf + off), 512, (__wsum)seed);
 		if (sum < 0)
 			return 0;
-		r4 -= 512;
-		if (r4 > 8)
+		n = r4 - 512;
+		asm volatile("" : "+r"(n));
+		if (n > 8)
 			return 0;
-		sum = bpf_csum_diff(0, 0, (__be32 *)(s->buf + off + 512), r4, (__wsum)sum);
+		sum = bpf_csum_diff(0, 0, (__be32 *)(s->buf + off + 512), n, (__wsum)sum);
 	} else {
-		sum = bpf_csum_diff(0, 0, (__be32 *)(s->buf + off), r4, (__wsum)seed);
+		n = r4;
+		asm volatile("" : "+r"(n));
+		if (n > 512)
+			return 0;
+		sum = bpf_csum_diff(0, 0, (__be32 *)(s->buf + off), n, (__wsum)seed);
 	}
 	return sum < 0 ? 0 : (__u64)sum;
 }
@@ -693,9 +704,11 @@ static __attribute__((noinline)) int answer(struct xdp_md *ctx, __u32 l3_off, in
 		 * record after them, and the reply summed and written in one piece. Every
 		 * SKUA_CACHED_TTLS entry is patched: unused ones point past any reply.
 		 */
-		__u32 h = head, ttl, p;
-		__u64 m;
+		__u64 h = head, m;
+		__u32 ttl, p;
 
+		/* Bounded in the register used below (see buf_sum). */
+		asm volatile("" : "+r"(h));
 		if (h > HEAD_MAX)
 			return MISS;
 #pragma clang loop unroll(full)
