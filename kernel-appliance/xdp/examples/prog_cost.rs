@@ -99,7 +99,7 @@ fn main() {
                 .expect("cached recipe");
         p.set_cache_slot(slot as u32, &v).unwrap();
         p.set_cache_ref(
-            &skua_xdp::cached::key(qname.as_bytes(), 1).unwrap(),
+            &skua_xdp::answers::key(qname.as_bytes(), 1).unwrap(),
             slot as u32,
         )
         .unwrap();

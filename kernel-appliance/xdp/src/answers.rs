@@ -194,7 +194,7 @@ fn entry(
         tail: [0; ANSWER_TAIL_MAX],
     };
     value.tail[..tail.len()].copy_from_slice(tail);
-    let key = crate::cached::key(name, qtype).ok_or(Skip::TooLong)?;
+    let key = key(name, qtype).ok_or(Skip::TooLong)?;
     // The shapes a client sends: other IDs and case, RD/CD/AD set, EDNS with and without
     // DO, with a cookie option. The engine must give exactly what the program would.
     let upper: Vec<u8> = name.iter().map(u8::to_ascii_uppercase).collect();
@@ -227,6 +227,22 @@ fn entry(
         }
     }
     Ok((key, value))
+}
+
+/// The program's key for a lower-cased wire name and type, if the name fits.
+pub fn key(name: &[u8], qtype: u16) -> Option<AnswerKey> {
+    if name.is_empty() || name.len() > ANSWER_NAME_MAX {
+        return None;
+    }
+    let mut key = AnswerKey {
+        qtype,
+        // Cannot truncate: at most ANSWER_NAME_MAX.
+        name_len: name.len() as u8,
+        pad: 0,
+        name: [0; ANSWER_NAME_MAX],
+    };
+    key.name[..name.len()].copy_from_slice(name);
+    Some(key)
 }
 
 /// EDNS of a test query: payload size, DO, option bytes.

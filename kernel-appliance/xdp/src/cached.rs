@@ -12,7 +12,7 @@
 //!
 //! What is never pushed: stale answers (fixed TTL, EDE), SERVFAIL and other error answers,
 //! answers with an EDE, answers longer than 512 bytes with OPT, more than
-//! [`CACHED_TTLS`] records, names longer than [`ANSWER_NAME_MAX`], answers valid for less
+//! [`CACHED_TTLS`] records, names longer than [`ANSWER_NAME_MAX`](crate::abi::ANSWER_NAME_MAX), answers valid for less
 //! than two more seconds. Which names are pushed, and when they go, is the daemon's call.
 
 use std::net::IpAddr;
@@ -21,10 +21,9 @@ use skua_engine::acl::AclAction;
 use skua_engine::{AnswerCache, Cached, Engine, Outcome, Request, Transport};
 
 use crate::abi::{
-    ANSWER_MSG_MAX, ANSWER_NAME_MAX, ANSWER_TAIL_MAX, AnswerKey, AnswerValue, CACHED_NO_TTL,
-    CACHED_TTLS, CachedValue,
+    ANSWER_MSG_MAX, ANSWER_TAIL_MAX, AnswerValue, CACHED_NO_TTL, CACHED_TTLS, CachedValue,
 };
-use crate::answers::{Edns, be16, clients_where, query, render};
+use crate::answers::{Edns, be16, clients_where, key, query, render};
 
 const HEADER: usize = 12;
 const OPT_LEN: usize = 11;
@@ -34,7 +33,7 @@ const CD: u16 = 0x0010;
 /// Why an answer is not pushed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Skip {
-    /// Name longer than [`ANSWER_NAME_MAX`], reply longer than 512 bytes with OPT, or more
+    /// Name longer than [`ANSWER_NAME_MAX`](crate::abi::ANSWER_NAME_MAX), reply longer than 512 bytes with OPT, or more
     /// than [`CACHED_TTLS`] records.
     TooLong,
     /// Stale, an error, an EDE, or a refresh pending: the engine must see each query.
@@ -73,22 +72,6 @@ impl Clients {
     pub fn with_rd(&self) -> Option<IpAddr> {
         self.rd
     }
-}
-
-/// The program's key for a lower-cased wire name and type, if the name fits.
-pub fn key(name: &[u8], qtype: u16) -> Option<AnswerKey> {
-    if name.is_empty() || name.len() > ANSWER_NAME_MAX {
-        return None;
-    }
-    let mut key = AnswerKey {
-        qtype,
-        // Cannot truncate: at most ANSWER_NAME_MAX.
-        name_len: name.len() as u8,
-        pad: 0,
-        name: [0; ANSWER_NAME_MAX],
-    };
-    key.name[..name.len()].copy_from_slice(name);
-    Some(key)
 }
 
 /// The cache as the engine sees it, holding one answer (the one being compiled).

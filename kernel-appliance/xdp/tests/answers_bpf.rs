@@ -742,7 +742,8 @@ fn cached_answers_are_the_engines_at_every_age() {
     use skua_resolver::cache::{CacheConfig, Key};
     use skua_resolver::forward::{ForwardConfig, Upstream, ZoneConfig, ZoneKind};
     use skua_xdp::abi::F_CACHE;
-    use skua_xdp::cached::{Clients, Skip, compile as compile_cached, key as cached_key};
+    use skua_xdp::answers::key as cached_key;
+    use skua_xdp::cached::{Clients, Skip, compile as compile_cached};
     root();
     let mut engine = {
         // The engine of the other tests, resolving (names outside local data go to the

@@ -32,7 +32,8 @@ use std::time::{Duration, Instant};
 
 use skua_resolver::cache::Key;
 use skua_xdp::abi::{self, AnswerKey, Stat};
-use skua_xdp::cached::{Clients, Skip, compile, key as program_key};
+use skua_xdp::answers::key as program_key;
+use skua_xdp::cached::{Clients, Skip, compile};
 
 use super::Attached;
 use crate::base::clock;
