@@ -585,23 +585,19 @@ impl<M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Cache<M, S> {
         })
     }
 
-    /// Marks a question's entry referenced and counts `hits` fresh hits on it: answers sent
-    /// from a copy of the entry ([`Cache::peek`]) keep it as warm as hits here would.
-    /// False when the entry is gone.
-    pub fn touch(&self, key: &Key<'_>, hits: u64) -> bool {
+    /// Marks a question's entry referenced: answers sent from a copy of the entry
+    /// ([`Cache::peek`]) keep it as safe from eviction as hits here would. False when the
+    /// entry is gone.
+    pub fn touch(&self, key: &Key<'_>) -> bool {
         let h = key.mixed();
-        let found = self.msgs[self.shard(key.hash)].read(|shard| {
+        self.msgs[self.shard(key.hash)].read(|shard| {
             shard
                 .find(h, |e| {
                     e.qtype == key.qtype && e.qclass == key.qclass && *e.name == *key.name
                 })
                 .map(|e| touch(&e.referenced))
                 .is_some()
-        });
-        if found && hits > 0 {
-            self.stats.hits.fetch_add(hits, Ordering::Relaxed);
-        }
-        found
+        })
     }
 
     /// A stale answer for a question whose resolution took too long or failed (RFC 8767

@@ -245,6 +245,24 @@ pub fn key(name: &[u8], qtype: u16) -> Option<AnswerKey> {
     Some(key)
 }
 
+/// The question of a DNS message as the program reads it: the wire name (uncompressed,
+/// case as sent, root label included), QTYPE and QCLASS; `None` for anything else.
+pub fn question(q: &[u8]) -> Option<(&[u8], u16, u16)> {
+    let mut pos = HEADER;
+    loop {
+        let l = usize::from(*q.get(pos)?);
+        if l > 63 {
+            return None;
+        }
+        pos += l + 1;
+        if l == 0 {
+            break;
+        }
+    }
+    let t = q.get(pos..pos + 4)?;
+    Some((q.get(HEADER..pos)?, be16(t, 0), be16(t, 2)))
+}
+
 /// EDNS of a test query: payload size, DO, option bytes.
 pub type Edns<'a> = (u16, bool, &'a [u8]);
 

@@ -48,22 +48,29 @@ pub enum Skip {
 }
 
 /// Clients to check recipes with, found once per engine: one allowed to get cached
-/// answers to queries with RD, one (if any) without.
+/// answers to queries with RD (the first, and the first of each family, for self-tests
+/// against an address of that family), one (if any) without.
 #[derive(Clone, Copy, Debug)]
 pub struct Clients {
     rd: Option<IpAddr>,
+    rd_v4: Option<IpAddr>,
+    rd_v6: Option<IpAddr>,
     snoop: Option<IpAddr>,
 }
 
 impl Clients {
-    /// The first usable source address of a rule letting it get cached answers with RD
+    /// The first usable source addresses of rules letting them get cached answers with RD
     /// (`allow`, `allow_snoop`) and of one letting it without (`allow_snoop`).
     pub fn of(engine: &Engine) -> Self {
-        Clients {
-            rd: clients_where(engine, |a| {
+        let rd = || {
+            clients_where(engine, |a| {
                 matches!(a, AclAction::Allow | AclAction::AllowSnoop)
             })
-            .next(),
+        };
+        Clients {
+            rd: rd().next(),
+            rd_v4: rd().find(IpAddr::is_ipv4),
+            rd_v6: rd().find(IpAddr::is_ipv6),
             snoop: clients_where(engine, |a| a == AclAction::AllowSnoop).next(),
         }
     }
@@ -71,6 +78,11 @@ impl Clients {
     /// A client that gets cached answers to queries with RD, if any.
     pub fn with_rd(&self) -> Option<IpAddr> {
         self.rd
+    }
+
+    /// Such a client of one family (IPv6 or IPv4), if any.
+    pub fn with_rd_of(&self, v6: bool) -> Option<IpAddr> {
+        if v6 { self.rd_v6 } else { self.rd_v4 }
     }
 }
 
@@ -174,7 +186,9 @@ pub fn compile(
             ..*cached
         },
     };
-    let mut buf = vec![0u8; 65535];
+    // A reply that follows the recipe fits ANSWER_MSG_MAX; a longer one is cut short by
+    // the engine and then differs, which is the refusal wanted.
+    let mut buf = [0u8; 2 * ANSWER_MSG_MAX];
     // The shapes a client sends (as for local answers), at the first and the last second
     // the recipe is used; without RD only when some client may snoop.
     let upper: Vec<u8> = name.iter().map(u8::to_ascii_uppercase).collect();
@@ -300,6 +314,9 @@ mod tests {
         let e = engine(&[("198.18.0.0/15", AclAction::Allow)]);
         let clients = Clients::of(&e);
         assert!(clients.with_rd().is_some());
+        // Self-tests need a client of the family of the address tried.
+        assert!(clients.with_rd_of(false).is_some_and(|c| c.is_ipv4()));
+        assert!(clients.with_rd_of(true).is_none_or(|c| c.is_ipv6()));
         let name = wire("www.example.");
         let (tail, ttls) = a_answer(1300);
         let counts = [0, 1, 0, 0, 0, 0];

@@ -196,23 +196,14 @@ impl Admission {
 /// FNV-1a over the lower-cased question name and type of a DNS message (uncompressed
 /// name, as a query's is); `None` for anything else.
 fn question_hash(q: &[u8]) -> Option<u64> {
+    let (name, qtype, _) = crate::answers::question(q)?;
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut pos = 12;
-    loop {
-        let l = usize::from(*q.get(pos)?);
-        if l > 63 {
-            return None;
-        }
-        for b in q.get(pos..=pos + l)? {
-            h = (h ^ u64::from(b.to_ascii_lowercase())).wrapping_mul(0x100_0000_01b3);
-        }
-        pos += l + 1;
-        if l == 0 {
-            break;
-        }
-    }
-    for b in q.get(pos..pos + 2)? {
-        h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
+    for b in name
+        .iter()
+        .map(u8::to_ascii_lowercase)
+        .chain(qtype.to_be_bytes())
+    {
+        h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
     }
     Some(h)
 }

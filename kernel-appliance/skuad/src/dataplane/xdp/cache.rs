@@ -109,20 +109,8 @@ fn digest(r: &skua_resolver::cache::Rendered) -> u64 {
 
 /// The lower-cased question name and type of a query (class IN, uncompressed name).
 fn question(q: &[u8]) -> Option<(Vec<u8>, u16)> {
-    let mut pos = 12;
-    loop {
-        let l = usize::from(*q.get(pos)?);
-        if l > 63 {
-            return None;
-        }
-        pos += l + 1;
-        if l == 0 {
-            break;
-        }
-    }
-    let name = q.get(12..pos)?.to_ascii_lowercase();
-    let t = q.get(pos..pos + 4)?;
-    (t[2..4] == [0, 1]).then(|| (name, u16::from_be_bytes([t[0], t[1]])))
+    let (name, qtype, qclass) = skua_xdp::answers::question(q)?;
+    (qclass == 1).then(|| (name.to_ascii_lowercase(), qtype))
 }
 
 impl Publisher {
@@ -278,7 +266,10 @@ impl Publisher {
                 &name,
                 qtype,
             ) {
-                Ok(()) => {
+                // Nothing could be tried (no address of the client's family yet, or a
+                // second boundary in every try): stays off, tried again at the next push.
+                Ok(false) => {}
+                Ok(true) => {
                     for a in programs.iter_mut() {
                         a.config.flags |= abi::F_CACHE;
                         if let Err(e) = a.program.set_config(a.config) {
@@ -304,6 +295,8 @@ impl Publisher {
 
     /// One query for the pushed answer through the program (with `SKUA_F_CACHE` set for
     /// the test) and through the engine path, at the same second: the same reply frame.
+    /// `Ok(true)` when at least one program was tried and every program tried passed;
+    /// `Ok(false)` when none could be tried.
     fn self_test(
         &self,
         programs: &mut [Attached],
@@ -312,14 +305,16 @@ impl Publisher {
         clients: &Clients,
         name: &[u8],
         qtype: u16,
-    ) -> Result<(), String> {
-        let Some(client) = clients.with_rd() else {
+    ) -> Result<bool, String> {
+        let mut tried = false;
+        if clients.with_rd().is_none() {
             return Err("no client may get cached answers".into());
-        };
+        }
         for a in programs.iter_mut() {
-            let Some(server) = a
+            // One of the program's addresses, with a client of its family.
+            let Some((server, client)) = a
                 .probes(self.port)
-                .find(|s| s.is_ipv6() == client.is_ipv6())
+                .find_map(|s| clients.with_rd_of(s.is_ipv6()).map(|c| (s, c)))
             else {
                 continue;
             };
@@ -330,7 +325,7 @@ impl Publisher {
             };
             a.program.set_config(test_cfg).map_err(|e| log::chain(&e))?;
             // A second boundary between the two runs changes the TTLs: try again once.
-            let mut result = Err(String::new());
+            let mut result = None;
             for _ in 0..2 {
                 let before = clock::now_secs();
                 let run = a.program.test_run_output(&frame[..len]);
@@ -347,7 +342,7 @@ impl Publisher {
                 if clock::now_secs() != before {
                     continue;
                 }
-                result = match (run, verdict) {
+                result = Some(match (run, verdict) {
                     (Ok((action, out)), skua_fastpath::Verdict::Reply { len: rlen, .. })
                         if (action == skua_xdp::bpf::XDP_TX
                             || action == skua_xdp::bpf::XDP_REDIRECT)
@@ -359,13 +354,16 @@ impl Publisher {
                         "the program's cached reply differs from the engine's (action {action}, engine {v:?})"
                     )),
                     (Err(e), _) => Err(log::chain(&e)),
-                };
+                });
                 break;
             }
             a.program.set_config(a.config).map_err(|e| log::chain(&e))?;
-            result.map_err(|e| format!("{}: {e}", a.ifname))?;
+            if let Some(r) = result {
+                r.map_err(|e| format!("{}: {e}", a.ifname))?;
+                tried = true;
+            }
         }
-        Ok(())
+        Ok(tried)
     }
 
     /// Removes `key` from every program and rests its slot.
@@ -448,7 +446,7 @@ impl Publisher {
                     })
                     .unwrap_or(false);
             if same {
-                resolver.cache.touch(&key, 0);
+                resolver.cache.touch(&key);
             } else {
                 gone.push(*k);
             }
