@@ -519,7 +519,10 @@ fn fill_cache(
                         _ => fwd.failed(t.token, clock::now_millis(), &mut rng),
                     }
                 }
-                Event::Answer(a) => f.answered += a.clients.len(),
+                // A SERVFAIL is an answer too, but fills no cache: not counted.
+                Event::Answer(a) if a.rendered.flags & 0x000f != 2 => {
+                    f.answered += a.clients.len()
+                }
                 _ => {}
             }
         }
@@ -583,6 +586,15 @@ fn cached(upstream: &Engine, origin: &str, qs: &[(WireName, u16)], o: &Opts) -> 
     };
     let s = run.go_with(&engine, &*cache);
     s.print(&run, o.sources);
+    // The figure is a cache-hit figure only if every query of the runs was one.
+    if s.cached != s.replies || s.replies as f64 != run.queries() {
+        return Err(format!(
+            "only {} of {} queries were answered from the cache ({} replies): not a cache-hit figure",
+            s.cached,
+            run.queries(),
+            s.replies
+        ));
+    }
     Ok(())
 }
 
