@@ -267,9 +267,12 @@ def read(name):
     path = os.path.join(out, name)
     return list(csv.DictReader(open(path), delimiter="\t")) if os.path.exists(path) else []
 
-def verdict(name, st, target, le=False):
+def verdict(name, st, target, le=False, invalid=""):
     if st is None:
         p(f"SKIP          {name}: not measured (--servers) or no figure")
+        return
+    if invalid:
+        p(f"INVALID       {name:<52} {nr(st):<20} ({invalid})")
         return
     ok = st["med"] <= target if le else st["med"] >= target
     straddle = (st["min"] <= target < st["max"]) if le else (st["min"] < target <= st["max"])
@@ -311,6 +314,18 @@ if rows:
                 d[key] = sum(v) if v else None
             v = [f(r.get("prog_resident")) for r in mine if f(r.get("prog_resident")) is not None]
             d["resident"] = statistics.median(v) if v else None
+            # Not a cache-hit measurement: the upstream was asked during a measured step, the
+            # warm-up lost queries, or skuad-xdp-cache's program held < 99 % of the names.
+            bad = []
+            if d["upq"]:
+                bad.append(f"upstream asked {d['upq']:.0f} times")
+            if d.get("warm_lost"):
+                bad.append(f"warm-up lost {d['warm_lost']:.0f}")
+            low = [f(r.get("prog_resident")) for r in mine
+                   if s == "skuad-xdp-cache" and (f(r.get("prog_resident")) or 0) < 9900]
+            if low:
+                bad.append(f"program held < 9900 names in {len(low)} step(s)")
+            d["invalid"] = "; ".join(bad)
     def vals(s, key):
         return [P[s][rep].get(key) for rep in reps if P[s][rep].get(key) is not None]
     nreps = len(reps)
@@ -410,11 +425,19 @@ if rows:
     p("   median; UNSTABLE: the min-max straddles the target (some repetitions pass, some fail)")
     def both(a, b):
         return stats(ratio_list(a, b)) if a in P and b in P else None
-    verdict("skuad-xdp-cache / skuad-xdp-local (capacity)", both("skuad-xdp-cache", "skuad-xdp-local"), T_LOCAL)
+    def invalid(*names):
+        # Why a verdict over these servers is no cache-hit figure ("" when it is one).
+        why = [f"{s} rep {rep}: {P[s][rep]['invalid']}" for s in names if s in P
+               for rep in reps if P[s][rep].get("invalid")]
+        return "; ".join(why)
+    verdict("skuad-xdp-cache / skuad-xdp-local (capacity)", both("skuad-xdp-cache", "skuad-xdp-local"), T_LOCAL,
+            invalid=invalid("skuad-xdp-cache"))
     verdict("skuad-xdp-cache / max(unbound, kresd, dnsdist) (capacity)",
-            stats(ratio_peer("skuad-xdp-cache")) if "skuad-xdp-cache" in P and peers_here else None, T_PEERS)
+            stats(ratio_peer("skuad-xdp-cache")) if "skuad-xdp-cache" in P and peers_here else None, T_PEERS,
+            invalid=invalid("skuad-xdp-cache", *peers_here))
     verdict("skuad-xsk-cache / max(unbound, kresd, dnsdist) (capacity)",
-            stats(ratio_peer("skuad-xsk-cache")) if "skuad-xsk-cache" in P and peers_here else None, T_XSK)
+            stats(ratio_peer("skuad-xsk-cache")) if "skuad-xsk-cache" in P and peers_here else None, T_XSK,
+            invalid=invalid("skuad-xsk-cache", *peers_here))
     if peers_here and len(peers_here) < 3:
         p(f"   (best peer among {', '.join(peers_here)} only: the others were not measured)")
     warm = sum(sum(vals(s, "upq")) for s in servers)
@@ -963,7 +986,7 @@ server_stats() {
             sa=$(prom_sum "$m" skua_responses_total 'path="socket"')
             echo "$((pa + pc + xa + sa)) $(prom_sum "$m" skua_cache_hits_total) $(prom_sum "$m" skua_cache_misses_total) $pa $pc $xa $sa" ;;
         unbound)
-            unbound-control -c "$SERVER_CONF" stats_noreset 2>/dev/null | awk -F= '
+            timeout 10 unbound-control -c "$SERVER_CONF" stats_noreset 2>/dev/null | awk -F= '
                 $1 == "total.num.queries" { q = $2 } $1 == "total.num.cachehits" { h = $2 } $1 == "total.num.cachemiss" { m = $2 }
                 END { if (q == "") print "NA NA NA NA NA NA NA"; else print q, h, m, "NA NA NA", q }' ;;
         kresd)
@@ -1278,6 +1301,7 @@ memory_run() {
     gen_miss_queries internal. "mem$$" "$MEM_NAMES" "$names"
     start_server "$SERVER_NAME" "mem-$SERVER_NAME"
     sleep 1
+    kill -0 "$SERVER_PID" 2>/dev/null || die "$SERVER exited before the fill"
     rss0=$(rss_kib "$SERVER_PID"); up0=$(up_in)
     f=$OUT/logs/$SERVER_TAG.fill.dnsperf.log
     t0=$(date +%s.%N)
@@ -1286,6 +1310,7 @@ memory_run() {
     secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
     read -r ndone nlost _ < <(dnsperf_counts "$f")
     sleep 2
+    kill -0 "$SERVER_PID" 2>/dev/null || die "$SERVER exited during the fill"
     rss1=$(rss_kib "$SERVER_PID"); up1=$(up_in)
     local sets msgs sb mb ev
     case $SERVER in
@@ -1297,7 +1322,7 @@ memory_run() {
             sb=$(prom_sum "$m" skua_cache_bytes 'store="rrset"'); mb=$(prom_sum "$m" skua_cache_bytes 'store="message"')
             ev=$(prom_sum "$m" skua_cache_evictions_total) ;;
         unbound)
-            unbound-control -c "$SERVER_CONF" stats_noreset > "$OUT/logs/$SERVER_TAG.stats.txt" || die "unbound-control stats_noreset failed"
+            timeout 10 unbound-control -c "$SERVER_CONF" stats_noreset > "$OUT/logs/$SERVER_TAG.stats.txt" || die "unbound-control stats_noreset failed"
             read -r sets msgs sb mb < <(awk -F= '$1 == "rrset.cache.count" {a = $2} $1 == "msg.cache.count" {b = $2}
                 $1 == "mem.cache.rrset" {c = $2} $1 == "mem.cache.message" {d = $2} END {print a + 0, b + 0, c + 0, d + 0}' "$OUT/logs/$SERVER_TAG.stats.txt")
             ev=NA ;;
