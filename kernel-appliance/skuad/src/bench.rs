@@ -520,9 +520,7 @@ fn fill_cache(
                     }
                 }
                 // A SERVFAIL is an answer too, but fills no cache: not counted.
-                Event::Answer(a) if a.rendered.flags & 0x000f != 2 => {
-                    f.answered += a.clients.len()
-                }
+                Event::Answer(a) if a.rendered.flags & 0x000f != 2 => f.answered += a.clients.len(),
                 _ => {}
             }
         }
