@@ -148,6 +148,10 @@ pub struct HostStatus {
     pub next_ms: Option<u64>,
 }
 
+/// Addresses of one family a `forward-host:`/`stub-host:` name contributes at most (the
+/// lowest ones of its answer): Unbound too uses only a few addresses per server name.
+pub const MAX_HOST_ADDRS: usize = 8;
+
 /// The least time between two resolutions of a host's name, ms (a TTL of 0 would
 /// otherwise have it asked continuously).
 pub const HOST_MIN_REFRESH_MS: u64 = 5_000;
@@ -807,13 +811,18 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                     HostOutcome::Addrs(ips, exp) => {
                         fam.addrs.clear();
                         fam.local.clear();
-                        for &ip in ips {
+                        // Sorted (a rotated answer is the same set, not a change) and capped:
+                        // an upstream's reply must not turn into thousands of upstreams.
+                        let mut ips = ips.clone();
+                        ips.sort_unstable();
+                        ips.dedup();
+                        for ip in ips {
                             let list = if dnql && is_local(ip) {
                                 &mut fam.local
                             } else {
                                 &mut fam.addrs
                             };
-                            if !list.contains(&ip) {
+                            if list.len() < MAX_HOST_ADDRS {
                                 list.push(ip);
                             }
                         }
@@ -2556,6 +2565,36 @@ mod tests {
     }
 
     #[test]
+    fn a_host_contributes_a_bounded_sorted_set_of_addresses() {
+        let mut f = hosted(CacheConfig::default());
+        f.config.do_ip6 = false;
+        let mut rng = Seq(43);
+        f.tick(0, &mut rng);
+        let mut ts = transmits(&mut f);
+        let a = take(&mut ts, NS_NET, rtype::A);
+        // 300 addresses, in descending order (a hostile or rotating upstream).
+        let addrs: Vec<[u8; 4]> = (0..300u16)
+            .rev()
+            .map(|i| [198, 18, (i >> 8) as u8, i as u8])
+            .collect();
+        let rrs: Vec<(&[u8], u16, u32, &[u8])> = addrs
+            .iter()
+            .map(|x| (NS_NET, 1u16, 300u32, &x[..]))
+            .collect();
+        let r = reply(&a.bytes, 0, false, &rrs, &[]);
+        f.reply(a.token, up(1), &r, 10, &mut rng);
+        let ups: Vec<SocketAddr> = f.config().zones[1]
+            .upstreams
+            .iter()
+            .map(|u| u.addr)
+            .collect();
+        let want: Vec<SocketAddr> = (0..MAX_HOST_ADDRS as u16)
+            .map(|i| v4([198, 18, 0, i as u8], 5353))
+            .collect();
+        assert_eq!(ups, want);
+    }
+
+    #[test]
     fn host_re_resolved_at_ttl_keeping_its_addresses_meanwhile() {
         let mut f = hosted(CacheConfig::default());
         f.config.do_ip6 = false;
@@ -2854,9 +2893,10 @@ mod tests {
         }
         f.reply(t.token, up(1), &m, 5, &mut rng);
         let st = &f.hosts()[0];
+        // Sorted: the order of the answer does not matter.
         assert_eq!(
             st.local,
-            vec![IpAddr::from([127, 0, 0, 1]), IpAddr::from([0, 0, 0, 0])]
+            vec![IpAddr::from([0, 0, 0, 0]), IpAddr::from([127, 0, 0, 1])]
         );
         assert_eq!(
             f.config().zones[1]
