@@ -41,6 +41,8 @@ pub(crate) enum ClauseKind {
     Api,
     /// `audit:` (skuad's audit log; not an Unbound clause).
     Audit,
+    /// `ha:` (addresses served only under the host agent's lease; not an Unbound clause).
+    Ha,
     /// A clause that exists in Unbound but is not supported here.
     Unsupported,
 }
@@ -53,6 +55,7 @@ const CLAUSES: &[(&str, ClauseKind)] = &[
     // Not Unbound clauses: ours (Unbound would reject them).
     ("api", ClauseKind::Api),
     ("audit", ClauseKind::Audit),
+    ("ha", ClauseKind::Ha),
     ("remote-control", ClauseKind::Unsupported),
     ("view", ClauseKind::Unsupported),
     ("python", ClauseKind::Unsupported),
@@ -649,6 +652,21 @@ const AUDIT: &[(&str, AuditKey)] = &[
 /// The `audit:` directive named `name`, if known.
 pub(crate) fn audit(name: &str) -> Option<AuditKey> {
     AUDIT.iter().find(|(n, _)| *n == name).map(|&(_, k)| k)
+}
+
+/// The `ha:` directives (skuad's own clause: all implemented, one value each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HaKey {
+    Address,
+    LeaseMax,
+}
+
+/// Every `ha:` directive.
+const HA: &[(&str, HaKey)] = &[("address", HaKey::Address), ("lease-max", HaKey::LeaseMax)];
+
+/// The `ha:` directive named `name`, if known.
+pub(crate) fn ha(name: &str) -> Option<HaKey> {
+    HA.iter().find(|(n, _)| *n == name).map(|&(_, k)| k)
 }
 
 #[cfg(test)]

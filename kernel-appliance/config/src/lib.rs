@@ -123,7 +123,7 @@ mod tests;
 use std::path::{Path, PathBuf};
 
 pub use model::{
-    Api, Audit, AuditFsync, AuthZone, Config, Error, ForwardZone, Loc, Located, PortAction,
+    Api, Audit, AuditFsync, AuthZone, Config, Error, ForwardZone, Ha, Loc, Located, PortAction,
     PortRule, Rrl, Server, UpstreamAddr, UpstreamHost, Warning, ZoneKind,
 };
 

@@ -111,6 +111,8 @@ pub struct Config {
     pub api: Api,
     /// All `audit:` clauses, merged in file order like `server:`. **Not an Unbound clause.**
     pub audit: Audit,
+    /// All `ha:` clauses, merged in file order like `server:`. **Not an Unbound clause.**
+    pub ha: Ha,
     /// Everything that was ignored or looked wrong, in file order (includes followed).
     pub warnings: Vec<Warning>,
     /// Every file read from disk, in the order first read, each once: the file given to
@@ -577,6 +579,30 @@ impl Audit {
     /// The current signing key: the last `key:`.
     pub fn current_key(&self) -> Option<&Located<String>> {
         self.keys.last()
+    }
+}
+
+/// The `ha:` clause: service addresses that skuad answers only while the host agent
+/// (`skua-agent`, VRRP) holds a lease on them for this node. **Not an Unbound clause.**
+/// Several `ha:` clauses merge like `server:`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ha {
+    /// `address:` an IP address, or `ip@port`, as written, in order: listened on (UDP and
+    /// TCP, bound even while the host does not hold the address) and answered only under
+    /// a lease.
+    pub addresses: Vec<Located<String>>,
+    /// `lease-max:` in milliseconds, 10-60000: the longest lease skuad grants, whatever the
+    /// agent asks (a bound on how long a node can answer after its agent stopped renewing).
+    /// Default 1000.
+    pub lease_max_ms: u32,
+}
+
+impl Default for Ha {
+    fn default() -> Self {
+        Ha {
+            addresses: Vec::new(),
+            lease_max_ms: 1000,
+        }
     }
 }
 

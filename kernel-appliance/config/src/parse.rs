@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::directives::{
-    self, ApiKey, Arity, AuditKey, AuthKey, ClauseKind, ServerKey, Support, ZoneKey,
+    self, ApiKey, Arity, AuditKey, AuthKey, ClauseKind, HaKey, ServerKey, Support, ZoneKey,
 };
 use crate::lexer::{Token, tokenize};
 use crate::model::{
@@ -57,6 +57,8 @@ enum Clause {
     Api,
     /// `audit:` (merged into [`Config::audit`] as it is read), opened at this line.
     Audit(Loc),
+    /// `ha:` (merged into [`Config::ha`] as it is read).
+    Ha,
     /// An unsupported clause: its directives are counted, the count goes into the warning
     /// pushed when it opened.
     Unsupported {
@@ -273,6 +275,7 @@ impl Parser {
             Clause::Zone(_) => self.zone_directive(name, vals, loc),
             Clause::Api => self.api_directive(name, vals, loc),
             Clause::Audit(_) => self.audit_directive(name, vals, loc),
+            Clause::Ha => self.ha_directive(name, vals, loc),
             Clause::Unsupported { count, .. } => {
                 let n = loose_count(vals, 1);
                 if n == 0 {
@@ -314,6 +317,7 @@ impl Parser {
             }
             ClauseKind::Api => Clause::Api,
             ClauseKind::Audit => Clause::Audit(loc.clone()),
+            ClauseKind::Ha => Clause::Ha,
             ClauseKind::Unsupported => {
                 // The message is completed with the directive count when the clause ends.
                 self.config.warnings.push(Warning {
@@ -331,7 +335,7 @@ impl Parser {
 
     fn close_clause(&mut self) -> Result<(), Error> {
         match std::mem::replace(&mut self.clause, Clause::None) {
-            Clause::None | Clause::Server | Clause::Api | Clause::Audit(_) => {}
+            Clause::None | Clause::Server | Clause::Api | Clause::Audit(_) | Clause::Ha => {}
             Clause::AuthZone(p) => {
                 let Some(name) = p.name else {
                     return Err(Error::at(&p.loc, "auth-zone: clause without 'name:'"));
@@ -705,6 +709,25 @@ impl Parser {
                         format!("'{name}:' must be entry or batch, not '{}'", value.value),
                     ));
                 };
+            }
+        }
+        Ok(n)
+    }
+
+    fn ha_directive(&mut self, name: &str, vals: &[Token], loc: &Loc) -> Result<usize, Error> {
+        let Some(key) = directives::ha(name) else {
+            return self.misplaced(name, "ha:", vals, loc);
+        };
+        let n = take(name, vals, Arity::Exactly(1), loc)?;
+        let h = &mut self.config.ha;
+        match key {
+            HaKey::Address => h.addresses.push(Located {
+                value: vals[0].text.clone(),
+                loc: loc.clone(),
+            }),
+            HaKey::LeaseMax => {
+                // Within 10..=60000 by the check: fits a u32.
+                h.lease_max_ms = ranged(name, &vals[0], 10, 60_000, loc)? as u32;
             }
         }
         Ok(n)
@@ -1116,6 +1139,7 @@ fn owner_clause(name: &str, except: &str) -> Option<&'static str> {
         ("stub-zone:", directives::stub_zone(name).is_some()),
         ("api:", directives::api(name).is_some()),
         ("audit:", directives::audit(name).is_some()),
+        ("ha:", directives::ha(name).is_some()),
     ]
     .into_iter()
     .find(|&(clause, known)| known && clause != except)

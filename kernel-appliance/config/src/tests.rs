@@ -2630,3 +2630,37 @@ fn realistic_opnsense_dot_config() {
     );
     assert_eq!(c.files, [main, dot]);
 }
+
+#[test]
+fn ha_clause_directives_defaults_and_errors() {
+    assert_eq!(parse("server:\n").ha, crate::Ha::default());
+    assert_eq!(crate::Ha::default().lease_max_ms, 1000);
+    let c = parse(
+        "ha:
+    address: 198.18.53.53
+ha:
+    address: fd00:53::53@5353
+    lease-max: 400
+",
+    );
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    assert_eq!(
+        lines(&c.ha.addresses),
+        [("198.18.53.53", 2), ("fd00:53::53@5353", 4)]
+    );
+    assert_eq!(c.ha.lease_max_ms, 400);
+    for (text, want) in [
+        (
+            "ha:\n  lease-max: 5\n",
+            "t.conf:2: 'lease-max:' value 5 is out of range (10-60000)",
+        ),
+        ("ha:\n  address:\n", "t.conf:2: 'address:' needs a value"),
+    ] {
+        let e = parse_str(text, "t.conf").unwrap_err();
+        assert_eq!(e.to_string(), want, "{text:?}");
+    }
+    // A server: directive in ha: warns like any misplaced directive.
+    let c = parse("ha:\n  port: 53\n");
+    assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+    assert!(c.warnings[0].msg.contains("server:"), "{:?}", c.warnings);
+}

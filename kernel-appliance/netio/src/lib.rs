@@ -311,7 +311,9 @@ pub enum Kind {
 /// Creates, configures and binds a socket: `SO_REUSEPORT` (set before `bind`, so that one
 /// socket per worker shares the port and the kernel spreads flows across them),
 /// `SO_REUSEADDR` for TCP restarts, `IPV6_V6ONLY` for IPv6 addresses, optional buffer sizes.
-/// TCP sockets are put in listening state with `backlog`.
+/// TCP sockets are put in listening state with `backlog`. `freebind` (`IP_FREEBIND`, which
+/// covers IPv6 too): bind an address the host does not hold (yet), as a service address that
+/// the host agent adds on takeover; datagrams arrive once the address is configured.
 pub fn bind_socket(
     addr: SocketAddr,
     kind: Kind,
@@ -319,6 +321,7 @@ pub fn bind_socket(
     rcvbuf: Option<usize>,
     sndbuf: Option<usize>,
     backlog: i32,
+    freebind: bool,
 ) -> io::Result<OwnedFd> {
     let domain = if addr.is_ipv4() {
         libc::AF_INET
@@ -344,6 +347,9 @@ pub fn bind_socket(
     }
     if addr.is_ipv6() {
         setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1)?;
+    }
+    if freebind {
+        setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_FREEBIND, 1)?;
     }
     // Ask for the size; the kernel caps it at rmem_max (root may use the FORCE variants).
     if let Some(n) = rcvbuf {
@@ -618,12 +624,27 @@ mod tests {
             Some(1 << 20),
             None,
             0,
+            false,
         )
         .unwrap();
         let u1 = UdpSocket::from(s1);
         let addr = u1.local_addr().unwrap();
-        let s2 = bind_socket(addr, Kind::Udp, true, None, None, 0).unwrap();
+        let s2 = bind_socket(addr, Kind::Udp, true, None, None, 0, false).unwrap();
         assert_eq!(UdpSocket::from(s2).local_addr().unwrap(), addr);
-        assert!(bind_socket(addr, Kind::Udp, false, None, None, 0).is_err());
+        assert!(bind_socket(addr, Kind::Udp, false, None, None, 0, false).is_err());
+    }
+
+    #[test]
+    fn freebind_binds_an_address_the_host_does_not_hold() {
+        // 198.18.255.253 is on no interface of a test machine (198.18.0.0/15 is the
+        // benchmarking range these tests use only inside namespaces).
+        let addr: SocketAddr = "198.18.255.253:0".parse().unwrap();
+        assert!(bind_socket(addr, Kind::Udp, false, None, None, 0, false).is_err());
+        let s = bind_socket(addr, Kind::Udp, false, None, None, 0, true).unwrap();
+        assert_eq!(UdpSocket::from(s).local_addr().unwrap().ip(), addr.ip());
+        let t = bind_socket(addr, Kind::Tcp, false, None, None, 16, true).unwrap();
+        drop(t);
+        let v6: SocketAddr = "[fd00:53::fffe]:0".parse().unwrap();
+        assert!(bind_socket(v6, Kind::Udp, false, None, None, 0, true).is_ok());
     }
 }

@@ -143,6 +143,18 @@ pub fn run(source: Source, xdp_opts: &XdpOptions) -> Result<(), String> {
                 let _ = tokio::task::spawn_blocking(move || c.flush_refusals(false)).await;
             }
         });
+        // Leases of the service addresses that run out: logged and audited (answering
+        // stops by itself, at the expiry, in every dataplane).
+        let c = ctl.clone();
+        let lease_watch = tokio::spawn(async move {
+            loop {
+                let c = c.clone();
+                let wait = tokio::task::spawn_blocking(move || c.check_leases())
+                    .await
+                    .unwrap_or(Duration::from_millis(200));
+                tokio::time::sleep(wait).await;
+            }
+        });
         notify::notify(&format!(
             "READY=1\nSTATUS=serving on {} ({})",
             settings
@@ -156,6 +168,7 @@ pub fn run(source: Source, xdp_opts: &XdpOptions) -> Result<(), String> {
         let r = signals(sigs, &ctl, &*planes).await;
         let _ = api_stop.send(true);
         flusher.abort();
+        lease_watch.abort();
         r
     });
     stop_planes();

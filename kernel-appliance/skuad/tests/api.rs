@@ -65,6 +65,9 @@ const ROUTES: &[(&str, &str, Option<&str>, Option<&str>)] = &[
         Some("skua-cache-dump 1 written=0\neof rrsets=0 messages=0\n"),
     ),
     ("GET", "/resolver/upstreams", Some("read"), None),
+    ("GET", "/ha", Some("read"), None),
+    ("POST", "/ha/lease", Some("operator"), Some(r#"{"ttl_ms":100}"#)),
+    ("POST", "/ha/release", Some("operator"), Some("{}")),
 ];
 
 const ROLES: [&str; 4] = ["read", "dns", "operator", "admin"];

@@ -126,6 +126,63 @@ fn resolver_json(ctl: &Control) -> serde_json::Value {
 }
 
 /// The cache, the forwarder and each upstream, when there is a resolver.
+/// The service addresses' leases (`ha:`), when there are any.
+fn ha_prometheus(p: &mut Prom, ctl: &Control) {
+    let st = ctl.leases();
+    if st.addresses.is_empty() {
+        return;
+    }
+    p.head(
+        "skua_ha_lease_serving",
+        "gauge",
+        "1 while this node holds the host agent's lease on the service address (answers it).",
+    );
+    for a in &st.addresses {
+        p.line(
+            "skua_ha_lease_serving",
+            &[("address", &a.address.to_string())],
+            u8::from(a.serving),
+        );
+    }
+    p.head(
+        "skua_ha_lease_remaining_seconds",
+        "gauge",
+        "Time left on the lease (0 when not held).",
+    );
+    for a in &st.addresses {
+        p.line(
+            "skua_ha_lease_remaining_seconds",
+            &[("address", &a.address.to_string())],
+            a.remaining_ms as f64 / 1000.0,
+        );
+    }
+    p.head(
+        "skua_ha_unleased_queries_total",
+        "counter",
+        "Queries to the service address left unanswered because this node held no lease.",
+    );
+    for a in &st.addresses {
+        p.line(
+            "skua_ha_unleased_queries_total",
+            &[("address", &a.address.to_string())],
+            a.unleased_queries,
+        );
+    }
+    p.head(
+        "skua_ha_lease_events_total",
+        "counter",
+        "Lease transitions (taken, released, expired) and renewals.",
+    );
+    for (event, v) in [
+        ("taken", st.taken),
+        ("renewed", st.renewed),
+        ("released", st.released),
+        ("expired", st.expired),
+    ] {
+        p.line("skua_ha_lease_events_total", &[("event", event)], v);
+    }
+}
+
 fn resolver_prometheus(p: &mut Prom, ctl: &Control) {
     let Some(h) = ctl.serving.resolver.load_full() else {
         return;
@@ -600,5 +657,6 @@ pub fn prometheus(ctl: &Control) -> String {
         }
     }
     resolver_prometheus(&mut p, ctl);
+    ha_prometheus(&mut p, ctl);
     p.0
 }

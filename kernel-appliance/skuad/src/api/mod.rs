@@ -38,6 +38,7 @@ use serde_json::json;
 use crate::base::planes::DataplaneState;
 use crate::control::auth::Role;
 use crate::control::cache::FlushRequest;
+use crate::control::ha::LeaseRequest;
 use crate::control::{Change, Control, CtlError, Prepared, Reconfigure};
 use httpd::{Caps, Tracker};
 /// The OpenAPI document, kept in the repository.
@@ -69,6 +70,10 @@ pub const ROUTES: &[(&str, &str, Option<Role>)] = &[
     ("GET", "/cache/dump", Some(Role::Operator)),
     ("POST", "/cache/load", Some(Role::Admin)),
     ("GET", "/resolver/upstreams", Some(Role::Read)),
+    // Leases decide which node answers the service addresses: the operator's, as reloads.
+    ("GET", "/ha", Some(Role::Read)),
+    ("POST", "/ha/lease", Some(Role::Operator)),
+    ("POST", "/ha/release", Some(Role::Operator)),
 ];
 
 /// The API's own settings that a reload changes: its certificate and body limit.
@@ -913,6 +918,53 @@ async fn upstreams(State(ctl): Ctl) -> Result<Response, ApiError> {
     Ok(axum::Json(ctl.upstreams()?).into_response())
 }
 
+async fn ha_state(State(ctl): Ctl) -> Result<Response, ApiError> {
+    Ok(axum::Json(ctl.leases()).into_response())
+}
+
+async fn ha_lease(
+    State(ctl): Ctl,
+    axum::Extension(caller): Who,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let req: LeaseRequest = json_body(&ctl, &headers, body).await?;
+    let (actor, src) = who(&caller);
+    let done = tokio::task::block_in_place(|| ctl.lease(actor, src, &req))?;
+    Ok(axum::Json(done).into_response())
+}
+
+/// `POST /ha/release`: optional addresses and reason.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReleaseRequest {
+    #[serde(default)]
+    addresses: Option<Vec<std::net::IpAddr>>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+async fn ha_release(
+    State(ctl): Ctl,
+    axum::Extension(caller): Who,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let req: ReleaseRequest = json_body(&ctl, &headers, body).await?;
+    let (actor, src) = who(&caller);
+    let reason: String = req
+        .reason
+        .as_deref()
+        .unwrap_or("released by the agent")
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(200)
+        .collect();
+    let done =
+        tokio::task::block_in_place(|| ctl.release(actor, src, req.addresses.as_deref(), &reason))?;
+    Ok(axum::Json(done).into_response())
+}
+
 async fn not_found(method: Method, uri: axum::http::Uri) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
@@ -955,6 +1007,9 @@ pub fn router(ctl: Arc<Api>) -> Router {
         .route("/cache/dump", get(cache_dump))
         .route("/cache/load", post(cache_load))
         .route("/resolver/upstreams", get(upstreams))
+        .route("/ha", get(ha_state))
+        .route("/ha/lease", post(ha_lease))
+        .route("/ha/release", post(ha_release))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(ctl.clone(), authenticate))

@@ -11,8 +11,8 @@ use std::sync::OnceLock;
 
 static ORIGIN: OnceLock<u64> = OnceLock::new();
 
-/// `CLOCK_MONOTONIC` in nanoseconds.
-fn mono_ns() -> u64 {
+/// `CLOCK_MONOTONIC` in nanoseconds, the process's view (address leases count in it).
+pub fn mono_ns() -> u64 {
     skua_netio::monotonic_ns()
 }
 
@@ -45,6 +45,14 @@ pub fn kernel_origin_ns() -> u64 {
         .unwrap_or(0);
     // offset may be negative: origin_kernel = origin - offset.
     (i128::from(origin) - i128::from(offset)).clamp(0, i128::from(u64::MAX)) as u64
+}
+
+/// A [`mono_ns`] instant on the kernel's own monotonic clock (`bpf_ktime_get_ns()`), for
+/// deadlines the XDP program compares: the time namespace's offset taken off.
+pub fn to_kernel_ns(mono: u64) -> u64 {
+    let origin = *ORIGIN.get_or_init(mono_ns);
+    (i128::from(mono) - i128::from(origin) + i128::from(kernel_origin_ns()))
+        .clamp(0, i128::from(u64::MAX)) as u64
 }
 
 /// The `monotonic` offset of a `/proc/<pid>/timens_offsets` text, in nanoseconds.

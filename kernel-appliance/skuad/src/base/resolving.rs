@@ -65,6 +65,9 @@ pub enum Route {
         sock: Arc<UdpSocket>,
         /// The client.
         peer: SocketAddr,
+        /// The lease the address the client asked is answered under, if any: checked
+        /// again when the answer is ready (the lease may have ended while resolving).
+        gate: crate::base::lease::Gate,
     },
     /// A TCP query: the connection's writer takes the reply (length prefix added there).
     Tcp {

@@ -32,6 +32,8 @@ pub struct Serving {
     pub resolver: arc_swap::ArcSwapOption<crate::base::resolving::ResolverHandle>,
     /// Copies of the cache kept by dataplanes (the XDP programs' cached answers).
     pub mirrors: crate::base::resolving::Mirrors,
+    /// The service addresses answered only under the host agent's lease (`ha:`).
+    pub leases: crate::base::lease::Leases,
 }
 
 impl Serving {
@@ -44,6 +46,7 @@ impl Serving {
             stats: std::sync::Mutex::new(Vec::new()),
             resolver: arc_swap::ArcSwapOption::empty(),
             mirrors: crate::base::resolving::Mirrors::default(),
+            leases: crate::base::lease::Leases::default(),
         }
     }
 

@@ -3,7 +3,7 @@
 //! The control core derives it from the configuration ([`crate::control::load`]); the
 //! dataplanes read it and nothing else of the configuration.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 /// Where and how to listen (changes need a restart; reload only swaps the engine).
@@ -31,4 +31,9 @@ pub struct Settings {
     pub cpus: Option<Vec<usize>>,
     /// Largest UDP reply.
     pub max_udp_size: u16,
+    /// Service addresses (`ha: address:`, also in `udp` and `tcp`): bound even while the
+    /// host does not hold them, answered only under the host agent's lease.
+    pub leased: Vec<IpAddr>,
+    /// The longest lease granted (`ha: lease-max:`).
+    pub lease_max: Duration,
 }

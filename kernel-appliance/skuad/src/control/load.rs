@@ -303,6 +303,31 @@ pub fn load_config(cfg: Config, base: Option<PathBuf>) -> Result<Loaded, LoadErr
             tcp.push(a);
         }
     }
+    // Service addresses under the host agent's lease: listened on like interfaces (an
+    // address both in interface: and ha: is one listener, under the lease).
+    let mut leased = Vec::new();
+    for l in &cfg.ha.addresses {
+        let a = parse_interface(&l.value, s.port, &l.loc)?;
+        if a.ip().is_unspecified() || a.ip().is_multicast() {
+            return Err(at(
+                &l.loc,
+                format!(
+                    "ha address '{}' must be one unicast address (the service address VRRP moves)",
+                    l.value
+                ),
+            ));
+        }
+        if (a.is_ipv4() && !s.do_ip4) || (a.is_ipv6() && !s.do_ip6) {
+            continue;
+        }
+        leased.push(a.ip().to_canonical());
+        if s.do_udp && !udp.contains(&a) {
+            udp.push(a);
+        }
+        if s.do_tcp && !tcp.contains(&a) {
+            tcp.push(a);
+        }
+    }
     let cpus =
         match &s.cpu_affinity {
             Some(c) => Some(parse_cpus(c).ok_or_else(|| {
@@ -332,6 +357,8 @@ pub fn load_config(cfg: Config, base: Option<PathBuf>) -> Result<Loaded, LoadErr
         verbosity: s.verbosity,
         cpus,
         max_udp_size: s.max_udp_size.max(512),
+        leased,
+        lease_max: Duration::from_millis(cfg.ha.lease_max_ms.into()),
     };
     Ok(Loaded {
         engine,

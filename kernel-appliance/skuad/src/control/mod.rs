@@ -19,6 +19,7 @@
 pub mod audit;
 pub mod auth;
 pub mod cache;
+pub mod ha;
 pub mod load;
 pub mod source;
 pub mod state;
@@ -359,6 +360,8 @@ pub struct Control {
     pub writes_failed: AtomicU64,
     /// Refused API requests waiting to be summarised in the audit log.
     refusals: RefusalLog,
+    /// The host agent's leases: counters and what the expiry watcher reports.
+    leases: ha::LeaseBook,
 }
 
 /// Refusals on the local control socket are counted under this address (no TCP source can
@@ -588,6 +591,7 @@ impl Control {
             writes_ok: AtomicU64::new(0),
             writes_failed: AtomicU64::new(0),
             refusals: RefusalLog::new(REFUSAL_WINDOW),
+            leases: ha::LeaseBook::default(),
         }
     }
 

@@ -24,6 +24,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use tokio::sync::Semaphore;
 
+use crate::base::lease::Gate;
 use crate::base::log;
 use crate::base::serving::{Serving, WorkerStats};
 use crate::base::settings::Settings;
@@ -60,11 +61,25 @@ struct UdpGroup {
     sockets: Vec<UdpSocket>,
     workers: Vec<JoinHandle<()>>,
     stop: Arc<AtomicBool>,
+    /// The lease the address is answered under (`ha: address:`), if any.
+    gate: Gate,
 }
 
 struct TcpEntry {
     addr: SocketAddr,
     task: tokio::task::JoinHandle<()>,
+    gate: Gate,
+}
+
+/// Whether a listener bound with `bound` still has the right gate for `want` (the lease in
+/// force for its address): none for both, or the same lease (a lease re-created by a
+/// reload that dropped and re-added the address is another one).
+fn same_gate(bound: &Gate, want: &Gate) -> bool {
+    match (bound, want) {
+        (None, None) => true,
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        _ => false,
+    }
 }
 
 /// What a reconciliation changed.
@@ -105,6 +120,7 @@ const DRAIN: Duration = Duration::from_millis(300);
 impl Listeners {
     /// Binds every listener of `s` (TCP listeners need a Tokio runtime context).
     pub fn start(s: &Settings, shared: Arc<Serving>) -> Result<Self, String> {
+        shared.leases.configure(&s.leased, s.lease_max);
         let tcp_stats = Arc::new(WorkerStats::default());
         shared.register(tcp_stats.clone());
         let mut l = Listeners {
@@ -149,6 +165,7 @@ impl Listeners {
         let mut sockets = Vec::new();
         let mut workers = Vec::new();
         let threads = if s.reuseport { s.threads } else { 1 };
+        let gate = self.shared.leases.get(addr.ip());
         let mut bound = Vec::new();
         for _ in 0..threads {
             let fd = skua_netio::bind_socket(
@@ -158,6 +175,7 @@ impl Listeners {
                 s.rcvbuf,
                 s.sndbuf,
                 0,
+                gate.is_some(),
             )?;
             bound.push(UdpSocket::from(fd));
         }
@@ -169,9 +187,12 @@ impl Listeners {
             let idx = self.next_worker.fetch_add(1, Ordering::Relaxed);
             let (sh, st) = (self.shared.clone(), stop.clone());
             let tx_size = usize::from(s.max_udp_size);
+            let g = gate.clone();
             let h = std::thread::Builder::new()
                 .name(format!("udp-{idx}"))
-                .spawn(move || sockets::udp_worker(sock, sh, stats, st, idx, cpu, tx_size))?;
+                .spawn(move || {
+                    sockets::udp_worker(sock, sh, stats, st, idx, cpu, tx_size, g);
+                })?;
             workers.push(h);
         }
         Ok(UdpGroup {
@@ -180,11 +201,21 @@ impl Listeners {
             sockets,
             workers,
             stop,
+            gate,
         })
     }
 
     fn bind_tcp(&self, addr: SocketAddr) -> io::Result<TcpEntry> {
-        let fd = skua_netio::bind_socket(addr, skua_netio::Kind::Tcp, false, None, None, 256)?;
+        let gate = self.shared.leases.get(addr.ip());
+        let fd = skua_netio::bind_socket(
+            addr,
+            skua_netio::Kind::Tcp,
+            false,
+            None,
+            None,
+            256,
+            gate.is_some(),
+        )?;
         let l = std::net::TcpListener::from(fd);
         l.set_nonblocking(true)?;
         let l = tokio::net::TcpListener::from_std(l)?;
@@ -193,8 +224,9 @@ impl Listeners {
             self.shared.clone(),
             self.tcp_stats.clone(),
             self.tcp_params.clone(),
+            gate.clone(),
         ));
-        Ok(TcpEntry { addr, task })
+        Ok(TcpEntry { addr, task, gate })
     }
 
     /// Kernel sockets for the XDP workers' replies that do not fit a frame: the first
@@ -231,6 +263,7 @@ impl Listeners {
     /// On a bind error the listeners already changed stay changed and the error names the
     /// address; the old group of that address keeps serving.
     pub fn apply(&mut self, s: &Settings) -> Result<Changes, String> {
+        self.shared.leases.configure(&s.leased, s.lease_max);
         let mut ch = Changes::default();
         let key = UdpKey::of(s);
         // UDP: rebind changed groups next to the old ones, bind new addresses.
@@ -238,7 +271,8 @@ impl Listeners {
         let old = std::mem::take(&mut self.udp);
         let mut retiring = Vec::new();
         for g in old {
-            if s.udp.contains(&g.addr) && g.key == key {
+            let gate = self.shared.leases.get(g.addr.ip());
+            if s.udp.contains(&g.addr) && g.key == key && same_gate(&g.gate, &gate) {
                 keep.push(g);
             } else {
                 retiring.push(g);
@@ -297,7 +331,8 @@ impl Listeners {
         }
         let mut kept = Vec::new();
         for t in std::mem::take(&mut self.tcp) {
-            if s.tcp.contains(&t.addr) {
+            let gate = self.shared.leases.get(t.addr.ip());
+            if s.tcp.contains(&t.addr) && same_gate(&t.gate, &gate) {
                 kept.push(t);
             } else {
                 t.task.abort();

@@ -13,6 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 
+use crate::base::lease::{self, Gate};
 use crate::base::log;
 use crate::base::resolving::{Job, ResolverHandle, Route};
 use crate::base::serving::{Serving, WorkerStats};
@@ -51,7 +52,10 @@ fn inform(o: &Outcome, peer: SocketAddr, q: &[u8]) {
     }
 }
 
-/// One kernel-socket UDP worker: runs until the daemon or its group stops.
+/// One kernel-socket UDP worker: runs until the daemon or its group stops. With a `gate`
+/// (a service address under the host agent's lease) it answers only while the lease holds:
+/// checked once per batch, and again by the resolver before it answers a query it took.
+#[allow(clippy::too_many_arguments)] // the worker's whole context, passed once at spawn
 pub(crate) fn udp_worker(
     sock: UdpSocket,
     shared: Arc<Serving>,
@@ -60,6 +64,7 @@ pub(crate) fn udp_worker(
     idx: usize,
     cpu: Option<usize>,
     tx_size: usize,
+    gate: Gate,
 ) {
     if let Some(cpu) = cpu
         && let Err(e) = skua_netio::pin_to_cpu(cpu)
@@ -84,6 +89,13 @@ pub(crate) fn udp_worker(
             }
         };
         if n == 0 {
+            continue;
+        }
+        if let Some(l) = &gate
+            && !l.serving()
+        {
+            // Not ours to answer now (another node may be): read and dropped.
+            l.count_unleased(n as u64);
             continue;
         }
         let t0 = Instant::now();
@@ -116,6 +128,7 @@ pub(crate) fn udp_worker(
                     let route = Route::Udp {
                         sock: sock.clone(),
                         peer,
+                        gate: gate.clone(),
                     };
                     hand_over(resolver.as_deref(), q, route);
                 }
@@ -161,6 +174,7 @@ async fn tcp_conn(
     shared: Arc<Serving>,
     stats: Arc<WorkerStats>,
     idle: Duration,
+    gate: Gate,
 ) {
     let _ = stream.set_nodelay(true);
     // Replies of a pipelining client fit easily; a client that never reads fills this and
@@ -170,8 +184,14 @@ async fn tcp_conn(
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
     // A client that stops reading its replies must not hold the connection (and its slot)
     // forever: writes get the idle timeout too.
+    let wgate = gate.clone();
     let writer = tokio::spawn(async move {
         while let Some(buf) = rx.recv().await {
+            // The lease may have ended since the query was read (a resolver answer comes
+            // later): then nothing more is written on this connection.
+            if !lease::open(&wgate) {
+                break;
+            }
             match tokio::time::timeout(idle, wr.write_all(&buf)).await {
                 Ok(Ok(())) => {}
                 _ => break,
@@ -192,6 +212,14 @@ async fn tcp_conn(
         match tokio::time::timeout(idle, rd.read_exact(&mut q[..n])).await {
             Ok(Ok(_)) => {}
             _ => break,
+        }
+        if let Some(l) = &gate
+            && !l.serving()
+        {
+            // Another node may answer this address now: close, the client reconnects
+            // (to whoever holds it).
+            l.count_unleased(1);
+            break;
         }
         let engine = shared.engine.load();
         let resolver = shared.resolver.load();
@@ -244,6 +272,7 @@ pub(crate) async fn tcp_accept(
     shared: Arc<Serving>,
     stats: Arc<WorkerStats>,
     params: Arc<ArcSwap<TcpParams>>,
+    gate: Gate,
 ) {
     let (mut errors, mut last_log) = (0u64, None::<Instant>);
     loop {
@@ -255,9 +284,17 @@ pub(crate) async fn tcp_accept(
         };
         match listener.accept().await {
             Ok((stream, peer)) => {
-                let (shared, stats, idle) = (shared.clone(), stats.clone(), p.idle);
+                if let Some(l) = &gate
+                    && !l.serving()
+                {
+                    l.count_unleased(1);
+                    drop(stream);
+                    continue;
+                }
+                let (shared, stats, idle, gate) =
+                    (shared.clone(), stats.clone(), p.idle, gate.clone());
                 tokio::spawn(async move {
-                    tcp_conn(stream, peer, shared, stats, idle).await;
+                    tcp_conn(stream, peer, shared, stats, idle, gate).await;
                     drop(permit);
                 });
             }

@@ -600,8 +600,10 @@ fn send(engine: &Engine, c: &Client, cached: &Cached<'_>, buf: &mut [u8]) {
         return;
     };
     match &c.route {
-        Route::Udp { sock, peer } => {
-            let _ = sock.send_to(&buf[..len], peer);
+        Route::Udp { sock, peer, gate } => {
+            if crate::base::lease::open(gate) {
+                let _ = sock.send_to(&buf[..len], peer);
+            }
         }
         Route::Tcp { tx, .. } => {
             let mut framed = Vec::with_capacity(len + 2);

@@ -111,7 +111,8 @@ struct Engines(Arc<Serving>);
 /// the XDP program, which only handles received frames).
 struct Resolving {
     serving: Arc<Serving>,
-    routes: Vec<(SocketAddr, Arc<UdpSocket>)>,
+    /// Per served address: its kernel socket and, for a service address, its lease.
+    routes: Vec<(SocketAddr, Arc<UdpSocket>, crate::base::lease::Gate)>,
     /// To the plane's cached-answer publisher, when the program answers from the cache.
     promotions: Option<(std::sync::mpsc::SyncSender<Vec<u8>>, Arc<cache::Publisher>)>,
 }
@@ -129,9 +130,9 @@ impl skua_xdp::worker::Resolution for Resolving {
 
     fn resolve(&self, query: &[u8], client: SocketAddr, server: SocketAddr) {
         let guard = self.serving.resolver.load();
-        let (Some(r), Some((_, sock))) = (
+        let (Some(r), Some((_, sock, gate))) = (
             guard.as_ref(),
-            self.routes.iter().find(|(a, _)| *a == server),
+            self.routes.iter().find(|(a, _, _)| *a == server),
         ) else {
             return;
         };
@@ -140,6 +141,7 @@ impl skua_xdp::worker::Resolution for Resolving {
             route: Some(Route::Udp {
                 sock: sock.clone(),
                 peer: client,
+                gate: gate.clone(),
             }),
         });
     }
@@ -205,6 +207,10 @@ struct Attached {
     /// What the maps hold now (canonical form: IPv4-mapped IPv6 as IPv4, as `add_dest`
     /// stores it).
     dests: BTreeSet<IpAddr>,
+    /// Service addresses under the host agent's lease (`ha:`): never in the maps, so their
+    /// queries go to the kernel sockets, which answer only under the lease (the program
+    /// has no lease to check).
+    leased: Vec<IpAddr>,
 }
 
 impl Attached {
@@ -233,7 +239,7 @@ impl Attached {
             .copied()
             .chain(own)
             .map(|a| a.to_canonical())
-            .filter(|a| ifaddr::answerable(*a, all))
+            .filter(|a| ifaddr::answerable(*a, all) && !self.leased.contains(a))
             .collect()
     }
 
@@ -741,9 +747,9 @@ fn try_start(
         .iter()
         .filter_map(|s| Some((s.local_addr().ok()?, s.try_clone().ok()?)))
         .collect();
-    let routes: Vec<(SocketAddr, Arc<UdpSocket>)> = slow
+    let routes: Vec<(SocketAddr, Arc<UdpSocket>, crate::base::lease::Gate)> = slow
         .iter()
-        .filter_map(|(a, s)| Some((*a, Arc::new(s.try_clone().ok()?))))
+        .filter_map(|(a, s)| Some((*a, Arc::new(s.try_clone().ok()?), shared.leases.get(a.ip()))))
         .collect();
     let slow = Arc::new(slow);
     let routes = Arc::new(routes);
@@ -781,6 +787,7 @@ fn try_start(
             track,
             uppers: explicit,
             dests: BTreeSet::new(),
+            leased: settings.leased.clone(),
         };
         att.sync(&all)?;
         let listed: Vec<String> = att.dests.iter().map(ToString::to_string).collect();
