@@ -21,12 +21,12 @@
 //! ```
 //!
 //! Modules: [`packet`] (the advertisement codec, with keepalived's old unicast checksum),
-//! `router` (the §6 state machine, plus a Fault state for a link that is down),
+//! [`router`] (the §6 state machine, plus a Fault state for a link that is down),
 //! `announce` (gratuitous ARP and unsolicited Neighbor Advertisement builders, ARP and
 //! NA readers for address-conflict detection).
 //!
 //! What it does **not** do: open sockets, add or remove addresses, join multicast groups,
-//! run health checks (the caller turns them into `Router::set_priority`), virtual
+//! run health checks (the caller turns them into [`router::Router::set_priority`]), virtual
 //! MAC addresses (RFC 9568 §7.3: the appliance keeps its own MAC and announces the move
 //! with gratuitous ARP / unsolicited NA, as keepalived does without `use_vmac`), VRRPv2,
 //! authentication (none exists in v3), sync groups.
@@ -44,3 +44,4 @@ extern crate std;
 
 mod checksum;
 pub mod packet;
+pub mod router;
