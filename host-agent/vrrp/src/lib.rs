@@ -22,7 +22,7 @@
 //!
 //! Modules: [`packet`] (the advertisement codec, with keepalived's old unicast checksum),
 //! [`router`] (the §6 state machine, plus a Fault state for a link that is down),
-//! `announce` (gratuitous ARP and unsolicited Neighbor Advertisement builders, ARP and
+//! [`announce`] (gratuitous ARP and unsolicited Neighbor Advertisement builders, ARP and
 //! NA readers for address-conflict detection).
 //!
 //! What it does **not** do: open sockets, add or remove addresses, join multicast groups,
@@ -42,6 +42,7 @@ extern crate alloc;
 #[cfg(test)]
 extern crate std;
 
+pub mod announce;
 mod checksum;
 pub mod packet;
 pub mod router;
