@@ -20,9 +20,9 @@ clippy:
 fmt:
     cargo fmt --all
 
-# The engine must build for bare metal (the unikernel target).
+# The sans-IO cores must build for bare metal (the unikernel target; skua-vrrp is no_std too).
 nostd:
-    cargo build -p skua-engine -p skua-resolver --target x86_64-unknown-none
+    cargo build -p skua-engine -p skua-resolver -p skua-vrrp --target x86_64-unknown-none
 
 # Fuzz every target for SECS seconds each.
 fuzz secs="60":
