@@ -1,0 +1,583 @@
+//! One VRRP instance at run time: skua-vrrp's router, its socket, and the lease on skuad's
+//! service addresses that makes the addresses answered by at most one node.
+//!
+//! The rules (`docs/ha.md` has the timing argument):
+//! - **Renew before every advertisement.** The lease is extended right before each of our
+//!   advertisements goes out, so it never outlives our last advertisement by more than the
+//!   lease (< 3 intervals, the shortest master-down interval): when this agent dies or
+//!   stalls, its skuad stops answering before any backup takes over.
+//! - **Take only when the previous master's lease is over.** On becoming Master we take the
+//!   lease once the last advertisement heard from another master is a lease old (it renewed
+//!   at the latest when it sent it), or at once when that master said it left (priority
+//!   0, which skua-agent sends whenever it gives mastership up). Only then are the
+//!   addresses added and announced, so traffic never moves to a node that does not answer
+//!   yet.
+//! - **skuad unusable → step down.** A take or renewal that fails (skuad down, or the lease
+//!   ran out because we stalled) makes the router leave with priority 0 (the backup takes
+//!   over after its skew time) and hold in Initialize until skuad answers again.
+
+use std::net::{IpAddr, Ipv6Addr};
+
+use skua_vrrp::packet::ChecksumMode;
+use skua_vrrp::router::{self, ForeignMaster, Output, Reason, Router, State};
+
+use crate::config::{self, Vip};
+use crate::net::{self, VrrpSocket};
+use crate::skuad::Client;
+
+/// How long a step-down holds the router in Initialize before it tries again.
+const HOLD_DOWN_NS: u64 = 1_000_000_000;
+/// Announcements are repeated once, this long after the first (a neighbour that missed
+/// the first moves on the second; keepalived repeats too).
+const REANNOUNCE_NS: u64 = 1_000_000_000;
+
+/// Where the lease stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// Not master, nothing held.
+    Idle,
+    /// Master, waiting until the previous master's lease is surely over.
+    Waiting {
+        /// When it will be.
+        safe_at: u64,
+    },
+    /// Held and renewed; the addresses are ours.
+    Held {
+        /// Last successful take or renewal.
+        renewed_at: u64,
+    },
+}
+
+/// When the lease may be taken, given the last other master heard: at once if none, or if
+/// it left (priority 0); else a lease after its last advertisement (it renewed its own
+/// lease at the latest right before sending that advertisement).
+pub fn safe_at(foreign: Option<ForeignMaster>, lease_ns: u64, now: u64) -> u64 {
+    match foreign {
+        Some(f) if !f.released => now.max(f.last_advert_ns.saturating_add(lease_ns)),
+        _ => now,
+    }
+}
+
+/// Counters and state for metrics and `skuactl ha status`.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Status {
+    /// Instance name.
+    pub name: String,
+    /// Interface.
+    pub interface: String,
+    /// VRID.
+    pub vrid: u8,
+    /// `initialize`, `backup`, `master`, `fault`.
+    pub state: String,
+    /// Effective priority.
+    pub priority: u8,
+    /// The lease: `idle`, `waiting`, `held`.
+    pub lease: String,
+    /// Milliseconds since the last take or renewal (when held).
+    pub lease_age_ms: Option<u64>,
+    /// The virtual addresses.
+    pub addresses: Vec<String>,
+    /// The last other router heard (address, priority).
+    pub peer: Option<(String, u8)>,
+    /// State changes.
+    pub transitions: u64,
+    /// Adverts sent / received / dropped.
+    pub adverts_sent: u64,
+    /// Adverts received.
+    pub adverts_received: u64,
+    /// Adverts dropped by the receive checks.
+    pub adverts_dropped: u64,
+    /// Lease takes.
+    pub lease_takes: u64,
+    /// Lease renewals.
+    pub lease_renewals: u64,
+    /// Failed takes or renewals (each one a step-down).
+    pub lease_failures: u64,
+    /// Times mastership was given up because skuad could not be used.
+    pub step_downs: u64,
+}
+
+/// One running instance.
+pub struct Instance {
+    /// Its configuration.
+    pub cfg: config::Instance,
+    agent: String,
+    router: Router,
+    sock: VrrpSocket,
+    ifindex: u32,
+    vips: Vec<Vip>,
+    ll: Option<Ipv6Addr>,
+    lease_ns: u64,
+    hold: Hold,
+    link: bool,
+    /// In Initialize after a step-down: try again after this.
+    held_down_until: Option<u64>,
+    reannounce_at: Option<u64>,
+    /// Renewed for this `now` already (several Sends in one batch: one renewal).
+    renewed_for: Option<u64>,
+    status: Status,
+}
+
+fn state_name(s: State) -> &'static str {
+    match s {
+        State::Initialize => "initialize",
+        State::Backup => "backup",
+        State::Master => "master",
+        State::Fault => "fault",
+    }
+}
+
+impl Instance {
+    /// Opens the instance's socket and builds its router (not started).
+    pub fn open(cfg: config::Instance, agent: &str) -> Result<Instance, String> {
+        let vips = cfg.vips()?;
+        let v6 = vips[0].addr.is_ipv6();
+        let name = &cfg.name;
+        let ifindex = net::if_index(&cfg.interface).map_err(|e| format!("[{name}] {e}"))?;
+        let own = net::addresses(&cfg.interface, v6).map_err(|e| format!("[{name}] {e}"))?;
+        let ll = own.iter().find_map(|a| match a {
+            IpAddr::V6(v) if v.is_unicast_link_local() => Some(*v),
+            _ => None,
+        });
+        let primary = match cfg.source {
+            Some(s) => s,
+            None if v6 => IpAddr::V6(ll.ok_or_else(|| {
+                format!("[{name}] {} has no IPv6 link-local address", cfg.interface)
+            })?),
+            None => *own
+                .iter()
+                .find(|a| !vips.iter().any(|v| v.addr == **a))
+                .ok_or_else(|| format!("[{name}] {} has no IPv4 address", cfg.interface))?,
+        };
+        let rcfg = router::Config {
+            vrid: cfg.vrid,
+            priority: cfg.priority,
+            advert_interval_cs: (cfg.advert_interval_ms / 10) as u16,
+            preempt: cfg.preempt,
+            preempt_delay_ms: cfg.preempt_delay_ms,
+            accept_mode: cfg.accept,
+            primary,
+            addresses: vips.iter().map(|v| v.addr).collect(),
+            unicast_peers: cfg.unicast_peers.clone(),
+            checksum: if cfg.old_unicast_checksum {
+                ChecksumMode::OldUnicast
+            } else {
+                ChecksumMode::Rfc
+            },
+        };
+        let router = Router::new(rcfg).map_err(|e| format!("[{name}] {e}"))?;
+        let sock = VrrpSocket::open(&cfg.interface, primary, !cfg.unicast_peers.is_empty())
+            .map_err(|e| format!("[{name}] VRRP socket on {}: {e}", cfg.interface))?;
+        let status = Status {
+            name: cfg.name.clone(),
+            interface: cfg.interface.clone(),
+            vrid: cfg.vrid,
+            addresses: vips.iter().map(|v| v.addr.to_string()).collect(),
+            ..Status::default()
+        };
+        Ok(Instance {
+            lease_ns: u64::from(cfg.lease()) * 1_000_000,
+            agent: agent.to_string(),
+            link: net::link_up(&cfg.interface),
+            cfg,
+            router,
+            sock,
+            ifindex,
+            vips,
+            ll,
+            hold: Hold::Idle,
+            held_down_until: None,
+            reannounce_at: None,
+            renewed_for: None,
+            status,
+        })
+    }
+
+    /// The socket, for poll.
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.sock.fd()
+    }
+
+    /// Starts the router (Backup, or Master for an owner), or Fault when the link is down.
+    pub fn start(&mut self, now: u64, skuad: &mut Client) {
+        // Whatever a previous run left: the addresses are not ours until we take the lease.
+        self.remove_addresses();
+        self.router.startup(now);
+        if !self.link {
+            self.router.link_down(now);
+        }
+        self.drain(now, skuad);
+    }
+
+    /// The earliest time [`Instance::tick`] has work.
+    pub fn deadline(&self) -> Option<u64> {
+        let w = match self.hold {
+            Hold::Waiting { safe_at } => Some(safe_at),
+            _ => None,
+        };
+        [
+            self.router.poll_timeout(),
+            w,
+            self.held_down_until,
+            self.reannounce_at,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Timers, link state, the lease wait.
+    pub fn tick(&mut self, now: u64, skuad: &mut Client) {
+        let up = net::link_up(&self.cfg.interface);
+        if up != self.link {
+            self.link = up;
+            log(
+                &self.cfg.name,
+                format_args!("link {}", if up { "up" } else { "down" }),
+            );
+            if up {
+                self.router.link_up(now);
+            } else {
+                self.router.link_down(now);
+            }
+        }
+        if self.router.poll_timeout().is_some_and(|t| t <= now) {
+            self.router.handle_timeout(now);
+        }
+        self.drain(now, skuad);
+        if let Some(t) = self.held_down_until
+            && now >= t
+        {
+            // Ready again only when skuad answers its health check.
+            match skuad.call("GET", "/health", None) {
+                Ok(r) if r.status == 200 => {
+                    self.held_down_until = None;
+                    log(
+                        &self.cfg.name,
+                        format_args!("skuad answers again: rejoining as backup"),
+                    );
+                    self.router.startup(now);
+                    if !self.link {
+                        self.router.link_down(now);
+                    }
+                    self.drain(now, skuad);
+                }
+                _ => self.held_down_until = Some(now + HOLD_DOWN_NS),
+            }
+        }
+        if let Hold::Waiting { .. } = self.hold {
+            let at = safe_at(self.router.foreign_master(), self.lease_ns, now);
+            if now >= at {
+                self.take(now, skuad);
+            } else {
+                self.hold = Hold::Waiting { safe_at: at };
+            }
+        }
+        if let Some(t) = self.reannounce_at
+            && now >= t
+        {
+            self.reannounce_at = None;
+            if matches!(self.hold, Hold::Held { .. }) {
+                self.announce();
+            }
+        }
+    }
+
+    /// Reads every waiting advertisement.
+    pub fn readable(&mut self, now: u64, skuad: &mut Client) {
+        loop {
+            match self.sock.recv() {
+                Ok(Some(r)) => {
+                    let _ = self
+                        .router
+                        .handle_advert(now, r.src, r.dst, r.ttl, &r.payload);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    log(&self.cfg.name, format_args!("receive: {e}"));
+                    break;
+                }
+            }
+        }
+        self.drain(now, skuad);
+    }
+
+    /// Leaves with priority 0 and gives everything back (the agent stops).
+    pub fn stop(&mut self, now: u64, skuad: &mut Client) {
+        self.router.shutdown(now);
+        self.drain(now, skuad);
+        self.release(skuad, "skua-agent stopping");
+    }
+
+    fn drain(&mut self, now: u64, skuad: &mut Client) {
+        while let Some(o) = self.router.poll_output() {
+            match o {
+                Output::Send { dst, bytes } => {
+                    // Renew first: the lease must never outlive our last advertisement by
+                    // more than the lease itself.
+                    if let Hold::Held { .. } = self.hold
+                        && self.renewed_for != Some(now)
+                        && !self.renew(now, skuad)
+                    {
+                        // step_down queued a priority-0 advertisement: send that instead.
+                        continue;
+                    }
+                    if let Err(e) = self.sock.send(dst, &bytes) {
+                        log(&self.cfg.name, format_args!("send to {dst}: {e}"));
+                    }
+                }
+                Output::Transition { from, to, reason } => {
+                    log(
+                        &self.cfg.name,
+                        format_args!(
+                            "{} -> {} ({reason:?}), priority {}",
+                            state_name(from),
+                            state_name(to),
+                            self.router.priority()
+                        ),
+                    );
+                    if to == State::Master {
+                        self.hold = Hold::Waiting { safe_at: now };
+                    } else if from == State::Master || self.hold != Hold::Idle {
+                        let why = format!("VRRP: {} ({reason:?})", state_name(to));
+                        let held = matches!(self.hold, Hold::Held { .. });
+                        self.release(skuad, &why);
+                        if held && reason == Reason::Preempted {
+                            // Tell the new master we stopped answering, so it takes the
+                            // lease now rather than a lease after our last advertisement.
+                            self.send_released();
+                        }
+                    }
+                    if reason == Reason::Shutdown {
+                        self.hold = Hold::Idle;
+                    }
+                }
+                // Announced when the lease is taken (see the module docs), not before.
+                Output::Announce => {}
+            }
+        }
+    }
+
+    /// A priority-0 advertisement (RFC 9568 §6.4.3 has a master that leaves send one at
+    /// shutdown; skua-agent also sends one after yielding to a higher priority, once its
+    /// lease is released). A master answers it with an advertisement; backups set their
+    /// timer to the skew time, which that advertisement resets.
+    fn send_released(&self) {
+        let c = self.router.config();
+        let adv = skua_vrrp::packet::Advert {
+            vrid: c.vrid,
+            priority: 0,
+            max_advert_int_cs: c.advert_interval_cs,
+            addrs: c.addresses.clone(),
+        };
+        let dsts: Vec<IpAddr> = if c.unicast_peers.is_empty() {
+            vec![match c.primary {
+                IpAddr::V4(_) => IpAddr::V4(skua_vrrp::packet::MCAST_V4),
+                IpAddr::V6(_) => IpAddr::V6(skua_vrrp::packet::MCAST_V6),
+            }]
+        } else {
+            c.unicast_peers.clone()
+        };
+        for d in dsts {
+            let bytes = adv.encode(c.primary, d, c.checksum);
+            if let Err(e) = self.sock.send(d, &bytes) {
+                log(&self.cfg.name, format_args!("send to {d}: {e}"));
+            }
+        }
+    }
+
+    fn lease_body(&self, renew: bool) -> String {
+        serde_json::json!({
+            "ttl_ms": self.cfg.lease(),
+            "renew": renew,
+            "addresses": self.vips.iter().map(|v| v.addr).collect::<Vec<_>>(),
+            "holder": format!("{}/{}", self.agent, self.cfg.name),
+        })
+        .to_string()
+    }
+
+    fn take(&mut self, now: u64, skuad: &mut Client) {
+        match skuad.call("POST", "/ha/lease", Some(&self.lease_body(false))) {
+            Ok(r) if r.status == 200 => {
+                self.hold = Hold::Held { renewed_at: now };
+                self.renewed_for = Some(now);
+                self.status.lease_takes += 1;
+                if self.cfg.manage_addresses {
+                    for v in self.vips.clone() {
+                        if let Err(e) = net::set_address(self.ifindex, v, true) {
+                            log(&self.cfg.name, format_args!("adding {}: {e}", v.addr));
+                        }
+                    }
+                }
+                self.announce();
+                self.reannounce_at = Some(now + REANNOUNCE_NS);
+                log(
+                    &self.cfg.name,
+                    format_args!("lease taken: answering {}", self.status.addresses.join(" ")),
+                );
+            }
+            Ok(r) => self.step_down(
+                now,
+                skuad,
+                &format!("skuad refused the lease: {} {}", r.status, r.body.trim()),
+            ),
+            Err(e) => self.step_down(now, skuad, &format!("skuad unreachable: {e}")),
+        }
+    }
+
+    fn renew(&mut self, now: u64, skuad: &mut Client) -> bool {
+        match skuad.call("POST", "/ha/lease", Some(&self.lease_body(true))) {
+            Ok(r) if r.status == 200 => {
+                self.hold = Hold::Held { renewed_at: now };
+                self.renewed_for = Some(now);
+                self.status.lease_renewals += 1;
+                true
+            }
+            Ok(r) => {
+                self.step_down(
+                    now,
+                    skuad,
+                    &format!("renewal refused: {} {}", r.status, r.body.trim()),
+                );
+                false
+            }
+            Err(e) => {
+                self.step_down(now, skuad, &format!("skuad unreachable: {e}"));
+                false
+            }
+        }
+    }
+
+    /// skuad cannot serve for us: leave with priority 0 (so a backup takes over at once)
+    /// and hold in Initialize until skuad answers again.
+    fn step_down(&mut self, now: u64, skuad: &mut Client, why: &str) {
+        self.status.lease_failures += 1;
+        self.status.step_downs += 1;
+        log(&self.cfg.name, format_args!("stepping down: {why}"));
+        self.router.shutdown(now);
+        self.release(skuad, why);
+        self.held_down_until = Some(now + HOLD_DOWN_NS);
+        // The shutdown's priority-0 advertisement and transition.
+        while let Some(o) = self.router.poll_output() {
+            match o {
+                Output::Send { dst, bytes } => {
+                    let _ = self.sock.send(dst, &bytes);
+                }
+                Output::Transition { from, to, reason } => log(
+                    &self.cfg.name,
+                    format_args!("{} -> {} ({reason:?})", state_name(from), state_name(to)),
+                ),
+                Output::Announce => {}
+            }
+        }
+    }
+
+    /// Gives the lease back and removes the addresses (best effort: skuad may be gone, in
+    /// which case its lease runs out by itself).
+    fn release(&mut self, skuad: &mut Client, why: &str) {
+        let was = self.hold;
+        self.hold = Hold::Idle;
+        self.reannounce_at = None;
+        self.renewed_for = None;
+        if matches!(was, Hold::Held { .. }) {
+            let body = serde_json::json!({
+                "addresses": self.vips.iter().map(|v| v.addr).collect::<Vec<_>>(),
+                "reason": why,
+            })
+            .to_string();
+            if let Err(e) = skuad.call("POST", "/ha/release", Some(&body)) {
+                log(
+                    &self.cfg.name,
+                    format_args!("release: skuad unreachable ({e}); its lease runs out by itself"),
+                );
+            }
+        }
+        self.remove_addresses();
+    }
+
+    fn remove_addresses(&self) {
+        if !self.cfg.manage_addresses {
+            return;
+        }
+        for v in &self.vips {
+            if let Err(e) = net::set_address(self.ifindex, *v, false) {
+                log(&self.cfg.name, format_args!("removing {}: {e}", v.addr));
+            }
+        }
+    }
+
+    fn announce(&self) {
+        for v in &self.vips {
+            if let Err(e) = net::announce(&self.cfg.interface, v.addr, self.ll) {
+                log(&self.cfg.name, format_args!("announcing {}: {e}", v.addr));
+            }
+        }
+    }
+
+    /// The status now.
+    pub fn status(&self, now: u64) -> Status {
+        let st = self.router.stats();
+        let mut s = self.status.clone();
+        s.state = state_name(self.router.state()).into();
+        s.priority = self.router.priority();
+        (s.lease, s.lease_age_ms) = match self.hold {
+            Hold::Idle => ("idle".into(), None),
+            Hold::Waiting { .. } => ("waiting".into(), None),
+            Hold::Held { renewed_at } => (
+                "held".into(),
+                Some(now.saturating_sub(renewed_at) / 1_000_000),
+            ),
+        };
+        s.peer = self
+            .router
+            .foreign_master()
+            .map(|f| (f.addr.to_string(), f.priority));
+        s.transitions = st.transitions;
+        s.adverts_sent = st.adverts_sent;
+        s.adverts_received = st.adverts_received;
+        s.adverts_dropped = st.dropped.total();
+        s
+    }
+}
+
+/// One log line, prefixed with the instance.
+pub fn log(name: &str, msg: std::fmt::Arguments<'_>) {
+    eprintln!("skua-agent [{name}]: {msg}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fm(last: u64, released: bool) -> ForeignMaster {
+        ForeignMaster {
+            addr: "198.18.0.2".parse().unwrap(),
+            priority: 100,
+            last_advert_ns: last,
+            released,
+        }
+    }
+
+    #[test]
+    fn the_lease_is_taken_once_the_previous_masters_is_over() {
+        let lease = 250_000_000;
+        // No other master ever heard: at once.
+        assert_eq!(safe_at(None, lease, 5), 5);
+        // Failover: the master fell silent 360 ms ago (the master-down interval): its
+        // lease (250 ms from its last advert at most) is over, no wait.
+        assert_eq!(
+            safe_at(Some(fm(1_000_000_000, false)), lease, 1_360_000_000),
+            1_360_000_000
+        );
+        // Preemption: it advertised 10 ms ago and may have renewed right before.
+        assert_eq!(
+            safe_at(Some(fm(1_000_000_000, false)), lease, 1_010_000_000),
+            1_250_000_000
+        );
+        // It said it left (priority 0): at once.
+        assert_eq!(
+            safe_at(Some(fm(1_000_000_000, true)), lease, 1_010_000_000),
+            1_010_000_000
+        );
+    }
+}

@@ -1,0 +1,304 @@
+//! `skua-agent`, Skua's host agent: VRRPv3 failover (RFC 9568, interoperable with
+//! keepalived 2.2) whose virtual addresses are answered by at most one node, because the
+//! agent holds a **lease** on them in skuad that ends by itself when the agent stops
+//! renewing it.
+//!
+//! What it does: runs one skua-vrrp router per `[[vrrp]]` instance on raw sockets; when a
+//! router becomes master it takes skuad's lease (once the previous master's is surely
+//! over), adds the addresses and announces them (gratuitous ARP / unsolicited NA); it
+//! renews the lease before every advertisement and gives everything back when it leaves.
+//! It serves `/metrics` and `/status` for Prometheus and `skuactl ha status`.
+//!
+//! What it does not do (yet): health checks beyond "skuad answers", zone transfer sync,
+//! SR-IOV and BGP announcements are further parts of the host agent (docs/ha.md).
+//!
+//! Usage: `skua-agent --config /etc/skua/agent.toml` (`--check` only reads the file).
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+mod config;
+mod instance;
+mod net;
+mod skuad;
+
+use instance::{Instance, Status, log};
+
+/// Set by SIGTERM / SIGINT.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds (the routers' clock).
+fn now_ns() -> u64 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .expect("CLOCK_MONOTONIC exists on Linux");
+    (t.tv_sec() as u64) * 1_000_000_000 + t.tv_nsec() as u64
+}
+
+fn usage() -> ! {
+    eprintln!("usage: skua-agent --config FILE [--check]");
+    std::process::exit(2)
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let mut path = None;
+    let mut check = false;
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--config" | "-c" => path = Some(args.next().unwrap_or_else(|| usage())),
+            "--check" => check = true,
+            "--version" => {
+                println!("skua-agent {}", env!("CARGO_PKG_VERSION"));
+                return;
+            }
+            _ => usage(),
+        }
+    }
+    let path = path.unwrap_or_else(|| "/etc/skua/agent.toml".into());
+    let cfg = match config::load(std::path::Path::new(&path)) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("skua-agent: {e}");
+            std::process::exit(1);
+        }
+    };
+    if check {
+        println!("{path}: OK ({} VRRP instances)", cfg.vrrp.len());
+        return;
+    }
+    if let Err(e) = run(cfg) {
+        eprintln!("skua-agent: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cfg: config::Config) -> Result<(), String> {
+    let name = cfg.agent.name.clone().unwrap_or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "skua-agent".into())
+    });
+    let token = match &cfg.agent.token {
+        Some(t) => Some(skuad::read_token(t)?),
+        None => None,
+    };
+    let mut client = skuad::Client::new(skuad::Endpoint::parse(&cfg.agent.skuad)?, token);
+    let mut instances = Vec::new();
+    for i in cfg.vrrp {
+        instances.push(Instance::open(i, &name)?);
+    }
+    for sig in [nix::sys::signal::SIGTERM, nix::sys::signal::SIGINT] {
+        let act = nix::sys::signal::SigAction::new(
+            nix::sys::signal::SigHandler::Handler(on_signal),
+            nix::sys::signal::SaFlags::empty(),
+            nix::sys::signal::SigSet::empty(),
+        );
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe { nix::sys::signal::sigaction(sig, &act) }.map_err(|e| format!("sigaction: {e}"))?;
+    }
+    let shared: Arc<Mutex<Vec<Status>>> = Arc::new(Mutex::new(Vec::new()));
+    if cfg.agent.listen != "off" {
+        let l = TcpListener::bind(&cfg.agent.listen)
+            .map_err(|e| format!("[agent] listen = {}: {e}", cfg.agent.listen))?;
+        let s = shared.clone();
+        std::thread::Builder::new()
+            .name("status".into())
+            .spawn(move || serve_status(&l, &s))
+            .map_err(|e| e.to_string())?;
+    }
+    eprintln!(
+        "skua-agent: {name}: {} VRRP instances, skuad at {}",
+        instances.len(),
+        cfg.agent.skuad
+    );
+    let t = now_ns();
+    for i in &mut instances {
+        i.start(t, &mut client);
+    }
+    while !STOP.load(Ordering::Relaxed) {
+        let now = now_ns();
+        for i in &mut instances {
+            i.tick(now, &mut client);
+        }
+        *shared.lock().unwrap_or_else(|e| e.into_inner()) =
+            instances.iter().map(|i| i.status(now)).collect();
+        // Sleep until the next deadline (at most 20 ms: the link state and the stop flag
+        // are looked at that often).
+        let next = instances.iter().filter_map(Instance::deadline).min();
+        let wait_ms = next.map_or(20, |t| (t.saturating_sub(now_ns()) / 1_000_000).min(20));
+        let mut fds: Vec<nix::poll::PollFd<'_>> = instances
+            .iter()
+            .map(|i| nix::poll::PollFd::new(i.fd(), nix::poll::PollFlags::POLLIN))
+            .collect();
+        let timeout = nix::poll::PollTimeout::try_from(wait_ms as i32)
+            .unwrap_or(nix::poll::PollTimeout::ZERO);
+        match nix::poll::poll(&mut fds, timeout) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(format!("poll: {e}")),
+        }
+        let ready: Vec<bool> = fds
+            .iter()
+            .map(|f| {
+                f.revents()
+                    .is_some_and(|r| r.contains(nix::poll::PollFlags::POLLIN))
+            })
+            .collect();
+        drop(fds);
+        let now = now_ns();
+        for (i, r) in instances.iter_mut().zip(ready) {
+            if r {
+                i.readable(now, &mut client);
+            }
+        }
+    }
+    let now = now_ns();
+    for i in &mut instances {
+        log(
+            &i.cfg.name,
+            format_args!("stopping: leaving with priority 0"),
+        );
+        i.stop(now, &mut client);
+    }
+    Ok(())
+}
+
+/// `GET /status` (JSON) and `GET /metrics` (Prometheus text), one request per connection.
+fn serve_status(l: &TcpListener, shared: &Mutex<Vec<Status>>) {
+    for conn in l.incoming() {
+        let Ok(mut c) = conn else { continue };
+        let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+        let mut line = String::new();
+        let mut rd = BufReader::new(match c.try_clone() {
+            Ok(r) => r,
+            Err(_) => continue,
+        });
+        if rd.read_line(&mut line).is_err() {
+            continue;
+        }
+        // Headers are read and ignored.
+        let mut h = String::new();
+        while rd.read_line(&mut h).is_ok_and(|n| n > 2) {
+            h.clear();
+        }
+        let st = shared.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let path = line.split(' ').nth(1).unwrap_or("");
+        let (code, ctype, body) = match path {
+            "/status" => (
+                "200 OK",
+                "application/json",
+                serde_json::to_string_pretty(&serde_json::json!({"instances": st}))
+                    .unwrap_or_default(),
+            ),
+            "/metrics" => ("200 OK", "text/plain; version=0.0.4", metrics(&st)),
+            _ => (
+                "404 Not Found",
+                "text/plain",
+                "GET /status or /metrics\n".into(),
+            ),
+        };
+        let _ = write!(
+            c,
+            "HTTP/1.1 {code}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+    }
+}
+
+/// The Prometheus exposition of every instance.
+fn metrics(st: &[Status]) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let states = ["initialize", "backup", "master", "fault"];
+    let _ = writeln!(
+        o,
+        "# HELP skua_agent_vrrp_state 1 for the instance's current VRRP state.\n# TYPE skua_agent_vrrp_state gauge"
+    );
+    for s in st {
+        for x in states {
+            let _ = writeln!(
+                o,
+                "skua_agent_vrrp_state{{instance=\"{}\",state=\"{x}\"}} {}",
+                s.name,
+                u8::from(s.state == x)
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        "# HELP skua_agent_vrrp_priority Effective priority.\n# TYPE skua_agent_vrrp_priority gauge"
+    );
+    for s in st {
+        let _ = writeln!(
+            o,
+            "skua_agent_vrrp_priority{{instance=\"{}\"}} {}",
+            s.name, s.priority
+        );
+    }
+    for (m, help, f) in [
+        (
+            "skua_agent_vrrp_transitions_total",
+            "VRRP state changes.",
+            (|s: &Status| s.transitions) as fn(&Status) -> u64,
+        ),
+        (
+            "skua_agent_vrrp_adverts_sent_total",
+            "Advertisements sent (one per destination).",
+            |s| s.adverts_sent,
+        ),
+        (
+            "skua_agent_vrrp_adverts_received_total",
+            "Advertisements received.",
+            |s| s.adverts_received,
+        ),
+        (
+            "skua_agent_vrrp_adverts_dropped_total",
+            "Advertisements dropped by the receive checks (RFC 9568 7.1).",
+            |s| s.adverts_dropped,
+        ),
+        (
+            "skua_agent_lease_takes_total",
+            "Leases taken in skuad.",
+            |s| s.lease_takes,
+        ),
+        ("skua_agent_lease_renewals_total", "Lease renewals.", |s| {
+            s.lease_renewals
+        }),
+        (
+            "skua_agent_lease_failures_total",
+            "Failed lease takes or renewals.",
+            |s| s.lease_failures,
+        ),
+        (
+            "skua_agent_step_downs_total",
+            "Mastership given up because skuad could not be used.",
+            |s| s.step_downs,
+        ),
+    ] {
+        let _ = writeln!(o, "# HELP {m} {help}\n# TYPE {m} counter");
+        for s in st {
+            let _ = writeln!(o, "{m}{{instance=\"{}\"}} {}", s.name, f(s));
+        }
+    }
+    let _ = writeln!(
+        o,
+        "# HELP skua_agent_lease_age_seconds Time since the lease was last taken or renewed (absent when not held).\n# TYPE skua_agent_lease_age_seconds gauge"
+    );
+    for s in st {
+        if let Some(a) = s.lease_age_ms {
+            let _ = writeln!(
+                o,
+                "skua_agent_lease_age_seconds{{instance=\"{}\"}} {}",
+                s.name,
+                a as f64 / 1000.0
+            );
+        }
+    }
+    o
+}
