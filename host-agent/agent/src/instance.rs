@@ -46,6 +46,16 @@ pub enum Hold {
         /// Last successful take or renewal.
         renewed_at: u64,
     },
+    /// Master, but another station announced our address while we held it: another node
+    /// took over without hearing our advertisements (they are lost on the way). We gave
+    /// the lease and the addresses up, and take them again only when nobody answers DNS on
+    /// the address any more, or when that node says it left (priority 0).
+    Conflict {
+        /// Since when.
+        since: u64,
+        /// Next look at whether somebody still answers.
+        probe_at: u64,
+    },
 }
 
 /// When the lease may be taken, given the last other master heard: at once if none, or if
@@ -93,6 +103,8 @@ pub struct Status {
     pub lease_renewals: u64,
     /// Failed takes or renewals (each one a step-down).
     pub lease_failures: u64,
+    /// Another station announced our address while we held it (we gave it up).
+    pub conflicts: u64,
     /// Times mastership was given up because skuad could not be used.
     pub step_downs: u64,
 }
@@ -104,6 +116,10 @@ pub struct Instance {
     agent: String,
     router: Router,
     sock: VrrpSocket,
+    /// IPv4: the interface's ARP traffic, for conflicts.
+    arp: Option<net::ArpWatch>,
+    mac: [u8; 6],
+    primary: IpAddr,
     ifindex: u32,
     vips: Vec<Vip>,
     ll: Option<Ipv6Addr>,
@@ -168,6 +184,15 @@ impl Instance {
         let router = Router::new(rcfg).map_err(|e| format!("[{name}] {e}"))?;
         let sock = VrrpSocket::open(&cfg.interface, primary, !cfg.unicast_peers.is_empty())
             .map_err(|e| format!("[{name}] VRRP socket on {}: {e}", cfg.interface))?;
+        let arp = if v6 {
+            None
+        } else {
+            Some(
+                net::ArpWatch::open(ifindex)
+                    .map_err(|e| format!("[{name}] ARP watch on {}: {e}", cfg.interface))?,
+            )
+        };
+        let mac = net::mac(&cfg.interface).map_err(|e| format!("[{name}] {e}"))?;
         let status = Status {
             name: cfg.name.clone(),
             interface: cfg.interface.clone(),
@@ -182,6 +207,9 @@ impl Instance {
             cfg,
             router,
             sock,
+            arp,
+            mac,
+            primary,
             ifindex,
             vips,
             ll,
@@ -193,9 +221,13 @@ impl Instance {
         })
     }
 
-    /// The socket, for poll.
-    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.sock.fd()
+    /// The sockets, for poll: VRRP first, then the ARP watch.
+    pub fn fds(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
+        let mut v = vec![self.sock.fd()];
+        if let Some(a) = &self.arp {
+            v.push(a.fd());
+        }
+        v
     }
 
     /// Starts the router (Backup, or Master for an owner), or Fault when the link is down.
@@ -213,6 +245,7 @@ impl Instance {
     pub fn deadline(&self) -> Option<u64> {
         let w = match self.hold {
             Hold::Waiting { safe_at } => Some(safe_at),
+            Hold::Conflict { probe_at, .. } => Some(probe_at),
             _ => None,
         };
         [
@@ -273,6 +306,40 @@ impl Instance {
                 self.hold = Hold::Waiting { safe_at: at };
             }
         }
+        if let Hold::Conflict { since, probe_at } = self.hold
+            && now >= probe_at
+        {
+            let left = self
+                .router
+                .foreign_master()
+                .is_some_and(|f| f.released && f.last_advert_ns >= since);
+            if left || !self.probe() {
+                log(
+                    &self.cfg.name,
+                    format_args!(
+                        "{}: taking the address back",
+                        if left {
+                            "the other node left (priority 0)"
+                        } else {
+                            "nobody answers the address any more"
+                        }
+                    ),
+                );
+                self.hold = Hold::Waiting { safe_at: now };
+                let at = safe_at(self.router.foreign_master(), self.lease_ns, now);
+                if now >= at {
+                    self.take(now, skuad);
+                } else {
+                    self.hold = Hold::Waiting { safe_at: at };
+                }
+            } else {
+                let interval = u64::from(self.cfg.advert_interval_ms) * 1_000_000;
+                self.hold = Hold::Conflict {
+                    since,
+                    probe_at: now + interval,
+                };
+            }
+        }
         if let Some(t) = self.reannounce_at
             && now >= t
         {
@@ -283,8 +350,12 @@ impl Instance {
         }
     }
 
-    /// Reads every waiting advertisement.
-    pub fn readable(&mut self, now: u64, skuad: &mut Client) {
+    /// Reads what waits on socket `which` (the index in [`Instance::fds`]).
+    pub fn readable(&mut self, now: u64, which: usize, skuad: &mut Client) {
+        if which == 1 {
+            self.arp_readable(now, skuad);
+            return;
+        }
         loop {
             match self.sock.recv() {
                 Ok(Some(r)) => {
@@ -300,6 +371,66 @@ impl Instance {
             }
         }
         self.drain(now, skuad);
+    }
+
+    fn arp_readable(&mut self, now: u64, skuad: &mut Client) {
+        let Some(w) = &self.arp else { return };
+        let mut stolen = None;
+        loop {
+            match w.recv() {
+                Ok(Some(a)) => {
+                    let ours = self.vips.iter().any(|v| v.addr == IpAddr::V4(a.sender_ip));
+                    if ours && a.sender_mac != self.mac {
+                        stolen = Some(a);
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    log(&self.cfg.name, format_args!("ARP watch: {e}"));
+                    break;
+                }
+            }
+        }
+        let Some(a) = stolen else { return };
+        if !matches!(self.hold, Hold::Held { .. } | Hold::Waiting { .. }) {
+            return;
+        }
+        let m = a.sender_mac;
+        let who = format!(
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            m[0], m[1], m[2], m[3], m[4], m[5]
+        );
+        log(
+            &self.cfg.name,
+            format_args!(
+                "conflict: {who} announced {} while we held it (our advertisements do not reach it): giving it up until nobody answers it",
+                a.sender_ip
+            ),
+        );
+        self.status.conflicts += 1;
+        self.release(skuad, &format!("conflict: {who} announced {}", a.sender_ip));
+        let interval = u64::from(self.cfg.advert_interval_ms) * 1_000_000;
+        self.hold = Hold::Conflict {
+            since: now,
+            probe_at: now + interval,
+        };
+    }
+
+    /// Whether some node answers DNS on the first virtual address (one query from our
+    /// primary address, 30 ms to answer; any DNS reply counts).
+    fn probe(&self) -> bool {
+        let vip = self.vips[0].addr;
+        let Ok(s) = std::net::UdpSocket::bind((self.primary, 0)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(std::time::Duration::from_millis(30)));
+        // ID, RD clear, one question: ". IN SOA".
+        let q = [0x5b, 0x1a, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 6, 0, 1];
+        if s.send_to(&q, (vip, 53)).is_err() {
+            return false;
+        }
+        let mut b = [0u8; 512];
+        matches!(s.recv_from(&mut b), Ok((n, _)) if n >= 12 && b[0] == 0x5b && b[1] == 0x1a)
     }
 
     /// Leaves with priority 0 and gives everything back (the agent stops).
@@ -523,6 +654,7 @@ impl Instance {
         (s.lease, s.lease_age_ms) = match self.hold {
             Hold::Idle => ("idle".into(), None),
             Hold::Waiting { .. } => ("waiting".into(), None),
+            Hold::Conflict { .. } => ("conflict".into(), None),
             Hold::Held { renewed_at } => (
                 "held".into(),
                 Some(now.saturating_sub(renewed_at) / 1_000_000),
@@ -542,7 +674,15 @@ impl Instance {
 
 /// One log line, prefixed with the instance.
 pub fn log(name: &str, msg: std::fmt::Arguments<'_>) {
-    eprintln!("skua-agent [{name}]: {msg}");
+    // Seconds.milliseconds of the Unix time: lines of several nodes line up.
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    eprintln!(
+        "{}.{:03} skua-agent [{name}]: {msg}",
+        t.as_secs(),
+        t.subsec_millis()
+    );
 }
 
 #[cfg(test)]

@@ -133,29 +133,34 @@ fn run(cfg: config::Config) -> Result<(), String> {
         // are looked at that often).
         let next = instances.iter().filter_map(Instance::deadline).min();
         let wait_ms = next.map_or(20, |t| (t.saturating_sub(now_ns()) / 1_000_000).min(20));
-        let mut fds: Vec<nix::poll::PollFd<'_>> = instances
-            .iter()
-            .map(|i| nix::poll::PollFd::new(i.fd(), nix::poll::PollFlags::POLLIN))
-            .collect();
+        // (instance, socket index) of every descriptor polled.
+        let mut owners = Vec::new();
+        let mut fds: Vec<nix::poll::PollFd<'_>> = Vec::new();
+        for (k, i) in instances.iter().enumerate() {
+            for (j, fd) in i.fds().into_iter().enumerate() {
+                owners.push((k, j));
+                fds.push(nix::poll::PollFd::new(fd, nix::poll::PollFlags::POLLIN));
+            }
+        }
         let timeout = nix::poll::PollTimeout::try_from(wait_ms as i32)
             .unwrap_or(nix::poll::PollTimeout::ZERO);
         match nix::poll::poll(&mut fds, timeout) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(e) => return Err(format!("poll: {e}")),
         }
-        let ready: Vec<bool> = fds
+        let ready: Vec<(usize, usize)> = fds
             .iter()
-            .map(|f| {
+            .zip(&owners)
+            .filter(|(f, _)| {
                 f.revents()
                     .is_some_and(|r| r.contains(nix::poll::PollFlags::POLLIN))
             })
+            .map(|(_, o)| *o)
             .collect();
         drop(fds);
         let now = now_ns();
-        for (i, r) in instances.iter_mut().zip(ready) {
-            if r {
-                i.readable(now, &mut client);
-            }
+        for (k, j) in ready {
+            instances[k].readable(now, j, &mut client);
         }
     }
     let now = now_ns();

@@ -6,7 +6,7 @@
 //! crate's only `unsafe` is here, for the packet socket (`sockaddr_ll`), each block with
 //! its `// SAFETY:`.
 
-use std::io;
+use std::io::{self, Read};
 use std::mem::MaybeUninit;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
@@ -114,9 +114,10 @@ impl VrrpSocket {
                 sock.set_ttl_v4(255)?;
                 sock.set_multicast_ttl_v4(255)?;
                 sock.set_multicast_loop_v4(false)?;
+                // The interface (and the source: its address `a`) of what we send. Not
+                // bind(): a raw socket bound to an address receives only datagrams to that
+                // address, never the group's.
                 sock.set_multicast_if_v4(&a)?;
-                // The source of what we send (the kernel builds the IPv4 header).
-                sock.bind(&SockAddr::from(SocketAddr::new(src, 0)))?;
                 if !unicast {
                     sock.join_multicast_v4_n(
                         &skua_vrrp::packet::MCAST_V4,
@@ -124,7 +125,7 @@ impl VrrpSocket {
                     )?;
                 }
             }
-            IpAddr::V6(a) => {
+            IpAddr::V6(_) => {
                 sock.set_unicast_hops_v6(255)?;
                 sock.set_multicast_hops_v6(255)?;
                 sock.set_multicast_loop_v6(false)?;
@@ -132,12 +133,8 @@ impl VrrpSocket {
                 sock.set_recv_hoplimit_v6(true)?;
                 setsockopt(&sock.as_fd(), sockopt::Ipv6RecvPacketInfo, &true)
                     .map_err(io::Error::from)?;
-                let scope = if a.is_unicast_link_local() {
-                    ifindex
-                } else {
-                    0
-                };
-                sock.bind(&SockAddr::from(SocketAddrV6::new(a, 0, 0, scope)))?;
+                // Not bound either (see IPv4): the kernel sends to ff02::12 from the
+                // interface's link-local address, the source RFC 9568 §5.1.2.1 asks for.
                 if !unicast {
                     sock.join_multicast_v6(&skua_vrrp::packet::MCAST_V6, ifindex)?;
                 }
@@ -260,9 +257,24 @@ pub fn announce(ifname: &str, vip: IpAddr, ll: Option<Ipv6Addr>) -> io::Result<(
     }
 }
 
-/// Sends one Ethernet frame on the interface through a packet socket.
-fn send_frame(ifindex: u32, frame: &[u8]) -> io::Result<()> {
-    let proto = (libc::ETH_P_ARP as u16).to_be();
+/// A packet socket receiving the interface's ARP frames: another station announcing one of
+/// our virtual addresses means another node took it without hearing us (a partition that
+/// drops advertisements only), see [`crate::instance`].
+pub struct ArpWatch {
+    sock: Socket,
+}
+
+fn packet_addr(ifindex: u32, proto: u16) -> libc::sockaddr_ll {
+    let z = MaybeUninit::<libc::sockaddr_ll>::zeroed();
+    // SAFETY: sockaddr_ll is plain data for which all-zero bytes are a valid value.
+    let mut sll = unsafe { z.assume_init() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = proto;
+    sll.sll_ifindex = ifindex as i32;
+    sll
+}
+
+fn packet_socket(proto: u16) -> io::Result<OwnedFd> {
     // SAFETY: plain socket(2) call with constant arguments; the result is checked.
     let fd = unsafe {
         libc::socket(
@@ -275,15 +287,58 @@ fn send_frame(ifindex: u32, frame: &[u8]) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: `fd` was just created and is owned by nothing else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut sll: libc::sockaddr_ll = {
-        let z = MaybeUninit::<libc::sockaddr_ll>::zeroed();
-        // SAFETY: sockaddr_ll is plain data for which all-zero bytes are a valid value.
-        unsafe { z.assume_init() }
-    };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = proto;
-    sll.sll_ifindex = ifindex as i32;
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+impl ArpWatch {
+    /// Opens the watch on the interface.
+    pub fn open(ifindex: u32) -> io::Result<ArpWatch> {
+        let proto = (libc::ETH_P_ARP as u16).to_be();
+        let fd = packet_socket(proto)?;
+        let sll = packet_addr(ifindex, proto);
+        // SAFETY: bind reads a sockaddr_ll of the size given from `sll`, valid for the call.
+        let r = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                std::ptr::from_ref(&sll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let sock = Socket::from(fd);
+        sock.set_nonblocking(true)?;
+        Ok(ArpWatch { sock })
+    }
+
+    /// The descriptor, for poll.
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
+
+    /// The next ARP message waiting, if any (frames that are not ARP are skipped).
+    pub fn recv(&self) -> io::Result<Option<skua_vrrp::announce::Arp>> {
+        let mut buf = [0u8; 256];
+        loop {
+            match (&self.sock).read(&mut buf) {
+                Ok(n) => {
+                    if let Some(a) = skua_vrrp::announce::parse_arp(&buf[..n]) {
+                        return Ok(Some(a));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Sends one Ethernet frame on the interface through a packet socket.
+fn send_frame(ifindex: u32, frame: &[u8]) -> io::Result<()> {
+    let proto = (libc::ETH_P_ARP as u16).to_be();
+    let fd = packet_socket(proto)?;
+    let mut sll = packet_addr(ifindex, proto);
     sll.sll_halen = 6;
     sll.sll_addr[..6].copy_from_slice(&frame[..6]);
     // SAFETY: sendto reads `frame.len()` bytes from `frame` and a sockaddr_ll of the size

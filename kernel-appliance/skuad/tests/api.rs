@@ -66,7 +66,12 @@ const ROUTES: &[(&str, &str, Option<&str>, Option<&str>)] = &[
     ),
     ("GET", "/resolver/upstreams", Some("read"), None),
     ("GET", "/ha", Some("read"), None),
-    ("POST", "/ha/lease", Some("operator"), Some(r#"{"ttl_ms":100}"#)),
+    (
+        "POST",
+        "/ha/lease",
+        Some("operator"),
+        Some(r#"{"ttl_ms":100}"#),
+    ),
     ("POST", "/ha/release", Some("operator"), Some("{}")),
 ];
 

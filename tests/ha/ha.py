@@ -1,0 +1,426 @@
+#!/usr/bin/python3
+"""Two skuad + skua-agent nodes in network namespaces on a bridge, and a client asking the
+service address (VIP) every 10 ms; answers are counted per node **on the wire** (the
+client's packet socket sees each reply's Ethernet source).
+
+Usage (root): ha.py BINDIR WORKDIR SCENARIO... [--repeat N] [--json OUT]
+  BINDIR has skuad and skua-agent; WORKDIR is scratch space.
+  SCENARIOS: kill-agent, kill-skuad, link-down, partition, failback, stop-agent, all.
+
+Topology (198.18.53.0/24, namespaces ha-sw, ha-n1, ha-n2, ha-c):
+  ha-n1 eth0 198.18.53.1  --+
+  ha-n2 eth0 198.18.53.2  --+-- br0 in ha-sw
+  ha-c  eth0 198.18.53.100--+
+  VIP 198.18.53.53 (VRRP VRID 51, advert 100 ms; n1 priority 150, n2 100, preempt).
+
+Each scenario starts both nodes fresh, waits until n1 is master and answering, runs the
+client, breaks n1 in one way, and measures:
+  - failover: from the break to the first answer from n2;
+  - lost: queries sent after the break never answered;
+  - double: queries answered by both nodes, and 10 ms intervals in which answers came
+    from both nodes (must be 0);
+  - where it applies, failback: n1 restored, preemption moves the VIP back, same checks.
+Exit status 0 only when every check holds.
+"""
+
+import ctypes
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+BIN, WORK = sys.argv[1], sys.argv[2]
+ARGS = sys.argv[3:]
+NODES = {"n1": ("198.18.53.1", 150), "n2": ("198.18.53.2", 100)}
+VIP = "198.18.53.53"
+CLIENT = "198.18.53.100"
+ADVERT_MS = 100
+FAILED = []
+RESULTS = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        FAILED.append(what)
+
+
+def sh(*args, check=True):
+    return subprocess.run(args, check=check, timeout=30, capture_output=True, text=True)
+
+
+def ns(name, *args, check=True):
+    return sh("ip", "netns", "exec", name, *args, check=check)
+
+
+def teardown():
+    for n in ("ha-n1", "ha-n2", "ha-c", "ha-sw"):
+        sh("ip", "netns", "pids", n, check=False)
+        pids = sh("ip", "netns", "pids", n, check=False).stdout.split()
+        for p in pids:
+            try:
+                os.kill(int(p), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        sh("ip", "netns", "del", n, check=False)
+
+
+def topology():
+    teardown()
+    for n in ("ha-sw", "ha-n1", "ha-n2", "ha-c"):
+        sh("ip", "netns", "add", n)
+        ns(n, "ip", "link", "set", "lo", "up")
+    ns("ha-sw", "ip", "link", "add", "br0", "type", "bridge")
+    # No STP delay, no MAC aging surprises during a run.
+    ns("ha-sw", "ip", "link", "set", "br0", "type", "bridge", "forward_delay", "0")
+    ns("ha-sw", "ip", "link", "set", "br0", "up")
+    for i, (n, addr) in enumerate([("ha-n1", "198.18.53.1"), ("ha-n2", "198.18.53.2"),
+                                   ("ha-c", CLIENT)]):
+        sh("ip", "link", "add", f"hap{i}", "netns", "ha-sw", "type", "veth",
+           "peer", "name", "eth0", "netns", n)
+        ns("ha-sw", "ip", "link", "set", f"hap{i}", "master", "br0")
+        ns("ha-sw", "ip", "link", "set", f"hap{i}", "up")
+        ns(n, "ip", "addr", "add", f"{addr}/24", "dev", "eth0")
+        ns(n, "ip", "link", "set", "eth0", "up")
+
+
+def mac(n):
+    return ns(n, "cat", "/sys/class/net/eth0/address").stdout.strip()
+
+
+class Node:
+    def __init__(self, name):
+        self.name = name
+        self.addr, self.prio = NODES[name]
+        self.ns = "ha-" + name
+        self.dir = os.path.join(WORK, name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.ctl = os.path.join(self.dir, "control.sock")
+        self.skuad = None
+        self.agent = None
+        with open(os.path.join(self.dir, "skuad.conf"), "w") as f:
+            f.write(f"""server:
+  interface: {self.addr}
+  port: 53
+  access-control: 198.18.0.0/15 allow
+  local-zone: "example." static
+  local-data: "a.example. 60 IN A 198.18.0.{1 if name == 'n1' else 2}"
+ha:
+  address: {VIP}
+api:
+  interface: 127.0.0.1@8053
+  control-socket: "{self.ctl}"
+  state-file: "{self.dir}/state.conf"
+""")
+        with open(os.path.join(self.dir, "agent.toml"), "w") as f:
+            f.write(f"""[agent]
+name = "{name}"
+skuad = "unix:{self.ctl}"
+listen = "127.0.0.1:9853"
+
+[[vrrp]]
+name = "dns4"
+interface = "eth0"
+vrid = 51
+priority = {self.prio}
+advert_interval_ms = {ADVERT_MS}
+addresses = ["{VIP}/32"]
+""")
+
+    def start_skuad(self):
+        log = open(os.path.join(self.dir, "skuad.log"), "a")
+        self.skuad = subprocess.Popen(
+            ["ip", "netns", "exec", self.ns, os.path.join(BIN, "skuad"), "--no-xdp",
+             "--config", os.path.join(self.dir, "skuad.conf")],
+            stdout=log, stderr=log)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            if os.path.exists(self.ctl):
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"{self.name}: skuad did not start")
+
+    def start_agent(self):
+        log = open(os.path.join(self.dir, "agent.log"), "a")
+        self.agent = subprocess.Popen(
+            ["ip", "netns", "exec", self.ns, os.path.join(BIN, "skua-agent"),
+             "--config", os.path.join(self.dir, "agent.toml")],
+            stdout=log, stderr=log)
+
+    def status(self):
+        r = ns(self.ns, "curl", "-s", "-m", "1", "http://127.0.0.1:9853/status", check=False)
+        try:
+            return json.loads(r.stdout)["instances"][0]
+        except (ValueError, KeyError, IndexError):
+            return None
+
+    def kill(self, which, sig=signal.SIGKILL):
+        p = getattr(self, which)
+        if p and p.poll() is None:
+            # `ip netns exec` execs the program: the pid is the program's.
+            os.kill(p.pid, sig)
+            p.wait(timeout=10)
+        setattr(self, which, None)
+
+    def stop(self):
+        self.kill("agent", signal.SIGTERM)
+        self.kill("skuad", signal.SIGTERM)
+
+
+def query(qid):
+    q = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
+    for label in ("a", "example"):
+        q += bytes([len(label)]) + label.encode()
+    return q + b"\x00" + struct.pack(">HH", 1, 1)
+
+
+class Client:
+    """Sends a query to the VIP every 10 ms (IDs unique within a run) and records every
+    reply frame's Ethernet source, as seen on the client's interface."""
+
+    def __init__(self):
+        self.sent = {}  # id -> time sent
+        self.answers = []  # (time, id, src mac)
+        self.stop = False
+
+    def run(self, period=0.01):
+        # Both sockets are opened inside the client's namespace (setns for this thread).
+        fd = os.open("/var/run/netns/ha-c", os.O_RDONLY)
+        # os.setns is Python 3.12+; setns(2) through libc works everywhere.
+        if ctypes.CDLL(None, use_errno=True).setns(fd, 0x40000000) != 0:  # CLONE_NEWNET
+            raise OSError(ctypes.get_errno(), "setns")
+        os.close(fd)
+        raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+        raw.bind(("eth0", 0))
+        raw.settimeout(0.001)
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        udp.bind((CLIENT, 0))
+        port = udp.getsockname()[1]
+        qid = 0
+        next_send = time.monotonic()
+        while not self.stop:
+            now = time.monotonic()
+            if now >= next_send:
+                qid = (qid + 1) % 65536
+                self.sent[qid] = now
+                try:
+                    udp.sendto(query(qid), (VIP, 53))
+                except OSError:
+                    pass
+                next_send += period
+            try:
+                frame = raw.recv(2048)
+            except (socket.timeout, BlockingIOError):
+                continue
+            t = time.monotonic()
+            if len(frame) < 14 + 20 + 8 + 12:
+                continue
+            src_mac = frame[6:12].hex(":")
+            ihl = (frame[14] & 0x0F) * 4
+            if frame[14 + 9] != 17:
+                continue
+            udp_off = 14 + ihl
+            sport, dport = struct.unpack(">HH", frame[udp_off:udp_off + 4])
+            if sport != 53 or dport != port:
+                continue
+            rid = struct.unpack(">H", frame[udp_off + 8:udp_off + 10])[0]
+            self.answers.append((t, rid, src_mac))
+            # Drain the socket's copy too (the kernel also delivers it to `udp`).
+            try:
+                udp.recv(2048, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                pass
+
+    def start(self):
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def finish(self):
+        self.stop = True
+        self.thread.join(timeout=5)
+
+
+def analyse(c, macs, t_break, t_end):
+    """Failover time, losses and double answers after t_break."""
+    by_id = {}
+    for t, rid, m in c.answers:
+        by_id.setdefault(rid, set()).add(m)
+    sent_after = [rid for rid, t in c.sent.items() if t_break <= t <= t_end - 0.3]
+    lost = [rid for rid in sent_after if rid not in by_id]
+    double_ids = [rid for rid, ms in by_id.items() if len(ms) > 1]
+    buckets = {}
+    for t, rid, m in c.answers:
+        buckets.setdefault(int(t * 100), set()).add(m)
+    double_intervals = sum(1 for ms in buckets.values() if len(ms) > 1)
+    first_n2 = min((t for t, rid, m in c.answers if m == macs["n2"] and t >= t_break),
+                   default=None)
+    last_n1 = max((t for t, rid, m in c.answers if m == macs["n1"]), default=None)
+    return {
+        "failover_s": None if first_n2 is None else round(first_n2 - t_break, 4),
+        "n1_last_after_break_s": None if last_n1 is None else round(last_n1 - t_break, 4),
+        "sent": len(sent_after),
+        "lost": len(lost),
+        "double_ids": len(double_ids),
+        "double_intervals": double_intervals,
+    }
+
+
+def wait_for(pred, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return True
+        time.sleep(0.05)
+    check(False, what)
+    return False
+
+
+def master(node):
+    s = node.status()
+    return s is not None and s["state"] == "master" and s["lease"] == "held"
+
+
+def backup(node):
+    s = node.status()
+    return s is not None and s["state"] == "backup"
+
+
+def partition(node, on):
+    if on:
+        ns(node.ns, "nft", "add table inet havrrp")
+        ns(node.ns, "nft", "add chain inet havrrp in { type filter hook input priority 0; }")
+        ns(node.ns, "nft", "add chain inet havrrp out { type filter hook output priority 0; }")
+        ns(node.ns, "nft", "add rule inet havrrp in ip protocol vrrp drop")
+        ns(node.ns, "nft", "add rule inet havrrp out ip protocol vrrp drop")
+    else:
+        ns(node.ns, "nft", "delete table inet havrrp", check=False)
+
+
+def scenario(name):
+    print(f"== {name}", flush=True)
+    topology()
+    macs = {n: mac("ha-" + n) for n in NODES}
+    n1, n2 = Node("n1"), Node("n2")
+    for n in (n1, n2):
+        n.start_skuad()
+    n1.start_agent()
+    if not wait_for(lambda: master(n1), 10, f"{name}: n1 becomes master and takes the lease"):
+        return
+    n2.start_agent()
+    if not wait_for(lambda: backup(n2), 10, f"{name}: n2 is backup"):
+        return
+    if os.environ.get("HA_DEBUG"):
+        time.sleep(1)
+        print("  n1", n1.status())
+        print("  n2", n2.status())
+    c = Client()
+    c.start()
+    time.sleep(1.0)
+    before = len(c.answers)
+    seen = sorted({m for _, _, m in c.answers})
+    if os.environ.get("HA_DEBUG"):
+        t0 = min(c.sent.values())
+        for t, rid, m in c.answers:
+            if m != macs["n1"]:
+                print("  other", round(t - t0, 4), rid, m, round(c.sent.get(rid, 0) - t0, 4))
+    check(before > 50 and seen == [macs["n1"]],
+          f"{name}: before the break only n1 answers the VIP ({before} answers from {seen}, "
+          f"n1 is {macs['n1']}, n2 {macs['n2']}, client {mac('ha-c')})")
+    t_break = time.monotonic()
+    if name == "kill-agent":
+        n1.kill("agent")
+    elif name == "kill-skuad":
+        n1.kill("skuad")
+    elif name == "stop-agent":
+        n1.kill("agent", signal.SIGTERM)
+    elif name == "link-down":
+        ns("ha-n1", "ip", "link", "set", "eth0", "down")
+    elif name == "partition":
+        partition(n1, True)
+    elif name == "failback":
+        n1.kill("agent")
+    if name == "partition":
+        # Clients that resolve the address afresh (ARP broadcast) after the takeover must
+        # reach only the new master: the old one, which cannot hear it, gave the address
+        # up when it saw the new master's announcement.
+        time.sleep(1.0)
+        ns("ha-c", "ip", "neigh", "flush", "dev", "eth0")
+        time.sleep(1.0)
+    else:
+        time.sleep(2.0)
+    t_end = time.monotonic()
+    r = analyse(c, macs, t_break, t_end)
+    r["scenario"] = name
+    print(f"   {json.dumps(r)}", flush=True)
+    check(r["failover_s"] is not None, f"{name}: n2 took over")
+    check(r["double_ids"] == 0 and r["double_intervals"] == 0,
+          f"{name}: never both nodes answering ({r['double_ids']} queries, "
+          f"{r['double_intervals']} 10 ms intervals)")
+    check(wait_for(lambda: master(n2), 3, f"{name}: n2 master with the lease") or False,
+          f"{name}: n2 is master")
+    if name in ("link-down", "partition", "failback"):
+        # Restore n1: with preemption (priority 150 > 100) it takes the VIP back.
+        t_restore = time.monotonic()
+        if name == "link-down":
+            ns("ha-n1", "ip", "link", "set", "eth0", "up")
+        elif name == "partition":
+            partition(n1, False)
+        else:
+            n1.start_agent()
+        wait_for(lambda: master(n1), 5, f"{name}: n1 master again after the restore")
+        time.sleep(1.0)
+        t_end2 = time.monotonic()
+        back = [t for t, _, m in c.answers if m == macs["n1"] and t >= t_restore]
+        r2 = analyse(c, macs, t_restore, t_end2)
+        r["failback_s"] = round(back[0] - t_restore, 4) if back else None
+        r["failback_lost"] = r2["lost"]
+        r["failback_double_ids"] = r2["double_ids"]
+        r["failback_double_intervals"] = r2["double_intervals"]
+        print(f"   failback: {json.dumps(r2)}", flush=True)
+        check(bool(back), f"{name}: n1 answers again after preempting")
+        check(r2["double_ids"] == 0 and r2["double_intervals"] == 0,
+              f"{name}: failback never has both nodes answering")
+    c.finish()
+    RESULTS.append(r)
+    n1.stop()
+    n2.stop()
+
+
+def main():
+    if os.geteuid() != 0:
+        print("ha.py needs root (network namespaces, raw sockets)", file=sys.stderr)
+        sys.exit(2)
+    repeat = 1
+    out = None
+    names = []
+    it = iter(ARGS)
+    for a in it:
+        if a == "--repeat":
+            repeat = int(next(it))
+        elif a == "--json":
+            out = next(it)
+        else:
+            names.append(a)
+    if names == ["all"] or not names:
+        names = ["kill-agent", "kill-skuad", "stop-agent", "link-down", "partition", "failback"]
+    try:
+        for _ in range(repeat):
+            for n in names:
+                scenario(n)
+    finally:
+        teardown()
+    if out:
+        with open(out, "w") as f:
+            json.dump(RESULTS, f, indent=1)
+    if FAILED:
+        print(f"{len(FAILED)} checks failed", file=sys.stderr)
+        sys.exit(1)
+    print("all HA checks passed")
+
+
+main()
