@@ -1,0 +1,303 @@
+#!/usr/bin/python3
+"""skua-agent against keepalived 2.2 (Debian), VRRPv3, IPv4 and IPv6, multicast and
+unicast, each as master and as backup.
+
+Usage (root): keepalived.py BINDIR WORKDIR
+Two namespaces on a bridge (ha-ka: keepalived; ha-sk: skuad + skua-agent), 198.18.54.0/24
+and fd00:54::/64, VRID 52, advert interval 100 ms. For each case:
+  1. the higher priority side becomes master, the other backup (keepalived's state from its
+     log, skua-agent's from /status; the VIP is on the master's interface only);
+  2. the master stops (SIGTERM: both send priority 0): the backup takes over within one
+     second, the VIP moves;
+  3. the master comes back and preempts again (higher priority).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+BIN, WORK = sys.argv[1], sys.argv[2]
+FAILED = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        FAILED.append(what)
+
+
+def sh(*args, check=True):
+    return subprocess.run(args, check=check, timeout=30, capture_output=True, text=True)
+
+
+def ns(name, *args, check=True):
+    return sh("ip", "netns", "exec", name, *args, check=check)
+
+
+def teardown():
+    for n in ("ha-ka", "ha-sk", "ha-ksw"):
+        for p in sh("ip", "netns", "pids", n, check=False).stdout.split():
+            try:
+                os.kill(int(p), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        sh("ip", "netns", "del", n, check=False)
+
+
+def topology():
+    teardown()
+    for n in ("ha-ksw", "ha-ka", "ha-sk"):
+        sh("ip", "netns", "add", n)
+        ns(n, "ip", "link", "set", "lo", "up")
+    ns("ha-ksw", "ip", "link", "add", "br0", "type", "bridge")
+    ns("ha-ksw", "ip", "link", "set", "br0", "type", "bridge", "forward_delay", "0")
+    ns("ha-ksw", "ip", "link", "set", "br0", "up")
+    for i, (n, v4, v6) in enumerate([("ha-ka", "198.18.54.1", "fd00:54::1"),
+                                     ("ha-sk", "198.18.54.2", "fd00:54::2")]):
+        sh("ip", "link", "add", f"hak{i}", "netns", "ha-ksw", "type", "veth",
+           "peer", "name", "eth0", "netns", n)
+        ns("ha-ksw", "ip", "link", "set", f"hak{i}", "master", "br0")
+        ns("ha-ksw", "ip", "link", "set", f"hak{i}", "up")
+        ns(n, "sysctl", "-qw", "net.ipv6.conf.eth0.accept_dad=0")
+        ns(n, "ip", "addr", "add", f"{v4}/24", "dev", "eth0")
+        ns(n, "ip", "addr", "add", f"{v6}/64", "dev", "eth0", "nodad")
+        ns(n, "ip", "link", "set", "eth0", "up")
+    # Link-local addresses need the link up (and no DAD: nodad above is for the global).
+    time.sleep(0.5)
+
+
+def link_local(n):
+    out = ns(n, "ip", "-6", "-o", "addr", "show", "dev", "eth0", "scope", "link").stdout
+    return out.split()[3].split("/")[0]
+
+
+def has_addr(n, addr):
+    return f" {addr}/" in ns(n, "ip", "-o", "addr", "show", "dev", "eth0").stdout
+
+
+class Keepalived:
+    def __init__(self, v6, prio, unicast):
+        self.dir = os.path.join(WORK, "ka")
+        os.makedirs(self.dir, exist_ok=True)
+        self.log = os.path.join(self.dir, "keepalived.log")
+        vip = "fd00:54::53/128" if v6 else "198.18.54.53/32"
+        peers = ""
+        if unicast:
+            src = link_local("ha-ka") if v6 else "198.18.54.1"
+            peer = link_local("ha-sk") if v6 else "198.18.54.2"
+            peers = f"unicast_src_ip {src}\n  unicast_peer {{\n    {peer}\n  }}\n"
+        self.conf = os.path.join(self.dir, "keepalived.conf")
+        with open(self.conf, "w") as f:
+            f.write(f"""global_defs {{
+  vrrp_version 3
+  script_user root
+  enable_script_security
+}}
+vrrp_instance VI_1 {{
+  interface eth0
+  state BACKUP
+  virtual_router_id 52
+  priority {prio}
+  advert_int 0.1
+  {peers}
+  virtual_ipaddress {{
+    {vip}
+  }}
+}}
+""")
+        self.proc = None
+
+    def start(self):
+        open(self.log, "w").close()
+        lf = open(self.log, "a")
+        self.proc = subprocess.Popen(
+            ["ip", "netns", "exec", "ha-ka", "keepalived", "-n", "-l", "-D", "-f", self.conf,
+             "-p", os.path.join(self.dir, "k.pid"), "-r", os.path.join(self.dir, "v.pid")],
+            stdout=lf, stderr=lf)
+
+    def state(self):
+        st = None
+        with open(self.log) as f:
+            for line in f:
+                if "Entering MASTER STATE" in line:
+                    st = "master"
+                elif "Entering BACKUP STATE" in line:
+                    st = "backup"
+                elif "Entering FAULT STATE" in line:
+                    st = "fault"
+        return st
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.proc = None
+
+
+class Skua:
+    def __init__(self, v6, prio, unicast):
+        self.dir = os.path.join(WORK, "sk")
+        os.makedirs(self.dir, exist_ok=True)
+        self.ctl = os.path.join(self.dir, "control.sock")
+        self.vip = "fd00:54::53" if v6 else "198.18.54.53"
+        iface = "fd00:54::2" if v6 else "198.18.54.2"
+        with open(os.path.join(self.dir, "skuad.conf"), "w") as f:
+            f.write(f"""server:
+  interface: {iface}
+  access-control: 198.18.0.0/15 allow
+  access-control: fd00::/8 allow
+  local-zone: "example." static
+  local-data: "a.example. 60 IN A 198.18.0.1"
+ha:
+  address: {self.vip}
+api:
+  interface: 127.0.0.1@8053
+  control-socket: "{self.ctl}"
+  state-file: "{self.dir}/state.conf"
+""")
+        peers = ""
+        if unicast:
+            peers = f'unicast_peers = ["{link_local("ha-ka") if v6 else "198.18.54.1"}"]'
+        with open(os.path.join(self.dir, "agent.toml"), "w") as f:
+            f.write(f"""[agent]
+name = "sk"
+skuad = "unix:{self.ctl}"
+listen = "127.0.0.1:9853"
+
+[[vrrp]]
+name = "vi1"
+interface = "eth0"
+vrid = 52
+priority = {prio}
+advert_interval_ms = 100
+addresses = ["{self.vip}/{128 if v6 else 32}"]
+{peers}
+""")
+        self.skuad = self.agent = None
+
+    def start(self):
+        lf = open(os.path.join(self.dir, "skuad.log"), "a")
+        self.skuad = subprocess.Popen(
+            ["ip", "netns", "exec", "ha-sk", os.path.join(BIN, "skuad"), "--no-xdp",
+             "--config", os.path.join(self.dir, "skuad.conf")], stdout=lf, stderr=lf)
+        deadline = time.time() + 20
+        while not os.path.exists(self.ctl) and time.time() < deadline:
+            time.sleep(0.05)
+        self.start_agent()
+
+    def start_agent(self):
+        lf = open(os.path.join(self.dir, "agent.log"), "a")
+        self.agent = subprocess.Popen(
+            ["ip", "netns", "exec", "ha-sk", os.path.join(BIN, "skua-agent"),
+             "--config", os.path.join(self.dir, "agent.toml")], stdout=lf, stderr=lf)
+
+    def status(self):
+        r = ns("ha-sk", "curl", "-s", "-m", "1", "http://127.0.0.1:9853/status", check=False)
+        try:
+            return json.loads(r.stdout)["instances"][0]
+        except (ValueError, KeyError, IndexError):
+            return None
+
+    def state(self):
+        s = self.status()
+        return None if s is None else s["state"]
+
+    def stop_agent(self):
+        if self.agent and self.agent.poll() is None:
+            self.agent.send_signal(signal.SIGTERM)
+            self.agent.wait(timeout=10)
+        self.agent = None
+
+    def stop(self):
+        self.stop_agent()
+        if self.skuad and self.skuad.poll() is None:
+            self.skuad.send_signal(signal.SIGTERM)
+            self.skuad.wait(timeout=10)
+
+
+def until(pred, timeout):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def case(v6, unicast, skua_master):
+    tag = f"{'v6' if v6 else 'v4'} {'unicast' if unicast else 'multicast'} " \
+          f"{'skua master' if skua_master else 'keepalived master'}"
+    print(f"== {tag}", flush=True)
+    topology()
+    ka = Keepalived(v6, 100 if skua_master else 150, unicast)
+    sk = Skua(v6, 150 if skua_master else 100, unicast)
+    vip = sk.vip
+    # The backup first, so the master's arrival is a preemption both understand.
+    if skua_master:
+        ka.start()
+        check(until(lambda: ka.state() == "backup", 5), f"{tag}: keepalived starts as backup")
+        sk.start()
+        check(until(lambda: sk.state() == "master" and sk.status()["lease"] == "held", 8),
+              f"{tag}: skua-agent (150) becomes master with the lease")
+        check(until(lambda: ka.state() == "backup" and not has_addr("ha-ka", vip), 3)
+              and has_addr("ha-sk", vip),
+              f"{tag}: keepalived (100) stays backup; the VIP is on skua's side only")
+        p = sk.status()["peer"]
+        # keepalived as backup sends nothing: skua-agent may have heard nobody.
+        t0 = time.time()
+        sk.stop_agent()
+        check(until(lambda: ka.state() == "master" and has_addr("ha-ka", vip), 2),
+              f"{tag}: skua-agent leaves (priority 0): keepalived takes over "
+              f"({time.time() - t0:.3f} s)")
+        check(not has_addr("ha-sk", vip), f"{tag}: skua-agent removed the VIP")
+        sk.start_agent()
+        check(until(lambda: sk.state() == "master" and ka.state() == "backup", 5),
+              f"{tag}: skua-agent back, preempts keepalived")
+        del p
+    else:
+        sk.start()
+        check(until(lambda: sk.state() == "master", 8), f"{tag}: skua-agent alone is master")
+        ka.start()
+        check(until(lambda: ka.state() == "master" and sk.state() == "backup", 5),
+              f"{tag}: keepalived (150) preempts, skua-agent (100) becomes backup")
+        s = sk.status()
+        check(s["lease"] == "idle" and not has_addr("ha-sk", vip) and has_addr("ha-ka", vip),
+              f"{tag}: skua-agent gave the lease and the VIP up ({s['lease']})")
+        check(s["peer"] is not None and s["peer"][1] == 150,
+              f"{tag}: skua-agent hears keepalived at priority 150 ({s['peer']})")
+        check(s["adverts_dropped"] == 0, f"{tag}: no advert from keepalived dropped "
+              f"({s['adverts_received']} received)")
+        t0 = time.time()
+        ka.stop()
+        check(until(lambda: sk.state() == "master" and sk.status()["lease"] == "held", 2),
+              f"{tag}: keepalived leaves (priority 0): skua-agent takes over "
+              f"({time.time() - t0:.3f} s)")
+        check(until(lambda: has_addr("ha-sk", vip), 1), f"{tag}: the VIP moved to skua")
+    ka.stop()
+    sk.stop()
+
+
+def main():
+    if os.geteuid() != 0:
+        print("keepalived.py needs root", file=sys.stderr)
+        sys.exit(2)
+    try:
+        for v6 in (False, True):
+            for unicast in (False, True):
+                for skua_master in (True, False):
+                    case(v6, unicast, skua_master)
+    finally:
+        teardown()
+    if FAILED:
+        print(f"{len(FAILED)} checks failed", file=sys.stderr)
+        sys.exit(1)
+    print("all keepalived interop checks passed")
+
+
+main()
