@@ -31,6 +31,11 @@
 //!   `track_script` weights), with an immediate advertisement from a Master so that a
 //!   Backup now of higher priority can preempt it.
 //!
+//! With unicast peers (keepalived's extension, outside the RFC) the TTL / hop limit is not
+//! checked unless [`Router::set_strict_unicast_ttl`] says so, and an IPv6 primary address
+//! need not be link-local: keepalived 2.2.7 sends IPv6 unicast adverts from
+//! `unicast_src_ip` with hop limit 64.
+//!
 //! Departures from keepalived, where RFC 9568 is followed instead: a Master discards a
 //! lower-priority advertisement without answering it (keepalived answers, "forcing new
 //! election"); an advertisement whose address list differs from ours is processed and
@@ -73,8 +78,9 @@ pub struct Config {
     /// addressed to the virtual addresses. Carried for the caller, which applies it.
     pub accept_mode: bool,
     /// This router's primary address on the interface: the source of its advertisements
-    /// and the tie-breaker between equal priorities. For IPv6, a link-local address
-    /// (RFC 9568 §5.1.2.1).
+    /// and the tie-breaker between equal priorities. For IPv6 with multicast, a link-local
+    /// address (RFC 9568 §5.1.2.1); unicast peers may use any (keepalived's
+    /// `unicast_src_ip`).
     pub primary: IpAddr,
     /// The virtual addresses, all of the primary's family, at most 255.
     pub addresses: Vec<IpAddr>,
@@ -96,7 +102,8 @@ pub enum ConfigError {
     AdvertInterval(u16),
     /// `primary` is unspecified or multicast.
     Primary(IpAddr),
-    /// `primary` is IPv6 but not link-local (RFC 9568 §5.1.2.1).
+    /// `primary` is IPv6 but not link-local, and there are no unicast peers (RFC 9568
+    /// §5.1.2.1).
     PrimaryNotLinkLocal(IpAddr),
     /// `addresses` is empty.
     NoAddresses,
@@ -152,6 +159,7 @@ impl Config {
         }
         if let IpAddr::V6(p) = self.primary
             && !p.is_unicast_link_local()
+            && self.unicast_peers.is_empty()
         {
             return Err(ConfigError::PrimaryNotLinkLocal(self.primary));
         }
@@ -269,7 +277,8 @@ pub enum Output {
 /// for the caller's counters and logs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Drop {
-    /// TTL / hop limit not 255: the packet came from off the link.
+    /// TTL / hop limit not 255: the packet came from off the link (multicast mode, or
+    /// unicast with [`Router::set_strict_unicast_ttl`]).
     BadTtl,
     /// Not a valid advertisement (length, version, type, interval, checksum).
     Parse(ParseError),
@@ -411,6 +420,7 @@ pub struct Router {
     /// End of the preempt delay, once started (keepalived's `preempt_time`).
     preempt_hold_until: Option<u64>,
     link_up: bool,
+    strict_unicast_ttl: bool,
     out: VecDeque<Output>,
     stats: Stats,
     foreign: Option<ForeignMaster>,
@@ -440,10 +450,20 @@ impl Router {
             adver_at: None,
             preempt_hold_until: None,
             link_up: true,
+            strict_unicast_ttl: false,
             out: VecDeque::new(),
             stats: Stats::default(),
             foreign: None,
         })
+    }
+
+    /// Unicast mode only: require TTL / hop limit 255 as in multicast mode. Off by
+    /// default, as in keepalived, which checks no TTL from unicast peers (they may be
+    /// routed) and sends IPv6 unicast adverts with the kernel's default hop limit (64 in
+    /// `tests/capture-keepalived.sh`'s capture). Turn it on when every peer is on the
+    /// link and sends 255, to refuse packets forged from off the link.
+    pub fn set_strict_unicast_ttl(&mut self, strict: bool) {
+        self.strict_unicast_ttl = strict;
     }
 
     /// The configuration.
@@ -633,8 +653,10 @@ impl Router {
         ttl: u8,
         bytes: &[u8],
     ) -> Result<(), Drop> {
-        // §7.1: "MUST verify that the IPvX TTL/Hop Limit is 255".
-        if ttl != packet::TTL {
+        // §7.1: "MUST verify that the IPvX TTL/Hop Limit is 255". Unicast peers are
+        // keepalived's extension, where it checks no TTL (see set_strict_unicast_ttl).
+        let unicast = !self.cfg.unicast_peers.is_empty();
+        if ttl != packet::TTL && (!unicast || self.strict_unicast_ttl) {
             return Err(Drop::BadTtl);
         }
         let v4 = self.cfg.primary.is_ipv4();

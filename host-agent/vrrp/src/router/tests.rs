@@ -733,6 +733,23 @@ fn unicast_sends_to_each_peer_and_drops_strangers() {
 }
 
 #[test]
+fn unicast_ttl_unchecked_unless_strict() {
+    let mut c = cfg(100, v4(1));
+    c.unicast_peers = vec![v4(2)];
+    let mut r = started(c, 0);
+    let b = advert_to(v4(2), v4(1), 150, 100);
+    r.handle_advert(S, v4(2), v4(1), 64, &b).unwrap();
+    assert_eq!(r.poll_timeout(), Some(S + 3_609_375_000));
+    r.set_strict_unicast_ttl(true);
+    assert_eq!(
+        r.handle_advert(2 * S, v4(2), v4(1), 64, &b),
+        Err(Drop::BadTtl)
+    );
+    r.handle_advert(2 * S, v4(2), v4(1), 255, &b).unwrap();
+    assert_eq!(r.poll_timeout(), Some(2 * S + 3_609_375_000));
+}
+
+#[test]
 fn old_unicast_checksum_mode() {
     let mut c = cfg(100, v4(1));
     c.unicast_peers = vec![v4(2)];
@@ -872,6 +889,10 @@ fn config_errors_name_the_field() {
     });
     assert!(matches!(e, ConfigError::PrimaryNotLinkLocal(_)));
     assert!(m.starts_with("primary:"), "{m}");
+    // A global IPv6 primary is fine with unicast peers (keepalived's unicast_src_ip).
+    let mut c6 = cfg(100, IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1)));
+    c6.unicast_peers = vec![IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2))];
+    assert_eq!(c6.validate(), Ok(()));
     let (e, _) = bad(&|c| c.primary = GRP4);
     assert_eq!(e, ConfigError::Primary(GRP4));
     let (e, _) = bad(&|c| c.primary = IpAddr::V4(Ipv4Addr::UNSPECIFIED));
