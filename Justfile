@@ -96,3 +96,7 @@ bench *args:
 # skuad as a caching forwarder (cache hits through the XDP program, the AF_XDP workers and sockets, against its own local-data figure, Unbound, kresd and dnsdist) on xdp.sh's veth topology with an authoritative upstream in a third namespace (root): 5 interleaved repetitions, capacity medians [min-max], PASS/FAIL verdicts, ~40 min; --misses (names never asked: resolved qps and p99, ~8 min), --memory (bytes per cached RRset at 1 M names vs Unbound), --quick, --deps, --rev REV, --help (tests/bench/xdp-cache.sh; docs/benchmarks.md section 6).
 bench-cache *args:
     bash tests/bench/xdp-cache.sh {{args}}
+
+# SR-IOV control path (skua-sriov) on QEMU's emulated igb behind an emulated IOMMU, two boots under TCG (~2 min; downloads a Debian kernel): qemu/sriov-igb.sh.
+sriov-qemu:
+    bash qemu/sriov-igb.sh
