@@ -21,7 +21,7 @@
 //! question would be (through the cache first); their addresses join the zone's upstreams
 //! and are resolved again when their TTL runs out. See [`Forwarder::hosts`].
 
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -545,8 +545,15 @@ pub struct Forwarder<C, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> {
     generation: u64,
     /// Run [`Forwarder::tick`] at once (after a reconfiguration).
     wake: bool,
+    /// The questions parked on each zone (by index) waiting for its hosts' addresses
+    /// (their [`Flight::parked`]): unparking a zone looks at these only, not at every
+    /// flight, so a tick stays linear in the questions parked.
+    parked: BTreeMap<usize, BTreeSet<Question>>,
     /// Counters.
     pub stats: ForwardStats,
+    /// Flights looked at to unpark questions (the tests bound this work).
+    #[cfg(test)]
+    unpark_visits: u64,
 }
 
 /// Milliseconds to the cache's seconds.
@@ -571,7 +578,10 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             base: Vec::new(),
             generation: 0,
             wake: false,
+            parked: BTreeMap::new(),
             stats: ForwardStats::default(),
+            #[cfg(test)]
+            unpark_visits: 0,
         };
         f.set_hosts(Vec::new(), false);
         f
@@ -865,16 +875,20 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         }
     }
 
+    /// Takes `q` out of the questions parked on zone `z`.
+    fn unindex_parked(&mut self, z: usize, q: &Question) {
+        if let Some(set) = self.parked.get_mut(&z) {
+            set.remove(q);
+            if set.is_empty() {
+                self.parked.remove(&z);
+            }
+        }
+    }
+
     /// Questions parked on zone `z`: sent when it has upstreams now, failed when it has
     /// none and nothing it waits for is under way.
     fn unpark(&mut self, z: usize, now: u64, rng: &mut impl Entropy) {
-        let parked: Vec<Question> = self
-            .flights
-            .iter()
-            .filter(|(_, f)| f.parked && f.zone == z)
-            .map(|(q, _)| q.clone())
-            .collect();
-        if parked.is_empty() {
+        if !self.parked.contains_key(&z) {
             return;
         }
         let ready = self
@@ -885,9 +899,14 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         if !ready && self.zone_waits(z) {
             return;
         }
+        let parked = self.parked.remove(&z).unwrap_or_default();
+        #[cfg(test)]
+        {
+            self.unpark_visits += parked.len() as u64;
+        }
         for q in parked {
             match self.flights.get_mut(&q) {
-                Some(f) if f.parked => f.parked = false,
+                Some(f) if f.parked && f.zone == z => f.parked = false,
                 _ => continue,
             }
             if ready {
@@ -937,11 +956,20 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         }
         // Flights keep their zone index only if it still means the same zone.
         let old = core::mem::replace(&mut self.config, config);
-        for f in self.flights.values_mut() {
+        self.parked.clear();
+        for (q, f) in &mut self.flights {
             let id = old.zones.get(f.zone).map(|z| z.id);
             match self.config.zones.iter().position(|z| Some(z.id) == id) {
                 Some(i) => f.zone = i,
-                None => f.deadline_ms = 0,
+                None => {
+                    // Its zone is gone: it fails at the next tick (past its budget, no
+                    // query out), and is parked on no zone meanwhile.
+                    f.deadline_ms = 0;
+                    f.parked = false;
+                }
+            }
+            if f.parked {
+                self.parked.entry(f.zone).or_default().insert(q.clone());
             }
         }
         let refresh = old.do_not_query_localhost != self.config.do_not_query_localhost;
@@ -1107,6 +1135,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                 };
                 if waits && now < f.deadline_ms {
                     f.parked = true;
+                    self.parked.entry(zi).or_default().insert(q.clone());
                     return;
                 }
                 return self.fail(q, now, rng);
@@ -1588,6 +1617,9 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         let Some(f) = self.flights.remove(q) else {
             return;
         };
+        if f.parked {
+            self.unindex_parked(f.zone, q);
+        }
         let now_s = secs(now);
         let failed = done.rcode == u16::from(rcode::SERVFAIL);
         let mut waiters = f.waiters;
@@ -1739,12 +1771,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         // Host names due, then questions parked on a zone that has upstreams now (a
         // reconfiguration gave it addresses).
         self.run_hosts(now, rng);
-        let zones: Vec<usize> = self
-            .flights
-            .values()
-            .filter(|f| f.parked)
-            .map(|f| f.zone)
-            .collect();
+        let zones: Vec<usize> = self.parked.keys().copied().collect();
         for z in zones {
             self.unpark(z, now, rng);
         }
@@ -2709,6 +2736,62 @@ mod tests {
             (a.clients.clone(), rcode_of(&a), a.rendered.ede),
             (vec![7], 2, Some(ede::NO_REACHABLE_AUTHORITY))
         );
+    }
+
+    /// `w{i}.example.` in wire form.
+    fn numbered(i: usize) -> Vec<u8> {
+        let label = alloc::format!("w{i}");
+        let mut n = vec![label.len() as u8];
+        n.extend_from_slice(label.as_bytes());
+        n.extend_from_slice(EXAMPLE);
+        n
+    }
+
+    #[test]
+    fn many_parked_questions_cost_linear_work() {
+        // 2,000 questions parked on example., whose only upstream is a host being
+        // resolved: a tick, then the host's address, look at each of them a bounded number
+        // of times (once per zone, not once per parked question).
+        const N: usize = 2_000;
+        let mut f = hosted(CacheConfig::default());
+        let mut cfg = f.config().clone();
+        cfg.do_ip6 = false;
+        f.reconfigure(cfg);
+        let mut rng = Seq(67);
+        for i in 0..N {
+            assert_eq!(
+                f.resolve(q(&numbered(i), 1), Some(i as u32), 0, &mut rng),
+                Start::Pending
+            );
+        }
+        let t = transmit(&mut f);
+        assert_eq!(question_of(&t), (NS_NET.to_vec(), rtype::A));
+        assert!(next(&mut f).is_none(), "every question parked");
+        assert_eq!(f.in_flight(), N + 1);
+        f.unpark_visits = 0;
+        f.tick(100, &mut rng);
+        assert!(next(&mut f).is_none());
+        assert!(
+            f.unpark_visits <= N as u64,
+            "a tick looked at parked questions {} times",
+            f.unpark_visits
+        );
+        let r = reply(
+            &t.bytes,
+            0,
+            false,
+            &[(NS_NET, 1, 300, &[198, 18, 0, 9])],
+            &[],
+        );
+        f.reply(t.token, up(1), &r, 110, &mut rng);
+        let ts = transmits(&mut f);
+        assert_eq!(ts.len(), N);
+        assert!(ts.iter().all(|t| t.to == v4([198, 18, 0, 9], 5353)));
+        assert!(f.unpark_visits <= 2 * N as u64, "{}", f.unpark_visits);
+        // None is parked any more: the next tick looks at none.
+        f.unpark_visits = 0;
+        f.tick(120, &mut rng);
+        assert_eq!(f.unpark_visits, 0);
     }
 
     #[test]
