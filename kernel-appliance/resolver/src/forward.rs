@@ -549,6 +549,14 @@ pub struct Forwarder<C, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> {
     /// (their [`Flight::parked`]): unparking a zone looks at these only, not at every
     /// flight, so a tick stays linear in the questions parked.
     parked: BTreeMap<usize, BTreeSet<Question>>,
+    /// Work queued for the end of the call that is running ([`Forwarder::drain`]): the
+    /// hosts due are to be started, and these zones' parked questions looked at. Queued
+    /// rather than done at once, because each would nest a call per zone otherwise: a
+    /// question parked on a zone starts its host, whose question is parked on the zone
+    /// that holds the host's name, which starts its host, and so on.
+    hosts_due: bool,
+    /// The zones whose parked questions are to be looked at (see `hosts_due`).
+    to_unpark: BTreeSet<usize>,
     /// Counters.
     pub stats: ForwardStats,
     /// Flights looked at to unpark questions (the tests bound this work).
@@ -579,6 +587,8 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             generation: 0,
             wake: false,
             parked: BTreeMap::new(),
+            hosts_due: false,
+            to_unpark: BTreeSet::new(),
             stats: ForwardStats::default(),
             #[cfg(test)]
             unpark_visits: 0,
@@ -708,13 +718,33 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         self.infra.retain(|a| keep.contains(a));
     }
 
-    /// Whether zone `z` has no address yet but one of its hosts is being resolved
-    /// through another zone (a host resolved through `z` itself cannot give it its
-    /// first address).
-    fn zone_waits(&self, z: usize) -> bool {
+    /// Whether one of zone `z`'s hosts that is resolved through another zone is being
+    /// resolved, or is due and will be by the end of this call ([`Forwarder::drain`]): a
+    /// question of `z` without an address may wait for it. (A host resolved through `z`
+    /// itself cannot give it its first address.)
+    fn zone_waits(&self, z: usize, now: u64) -> bool {
         self.hosts.iter().any(|h| {
-            h.zone == Some(z) && h.plan != HostPlan::Via(z) && h.fams.iter().any(|f| f.pending)
+            h.zone == Some(z)
+                && matches!(h.plan, HostPlan::Via(v) if v != z)
+                && h.fams.iter().any(|f| f.pending || (f.on && f.due <= now))
         })
+    }
+
+    /// Runs the work queued meanwhile, until there is none: the hosts due are started,
+    /// then the zones whose hosts' state changed let their parked questions go on (or
+    /// fail). Called last by every entry point that can queue work ([`Forwarder::resolve`],
+    /// [`Forwarder::reply`], [`Forwarder::failed`], [`Forwarder::tick`]), so however long
+    /// a chain of zones is, no call nests in another for each of them.
+    fn drain(&mut self, now: u64, rng: &mut impl Entropy) {
+        loop {
+            if core::mem::take(&mut self.hosts_due) {
+                self.run_hosts(now, rng);
+            } else if let Some(z) = self.to_unpark.pop_first() {
+                self.unpark(z, now, rng);
+            } else {
+                break;
+            }
+        }
     }
 
     /// Starts resolving every host name that is due.
@@ -763,13 +793,11 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         self.generation += 1;
         if let Some((set, exp)) = self.cache.rrset(&q.name, q.qtype, q.qclass, secs(now)) {
             let ips = set.rdatas.iter().filter_map(|r| ip_of(r)).collect();
-            return self.host_result(&q, HostOutcome::Addrs(ips, exp), now, rng);
+            return self.host_result(&q, HostOutcome::Addrs(ips, exp), now);
         }
         match self.begin(q.clone(), Some(Waiter::Host), now, rng) {
             Begin::Pending => {}
-            Begin::NoZone(_) | Begin::Busy(_) => {
-                self.host_result(&q, HostOutcome::Failed, now, rng)
-            }
+            Begin::NoZone(_) | Begin::Busy(_) => self.host_result(&q, HostOutcome::Failed, now),
         }
     }
 
@@ -803,8 +831,8 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
 
     /// Applies the outcome of resolving `q` to the hosts waiting on it, and their zones'
     /// upstreams; questions parked on those zones go on (or fail when nothing is left to
-    /// wait for).
-    fn host_result(&mut self, q: &Question, out: HostOutcome, now: u64, rng: &mut impl Entropy) {
+    /// wait for) in [`Forwarder::drain`].
+    fn host_result(&mut self, q: &Question, out: HostOutcome, now: u64) {
         let dnql = self.config.do_not_query_localhost;
         let refresh_at = |exp: u32| (u64::from(exp) * 1000).max(now + HOST_MIN_REFRESH_MS);
         let mut zones: Vec<usize> = Vec::new();
@@ -870,9 +898,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             self.rebuild(z);
         }
         self.prune_infra();
-        for z in zones {
-            self.unpark(z, now, rng);
-        }
+        self.to_unpark.extend(zones);
     }
 
     /// Takes `q` out of the questions parked on zone `z`.
@@ -896,7 +922,8 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             .zones
             .get(z)
             .is_some_and(|zc| !zc.upstreams.is_empty());
-        if !ready && self.zone_waits(z) {
+        if !ready && self.zone_waits(z, now) {
+            self.hosts_due = true;
             return;
         }
         let parked = self.parked.remove(&z).unwrap_or_default();
@@ -1038,11 +1065,13 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         now: u64,
         rng: &mut impl Entropy,
     ) -> Start<C> {
-        match self.begin(q, client.map(Waiter::Client), now, rng) {
+        let start = match self.begin(q, client.map(Waiter::Client), now, rng) {
             Begin::NoZone(Some(Waiter::Client(c))) => Start::NoZone(c),
             Begin::Busy(Some(Waiter::Client(c))) => Start::Busy(c),
             _ => Start::Pending,
-        }
+        };
+        self.drain(now, rng);
+        start
     }
 
     /// Starts resolving `q` for `waiter` (or joins the flight of `q` in progress).
@@ -1119,27 +1148,22 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                 .get(zi)
                 .is_some_and(|z| z.upstreams.is_empty())
         {
-            // No address yet: the zone's upstreams are hosts. Those due are resolved now
-            // (the cache may have them); the question waits while any is under way, and
-            // fails at once (SERVFAIL, EDE 22) when none is.
-            self.run_hosts(now, rng);
-            let empty = self
-                .config
-                .zones
-                .get(zi)
-                .is_none_or(|z| z.upstreams.is_empty());
-            if empty {
-                let waits = self.zone_waits(zi);
-                let Some(f) = self.flights.get_mut(q) else {
-                    return;
-                };
-                if waits && now < f.deadline_ms {
-                    f.parked = true;
-                    self.parked.entry(zi).or_default().insert(q.clone());
-                    return;
-                }
-                return self.fail(q, now, rng);
+            // No address yet: the zone's upstreams are hosts. Every host due is resolved
+            // at the end of this call (from the cache if it has them, by `drain`: not from
+            // here, which would nest a call per zone of a chain); the question waits while
+            // one of its zone's is being resolved or due, and fails at once (SERVFAIL,
+            // EDE 22) when none is.
+            self.hosts_due = true;
+            let waits = self.zone_waits(zi, now);
+            let Some(f) = self.flights.get_mut(q) else {
+                return;
+            };
+            if waits && now < f.deadline_ms {
+                f.parked = true;
+                self.parked.entry(zi).or_default().insert(q.clone());
+                return;
             }
+            return self.fail(q, now, rng);
         }
         let Some(f) = self.flights.get_mut(q) else {
             return;
@@ -1260,6 +1284,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
     /// or certificate failure, ICMP unreachable): try the next upstream.
     pub fn failed(&mut self, token: u64, now: u64, rng: &mut impl Entropy) {
         self.query_failed(token, now, rng);
+        self.drain(now, rng);
     }
 
     /// Query `token` (outstanding) ended in an error: the upstream is charged with it, and
@@ -1286,6 +1311,19 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
 
     /// A message arrived from `from` for query `token`.
     pub fn reply(
+        &mut self,
+        token: u64,
+        from: SocketAddr,
+        bytes: &[u8],
+        now: u64,
+        rng: &mut impl Entropy,
+    ) {
+        self.take_reply(token, from, bytes, now, rng);
+        self.drain(now, rng);
+    }
+
+    /// [`Forwarder::reply`], without running the work it queued.
+    fn take_reply(
         &mut self,
         token: u64,
         from: SocketAddr,
@@ -1530,13 +1568,11 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         if let Some(done) = self.cached_sets(&next, now_s) {
             return self.finish_chain(q, done, now, rng);
         }
-        match self.resolve(next.clone(), None, now, rng) {
-            Start::Pending => {
-                if let Some(n) = self.flights.get_mut(&next) {
-                    n.waiters.push(Waiter::Chain(q.clone()));
-                }
-            }
-            _ => self.fail(q, now, rng),
+        // The chain's waiter goes in with the question, so that a target that fails at
+        // once (no address to ask) fails `q` too.
+        match self.begin(next, Some(Waiter::Chain(q.clone())), now, rng) {
+            Begin::Pending => {}
+            Begin::NoZone(_) | Begin::Busy(_) => self.fail(q, now, rng),
         }
     }
 
@@ -1711,7 +1747,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         }
         if host {
             let out = Self::host_outcome(q, done.as_ref(), secs(now));
-            self.host_result(q, out, now, rng);
+            self.host_result(q, out, now);
         }
     }
 
@@ -1770,11 +1806,9 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         }
         // Host names due, then questions parked on a zone that has upstreams now (a
         // reconfiguration gave it addresses).
-        self.run_hosts(now, rng);
-        let zones: Vec<usize> = self.parked.keys().copied().collect();
-        for z in zones {
-            self.unpark(z, now, rng);
-        }
+        self.hosts_due = true;
+        self.to_unpark.extend(self.parked.keys().copied());
+        self.drain(now, rng);
     }
 
     /// The stale answer the cache may serve for `key` at `now_s` (RFC 8767 §4), as an
@@ -2794,6 +2828,131 @@ mod tests {
         assert_eq!(f.unpark_visits, 0);
     }
 
+    /// `"."` forwards to up(1); zones `z0.` .. `z{n-1}.` have a host each and no address:
+    /// `z0.`'s is ns.net. (in "."), `z{j}.`'s is `ns.z{j-1}.`, inside the zone before it.
+    fn chain(n: usize) -> Fwd {
+        let mut zones = vec![zone(b"\x00", ZoneKind::Forward, &[1], 1)];
+        let mut hosts = Vec::new();
+        for j in 0..n {
+            zones.push(zone(&chain_zone(j), ZoneKind::Forward, &[], j as u32 + 2));
+            hosts.push(host(&chain_zone(j), &chain_host(j), 53));
+        }
+        let mut f = fwd(zones, CacheConfig::default());
+        let mut cfg = f.config().clone();
+        cfg.hosts = hosts;
+        cfg.do_ip6 = false;
+        f.reconfigure(cfg);
+        f
+    }
+
+    /// `z{j}.` in wire form.
+    fn chain_zone(j: usize) -> Vec<u8> {
+        let label = alloc::format!("z{j}");
+        let mut n = vec![label.len() as u8];
+        n.extend_from_slice(label.as_bytes());
+        n.push(0);
+        n
+    }
+
+    /// The host of `z{j}.`: ns.net., or `ns.z{j-1}.`.
+    fn chain_host(j: usize) -> Vec<u8> {
+        if j == 0 {
+            return NS_NET.to_vec();
+        }
+        let mut n = b"\x02ns".to_vec();
+        n.extend_from_slice(&chain_zone(j - 1));
+        n
+    }
+
+    /// The address the host of `z{j}.` resolves to.
+    fn chain_addr(j: usize) -> SocketAddr {
+        v4([198, 18, 1 + (j / 256) as u8, (j % 256) as u8], 53)
+    }
+
+    #[test]
+    fn a_long_chain_of_host_only_zones_resolves_in_little_stack() {
+        // 1,000 zones, each with only a host whose name is inside the zone before it. A
+        // question for the last one starts every host; each host's name can be asked only
+        // once the zone before has its address. Starting, resolving and failing them all
+        // must not nest one call per zone: this runs on a 256 KiB stack.
+        const N: usize = 1_000;
+        let run = || {
+            let mut f = chain(N);
+            let mut rng = Seq(73);
+            let mut www = b"\x03www".to_vec();
+            www.extend_from_slice(&chain_zone(N - 1));
+            assert_eq!(f.resolve(q(&www, 1), Some(1), 0, &mut rng), Start::Pending);
+            let mut ts = transmits(&mut f);
+            assert_eq!(ts.len(), 1, "only ns.net. can be asked yet");
+            assert!(f.hosts().iter().all(|h| h.resolving));
+            let mut now = 0;
+            for j in 0..N {
+                let t = ts.pop().unwrap();
+                assert_eq!(question_of(&t), (chain_host(j), rtype::A));
+                assert_eq!(t.to, if j == 0 { up(1) } else { chain_addr(j - 1) });
+                let IpAddr::V4(ip) = chain_addr(j).ip() else {
+                    unreachable!()
+                };
+                let r = reply(
+                    &t.bytes,
+                    0,
+                    false,
+                    &[(&t_name(&t), 1, 300, &ip.octets())],
+                    &[],
+                );
+                now += 1;
+                f.reply(t.token, t.to, &r, now, &mut rng);
+                ts = transmits(&mut f);
+                assert_eq!(ts.len(), 1, "step {j}: {ts:?}");
+            }
+            // The question goes to the last zone's address.
+            let t = ts.pop().unwrap();
+            assert_eq!(
+                (question_of(&t), t.to),
+                ((www.clone(), 1), chain_addr(N - 1))
+            );
+            let r = reply(&t.bytes, 0, false, &[(&www, 1, 60, &[192, 0, 2, 1])], &[]);
+            f.reply(t.token, t.to, &r, now + 1, &mut rng);
+            let a = answer(&mut f);
+            assert_eq!((a.clients.clone(), rcode_of(&a)), (vec![1], 0));
+
+            // The same chain when ns.net. has no address: every zone's host fails in turn,
+            // and the question gets SERVFAIL at once.
+            let mut f = chain(N);
+            assert_eq!(f.resolve(q(&www, 1), Some(2), 0, &mut rng), Start::Pending);
+            let t = transmit(&mut f);
+            assert_eq!(question_of(&t), (NS_NET.to_vec(), rtype::A));
+            let r = reply(
+                &t.bytes,
+                3,
+                false,
+                &[],
+                &[(b"\x03net\x00", 6, 30, &soa(30))],
+            );
+            f.reply(t.token, t.to, &r, 1, &mut rng);
+            let a = answer(&mut f);
+            assert_eq!(
+                (a.clients.clone(), rcode_of(&a), a.rendered.ede),
+                (vec![2], 2, Some(ede::NO_REACHABLE_AUTHORITY))
+            );
+            assert_eq!(f.in_flight(), 0);
+            let hs = f.hosts();
+            assert!(hs[0].answered && hs[0].addrs.is_empty());
+            assert!(hs[1..].iter().all(|h| h.failures == 1 && !h.resolving));
+        };
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(run)
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    /// The question name of a transmitted query, as sent.
+    fn t_name(t: &Transmit) -> Vec<u8> {
+        Message::parse(&t.bytes).unwrap().question.unwrap().name
+    }
+
     #[test]
     fn zone_with_only_hosts_fails_fast_and_never_hangs() {
         let mut f = hosted(CacheConfig::default());
@@ -2911,7 +3070,9 @@ mod tests {
             (rcode_of(&a), a.rendered.ede),
             (2, Some(ede::NO_REACHABLE_AUTHORITY))
         );
-        // What was due was started meanwhile (the resolvable hosts), never a loop's name.
+        // What was due was started in the same call (the resolvable hosts), never a loop's
+        // name.
+        ts.extend(transmits(&mut f));
         assert!(
             ts.iter().all(|t| question_of(t).0 != b"\x02ns\x04self\x00"
                 && question_of(t).0 != b"\x02ns\x01a\x00"),
