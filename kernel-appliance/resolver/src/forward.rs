@@ -448,8 +448,19 @@ struct HostState {
     plan: HostPlan,
     /// The index of the zone it serves.
     zone: Option<usize>,
+    /// The zone its name is resolved through ([`HostPlan::Via`]), as configured: the
+    /// addresses in `fams` came from it. A reload that changes it drops them.
+    via: Option<Via>,
     /// A, then AAAA.
     fams: [Family; 2],
+}
+
+/// A zone that resolves hosts' names, as configured: its settings and own addresses
+/// ([`ZoneConfig`], without its hosts' addresses) and its hosts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Via {
+    zone: ZoneConfig,
+    hosts: Vec<HostConfig>,
 }
 
 /// What [`Forwarder::begin`] did.
@@ -640,17 +651,33 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             .collect()
     }
 
-    /// Builds the hosts' state for `self.config`, keeping what `old` knew of a host that
-    /// is configured the same (`refresh`: resolve them all again soon), and the zones'
-    /// upstreams from it.
+    /// Builds the hosts' state for `self.config` (its zones as configured, without the
+    /// hosts' addresses), keeping what `old` knew of a host that is configured the same and
+    /// resolved through a zone configured the same (`refresh`: resolve them all again
+    /// soon), and the zones' upstreams from it. A host whose resolving zone changed (other
+    /// addresses, settings, hosts, or another zone now holds its name) starts afresh:
+    /// what the old zone said is not trusted any more, as its cache entries are not.
     fn set_hosts(&mut self, old: Vec<HostState>, refresh: bool) {
         let plans = plan_hosts(&self.config);
         let (ip4, ip6) = (self.config.do_ip4, self.config.do_ip6);
         let mut hosts = Vec::with_capacity(self.config.hosts.len());
         for (cfg, plan) in self.config.hosts.iter().zip(plans) {
             let fresh = [Family::new(rtype::A, ip4), Family::new(rtype::AAAA, ip6)];
+            let via = match plan {
+                HostPlan::Via(v) => self.config.zones.get(v).map(|z| Via {
+                    zone: z.clone(),
+                    hosts: self
+                        .config
+                        .hosts
+                        .iter()
+                        .filter(|h| h.zone == z.name)
+                        .cloned()
+                        .collect(),
+                }),
+                _ => None,
+            };
             let mut fams = match old.iter().find(|o| o.cfg == *cfg) {
-                Some(o) if matches!(plan, HostPlan::Via(_)) => o.fams.clone(),
+                Some(o) if via.is_some() && o.via == via => o.fams.clone(),
                 _ => fresh.clone(),
             };
             for (fam, on) in fams.iter_mut().zip([ip4, ip6]) {
@@ -666,6 +693,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                 cfg: cfg.clone(),
                 plan,
                 zone: self.config.zones.iter().position(|z| z.name == cfg.zone),
+                via,
                 fams,
             });
         }
@@ -962,9 +990,11 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
     /// Replaces the settings (a reload). The cache is kept except what was resolved
     /// through zones whose configuration changed (their [`ZoneConfig::id`] is gone).
     /// Questions in flight through a zone that is still there finish; the others fail.
-    /// Upstreams no longer configured are forgotten. Hosts configured as before keep
-    /// their addresses (and are resolved again when due); new ones are resolved at the
-    /// next [`Forwarder::tick`], which [`Forwarder::next_timer`] asks for at once.
+    /// Upstreams no longer configured are forgotten. Hosts configured as before, whose
+    /// name is resolved through a zone configured as before, keep their addresses (and
+    /// are resolved again when due); the others lose them, and they and new ones are
+    /// resolved at the next [`Forwarder::tick`], which [`Forwarder::next_timer`] asks for
+    /// at once.
     pub fn reconfigure(&mut self, config: ForwardConfig) {
         // What was resolved through a zone that changed or went is dropped: its answers
         // (by zone id) and every RRset under its name (RRsets carry no zone).
@@ -984,20 +1014,27 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         // Flights keep their zone index only if it still means the same zone.
         let old = core::mem::replace(&mut self.config, config);
         self.parked.clear();
+        let mut orphans = Vec::new();
         for (q, f) in &mut self.flights {
             let id = old.zones.get(f.zone).map(|z| z.id);
             match self.config.zones.iter().position(|z| Some(z.id) == id) {
                 Some(i) => f.zone = i,
                 None => {
                     // Its zone is gone: it fails at the next tick (past its budget, no
-                    // query out), and is parked on no zone meanwhile.
+                    // query out), and is parked on no zone meanwhile. Its queries end
+                    // now: a reply would be judged by the bailiwick of whatever zone has
+                    // its old index.
                     f.deadline_ms = 0;
                     f.parked = false;
+                    orphans.push(q.clone());
                 }
             }
             if f.parked {
                 self.parked.entry(f.zone).or_default().insert(q.clone());
             }
+        }
+        for q in orphans {
+            self.drop_flight_queries(&q, None);
         }
         let refresh = old.do_not_query_localhost != self.config.do_not_query_localhost;
         let hosts = core::mem::take(&mut self.hosts);
@@ -2489,6 +2526,31 @@ mod tests {
         assert!(now <= 25_000);
     }
 
+    #[test]
+    fn a_reload_ends_the_queries_of_a_zone_that_changed() {
+        let mut f = fwd(
+            vec![zone(b"\x00", ZoneKind::Forward, &[1], 1)],
+            CacheConfig::default(),
+        );
+        let mut rng = Seq(79);
+        let _ = f.resolve(q(WWW, 1), Some(1), 0, &mut rng);
+        let t = transmit(&mut f);
+        // "." gets another upstream: the question asked of the old one fails, and its
+        // reply, if one comes, is not taken (it would be judged as the new zone's).
+        let mut cfg = f.config().clone();
+        cfg.zones[0] = zone(b"\x00", ZoneKind::Forward, &[2], 2);
+        f.reconfigure(cfg);
+        assert!(matches!(f.poll_event(), Some(Event::Cancel(c)) if c == t.token));
+        assert!(!f.is_outstanding(t.token));
+        f.tick(10, &mut rng);
+        let a = answer(&mut f);
+        assert_eq!((a.clients.clone(), rcode_of(&a)), (vec![1], 2));
+        let r = reply(&t.bytes, 0, false, &[(WWW, 1, 300, &[192, 0, 2, 1])], &[]);
+        f.reply(t.token, t.to, &r, 11, &mut rng);
+        assert_eq!(f.stats.unwanted, 1);
+        assert!(f.cache().lookup(&Key::new(WWW, 1, 1), 0, |_| ()).is_err());
+    }
+
     // forward-host / stub-host.
 
     const NS_NET: &[u8] = b"\x02ns\x03net\x00";
@@ -3172,7 +3234,7 @@ mod tests {
     }
 
     #[test]
-    fn host_from_cache_tls_name_and_reconfigure_keeps_addresses() {
+    fn host_from_cache_tls_name_and_what_a_reload_keeps() {
         let mut f = fwd(
             vec![
                 zone(b"\x00", ZoneKind::Forward, &[1], 1),
@@ -3217,10 +3279,16 @@ mod tests {
         let t = transmit(&mut f);
         assert_eq!(t.transport, Transport::Tls(Arc::from("ns.net")));
         assert_eq!(t.to.port(), 853);
-        // A reload with the same host keeps its addresses (no new resolution) and their
-        // RTT records; another zone's change does not matter.
+        let r = reply(&t.bytes, 0, false, &[(WWW, 1, 60, &[192, 0, 2, 80])], &[]);
+        f.reply(t.token, t.to, &r, 1_001, &mut rng);
+        assert_eq!(answer(&mut f).clients, vec![1]);
+        // A reload that leaves the host and the zone that resolved it (".") as they were
+        // keeps its addresses (no new resolution) and their RTT records, whatever else
+        // changes: the zone it serves, a new zone.
         let g = f.generation();
-        cfg.zones[0].id = 9;
+        cfg.zones[1].id = 12;
+        cfg.zones
+            .push(zone(b"\x05other\x00", ZoneKind::Forward, &[3], 13));
         f.reconfigure(cfg.clone());
         assert!(f.generation() > g);
         assert_eq!(f.next_timer(), Some(0));
@@ -3230,13 +3298,47 @@ mod tests {
         assert!(f.infra().hosts().iter().any(|h| h.addr == t.to));
         // A host given another port is a new host: resolved again (from the cache).
         cfg.hosts[0].port = 8853;
-        f.reconfigure(cfg);
+        f.reconfigure(cfg.clone());
         f.tick(1_003, &mut rng);
+        assert!(f.poll_event().is_none(), "from the cache");
+        let ups = &f.config().zones[1].upstreams;
         assert!(
+            ups.len() == 2 && ups.iter().all(|u| u.addr.port() == 8853),
+            "{ups:?}"
+        );
+        // A reload that changes the zone that resolved the host (another upstream for
+        // "."): what it said is not trusted any more (its cache is dropped too), so the
+        // host's addresses go at once and its name is asked again, of the new upstream.
+        cfg.zones[0] = zone(b"\x00", ZoneKind::Forward, &[2], 9);
+        f.reconfigure(cfg.clone());
+        let st = &f.hosts()[0];
+        assert!(st.addrs.is_empty() && !st.answered, "{st:?}");
+        assert!(f.config().zones[1].upstreams.is_empty());
+        f.tick(1_004, &mut rng);
+        let mut ts = transmits(&mut f);
+        let a = take(&mut ts, NS_NET, rtype::A);
+        let aaaa = take(&mut ts, NS_NET, rtype::AAAA);
+        assert_eq!((a.to, aaaa.to), (up(2), up(2)));
+        let r = reply(
+            &a.bytes,
+            0,
+            false,
+            &[(NS_NET, 1, 300, &[198, 18, 0, 10])],
+            &[],
+        );
+        f.reply(a.token, up(2), &r, 1_005, &mut rng);
+        assert_eq!(
             f.config().zones[1]
                 .upstreams
                 .iter()
-                .all(|u| u.addr.port() == 8853)
+                .map(|u| u.addr)
+                .collect::<Vec<_>>(),
+            vec![v4([198, 18, 0, 10], 8853)]
         );
+        // The same again: nothing changes, nothing is asked.
+        f.reconfigure(cfg);
+        f.tick(1_006, &mut rng);
+        assert!(next(&mut f).is_none());
+        assert_eq!(f.hosts()[0].addrs, vec![v4([198, 18, 0, 10], 8853)]);
     }
 }
