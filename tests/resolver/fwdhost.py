@@ -342,7 +342,8 @@ def checks(skuad, log_path, loop_line):
           f"one load warning, for the loop, with its line: {warned}")
     check("not resolved yet" not in text and "has no usable address" in text and "loop.example." in text,
           "no warning for the hosts that resolve; the loop's zone has no usable address")
-    check("127.0.0.1 not used: do-not-query-localhost" in text, "the log names the loopback address left out")
+    check("127.0.0.1 not used: a loopback address (do-not-query-localhost is yes)" in text,
+          "the log names the loopback address left out, and why")
     check("forward-host dns.net.example. (port 53, forward-zone corp.example.): upstreams" in text,
           "the log names the resolved addresses")
 

@@ -24,7 +24,8 @@
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use core::fmt;
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
 
 use skua_engine::rr::rtype;
 use skua_engine::wire::{HEADER_LEN, flags, rcode};
@@ -135,8 +136,9 @@ pub struct HostStatus {
     pub plan: HostPlan,
     /// The addresses in use, with the port (IPv4 first): upstreams of the zone.
     pub addrs: Vec<SocketAddr>,
-    /// Addresses it resolved to that are not used (`do-not-query-localhost`).
-    pub local: Vec<IpAddr>,
+    /// Addresses it resolved to that are not used, and why ([`upstream_addr`]:
+    /// `do-not-query-localhost`, multicast, broadcast, link-local).
+    pub refused: Vec<(IpAddr, Refused)>,
     /// A resolution is under way.
     pub resolving: bool,
     /// Every family asked was answered at least once (addresses, or none).
@@ -203,8 +205,9 @@ pub struct ForwardConfig {
     pub hosts: Vec<HostConfig>,
     /// A host's addresses on the loopback (127.0.0.0/8, ::1, and the IPv4-mapped forms)
     /// or unspecified (0.0.0.0, ::: this machine too) are not used
-    /// [`do-not-query-localhost`, default yes]. The zones' own addresses are given
-    /// already filtered.
+    /// [`do-not-query-localhost`, default yes]; multicast, broadcast and unscoped
+    /// link-local ones never are ([`upstream_addr`]). The zones' own addresses are given
+    /// already checked the same way.
     pub do_not_query_localhost: bool,
     /// Hosts are resolved to IPv4 addresses (A) [`do-ip4`].
     pub do_ip4: bool,
@@ -292,10 +295,81 @@ pub fn plan_hosts(config: &ForwardConfig) -> Vec<HostPlan> {
         .collect()
 }
 
-/// An address this machine would answer itself (`do-not-query-localhost`).
-fn is_local(ip: IpAddr) -> bool {
-    let ip = ip.to_canonical();
-    ip.is_loopback() || ip.is_unspecified()
+/// Why an address cannot be an upstream ([`upstream_addr`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Refused {
+    /// 127.0.0.0/8 or ::1 (or IPv4-mapped, ::ffff:127.0.0.0/104): this machine, refused
+    /// with `do-not-query-localhost` (Unbound's `donotq` list holds the same).
+    Loopback,
+    /// 0.0.0.0 or :: (or ::ffff:0.0.0.0): a query sent there goes to this machine;
+    /// refused with `do-not-query-localhost`.
+    Unspecified,
+    /// 224.0.0.0/4 or ff00::/8, always: a query would go to a group, and a unicast reply
+    /// from any member could not be matched to the address asked (RFC 1122 §3.2.1.3
+    /// forbids a multicast source).
+    Multicast,
+    /// 255.255.255.255, always: the limited broadcast of the local network (RFC 919 §7).
+    Broadcast,
+    /// fe80::/10 without a scope id, always: it names an address on some link, and
+    /// without the interface it cannot be sent to (RFC 4007 §6).
+    LinkLocalWithoutScope,
+}
+
+impl Refused {
+    /// Whether only `do-not-query-localhost` refuses it (this machine's addresses).
+    pub fn is_localhost(self) -> bool {
+        matches!(self, Refused::Loopback | Refused::Unspecified)
+    }
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Refused::Loopback => "a loopback address (do-not-query-localhost is yes)",
+            Refused::Unspecified => {
+                "the unspecified address, this machine (do-not-query-localhost is yes)"
+            }
+            Refused::Multicast => "a multicast address",
+            Refused::Broadcast => "the broadcast address",
+            Refused::LinkLocalWithoutScope => {
+                "an IPv6 link-local address without a scope (no interface to send it on)"
+            }
+        })
+    }
+}
+
+/// `addr` as an upstream: in canonical form (an IPv4-mapped IPv6 address as the IPv4
+/// address, `IpAddr::to_canonical`: one upstream, one key for its RTT and for
+/// duplicates), or why it cannot be one. Multicast, broadcast and link-local IPv6
+/// without a scope id are always refused; with `do_not_query_localhost`, also loopback
+/// and unspecified addresses, IPv4-mapped ones included. The one check for configured
+/// addresses (the daemon's loader) and resolved ones ([`HostConfig`]).
+pub fn upstream_addr(
+    addr: SocketAddr,
+    do_not_query_localhost: bool,
+) -> Result<SocketAddr, Refused> {
+    let (scope, flow) = match addr {
+        SocketAddr::V6(a) => (a.scope_id(), a.flowinfo()),
+        SocketAddr::V4(_) => (0, 0),
+    };
+    let ip = addr.ip().to_canonical();
+    let refused = match ip {
+        IpAddr::V4(v4) if v4.is_broadcast() => Some(Refused::Broadcast),
+        _ if ip.is_multicast() => Some(Refused::Multicast),
+        IpAddr::V6(v6) if v6.is_unicast_link_local() && scope == 0 => {
+            Some(Refused::LinkLocalWithoutScope)
+        }
+        _ if do_not_query_localhost && ip.is_loopback() => Some(Refused::Loopback),
+        _ if do_not_query_localhost && ip.is_unspecified() => Some(Refused::Unspecified),
+        _ => None,
+    };
+    if let Some(r) = refused {
+        return Err(r);
+    }
+    Ok(match ip {
+        IpAddr::V4(_) => SocketAddr::new(ip, addr.port()),
+        IpAddr::V6(v6) => SocketAddr::V6(SocketAddrV6::new(v6, addr.port(), flow, scope)),
+    })
 }
 
 /// The address in an A or AAAA record's RDATA.
@@ -418,8 +492,8 @@ struct Family {
     on: bool,
     /// In use.
     addrs: Vec<IpAddr>,
-    /// Left out (`do-not-query-localhost`).
-    local: Vec<IpAddr>,
+    /// Left out ([`upstream_addr`]), and why.
+    refused: Vec<(IpAddr, Refused)>,
     /// When to resolve next, ms.
     due: u64,
     /// A resolution is under way.
@@ -434,7 +508,7 @@ impl Family {
             qtype,
             on,
             addrs: Vec::new(),
-            local: Vec::new(),
+            refused: Vec::new(),
             due: 0,
             pending: false,
             failures: 0,
@@ -485,6 +559,9 @@ pub struct ForwardStats {
     pub defences: u64,
     /// Questions that joined one already in flight.
     pub coalesced: u64,
+    /// Addresses in hosts' answers left out as upstreams ([`upstream_addr`]), each time
+    /// an answer holds them.
+    pub host_addrs_refused: u64,
 }
 
 struct Outstanding {
@@ -626,10 +703,17 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             .iter()
             .map(|h| {
                 let mut addrs = Vec::new();
-                let mut local = Vec::new();
+                let mut refused = Vec::new();
                 for fam in &h.fams {
-                    addrs.extend(fam.addrs.iter().map(|&ip| SocketAddr::new(ip, h.cfg.port)));
-                    local.extend(fam.local.iter().copied());
+                    for &ip in &fam.addrs {
+                        // Once: an AAAA record may hold an IPv4-mapped address, kept as
+                        // the IPv4 address.
+                        let a = SocketAddr::new(ip, h.cfg.port);
+                        if !addrs.contains(&a) {
+                            addrs.push(a);
+                        }
+                    }
+                    refused.extend(fam.refused.iter().copied());
                 }
                 let on = || h.fams.iter().filter(|f| f.on);
                 HostStatus {
@@ -638,7 +722,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                     port: h.cfg.port,
                     plan: h.plan,
                     addrs,
-                    local,
+                    refused,
                     resolving: on().any(|f| f.pending),
                     answered: on().count() > 0 && on().all(|f| f.answered),
                     failures: on().map(|f| f.failures).max().unwrap_or(0),
@@ -862,6 +946,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
     /// wait for) in [`Forwarder::drain`].
     fn host_result(&mut self, q: &Question, out: HostOutcome, now: u64) {
         let dnql = self.config.do_not_query_localhost;
+        let mut refused = 0u64;
         let refresh_at = |exp: u32| (u64::from(exp) * 1000).max(now + HOST_MIN_REFRESH_MS);
         let mut zones: Vec<usize> = Vec::new();
         for h in &mut self.hosts {
@@ -876,20 +961,23 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                 match &out {
                     HostOutcome::Addrs(ips, exp) => {
                         fam.addrs.clear();
-                        fam.local.clear();
-                        // Sorted (a rotated answer is the same set, not a change) and capped:
-                        // an upstream's reply must not turn into thousands of upstreams.
-                        let mut ips = ips.clone();
+                        fam.refused.clear();
+                        // Canonical, sorted (a rotated answer is the same set, not a
+                        // change) and capped: an upstream's reply must not turn into
+                        // thousands of upstreams.
+                        let mut ips: Vec<IpAddr> = ips.iter().map(|ip| ip.to_canonical()).collect();
                         ips.sort_unstable();
                         ips.dedup();
                         for ip in ips {
-                            let list = if dnql && is_local(ip) {
-                                &mut fam.local
-                            } else {
-                                &mut fam.addrs
-                            };
-                            if list.len() < MAX_HOST_ADDRS {
-                                list.push(ip);
+                            match upstream_addr(SocketAddr::new(ip, h.cfg.port), dnql) {
+                                Ok(_) if fam.addrs.len() < MAX_HOST_ADDRS => fam.addrs.push(ip),
+                                Ok(_) => {}
+                                Err(why) => {
+                                    refused += 1;
+                                    if fam.refused.len() < MAX_HOST_ADDRS {
+                                        fam.refused.push((ip, why));
+                                    }
+                                }
                             }
                         }
                         fam.failures = 0;
@@ -899,7 +987,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                     HostOutcome::Negative(exp) => {
                         // The name stopped resolving (or has no address of this type).
                         fam.addrs.clear();
-                        fam.local.clear();
+                        fam.refused.clear();
                         fam.failures = 0;
                         fam.answered = true;
                         fam.due = refresh_at(*exp);
@@ -918,6 +1006,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                 }
             }
         }
+        self.stats.host_addrs_refused += refused;
         self.generation += 1;
         if zones.is_empty() {
             return;
@@ -3201,9 +3290,13 @@ mod tests {
         let st = &f.hosts()[0];
         // Sorted: the order of the answer does not matter.
         assert_eq!(
-            st.local,
-            vec![IpAddr::from([0, 0, 0, 0]), IpAddr::from([127, 0, 0, 1])]
+            st.refused,
+            vec![
+                (IpAddr::from([0, 0, 0, 0]), Refused::Unspecified),
+                (IpAddr::from([127, 0, 0, 1]), Refused::Loopback)
+            ]
         );
+        assert_eq!(f.stats.host_addrs_refused, 2);
         assert_eq!(
             f.config().zones[1]
                 .upstreams
@@ -3230,7 +3323,123 @@ mod tests {
             .map(|u| u.addr)
             .collect();
         assert!(ups.contains(&v4([127, 0, 0, 1], 53)), "{ups:?}");
-        assert!(is_local(IpAddr::from([0, 0, 0, 0, 0, 0xffff, 0x7f00, 1])));
+        assert!(f.hosts()[0].refused.is_empty());
+    }
+
+    #[test]
+    fn what_can_be_an_upstream() {
+        let a = |s: &str| s.parse::<SocketAddr>().unwrap();
+        for (addr, dnql, want) in [
+            ("198.18.0.1:53", true, Ok(a("198.18.0.1:53"))),
+            ("[2001:db8::1]:853", true, Ok(a("[2001:db8::1]:853"))),
+            ("[::ffff:198.18.0.1]:53", true, Ok(a("198.18.0.1:53"))),
+            ("127.0.0.1:53", true, Err(Refused::Loopback)),
+            ("127.1.2.3:53", true, Err(Refused::Loopback)),
+            ("[::1]:53", true, Err(Refused::Loopback)),
+            ("[::ffff:127.0.0.1]:53", true, Err(Refused::Loopback)),
+            ("0.0.0.0:53", true, Err(Refused::Unspecified)),
+            ("[::]:53", true, Err(Refused::Unspecified)),
+            ("[::ffff:0.0.0.0]:53", true, Err(Refused::Unspecified)),
+            ("[::ffff:127.0.0.1]:53", false, Ok(a("127.0.0.1:53"))),
+            ("[::]:53", false, Ok(a("[::]:53"))),
+            ("224.0.0.251:53", false, Err(Refused::Multicast)),
+            ("[ff02::fb]:53", false, Err(Refused::Multicast)),
+            ("[::ffff:239.0.0.1]:53", false, Err(Refused::Multicast)),
+            ("255.255.255.255:53", false, Err(Refused::Broadcast)),
+            (
+                "[::ffff:255.255.255.255]:53",
+                false,
+                Err(Refused::Broadcast),
+            ),
+            ("[fe80::1]:53", false, Err(Refused::LinkLocalWithoutScope)),
+            ("[fe80::1%2]:53", true, Ok(a("[fe80::1%2]:53"))),
+            // Not the limited broadcast: a directed broadcast cannot be told from a
+            // unicast address without the netmask.
+            ("198.18.255.255:53", true, Ok(a("198.18.255.255:53"))),
+        ] {
+            assert_eq!(upstream_addr(a(addr), dnql), want, "{addr} dnql {dnql}");
+        }
+        assert!(Refused::Loopback.is_localhost() && Refused::Unspecified.is_localhost());
+        assert!(!Refused::Multicast.is_localhost() && !Refused::Broadcast.is_localhost());
+    }
+
+    #[test]
+    fn resolved_addresses_that_cannot_be_upstreams_are_left_out() {
+        // Even with do-not-query-localhost: no, a host's multicast, broadcast and
+        // link-local (no interface to send it on) addresses are no upstreams; an
+        // IPv4-mapped address is the IPv4 address.
+        let mut f = fwd(
+            vec![
+                zone(b"\x00", ZoneKind::Forward, &[1], 1),
+                zone(EXAMPLE, ZoneKind::Forward, &[], 2),
+            ],
+            CacheConfig::default(),
+        );
+        let mut cfg = f.config().clone();
+        cfg.hosts = vec![host(EXAMPLE, NS_NET, 53)];
+        cfg.do_not_query_localhost = false;
+        f.reconfigure(cfg);
+        let mut rng = Seq(83);
+        f.tick(0, &mut rng);
+        let mut ts = transmits(&mut f);
+        let a = take(&mut ts, NS_NET, rtype::A);
+        let aaaa = take(&mut ts, NS_NET, rtype::AAAA);
+        let v4s: [[u8; 4]; 3] = [[224, 0, 0, 1], [255, 255, 255, 255], [198, 18, 0, 9]];
+        let rrs: Vec<(&[u8], u16, u32, &[u8])> =
+            v4s.iter().map(|x| (NS_NET, 1u16, 300u32, &x[..])).collect();
+        f.reply(
+            a.token,
+            up(1),
+            &reply(&a.bytes, 0, false, &rrs, &[]),
+            5,
+            &mut rng,
+        );
+        let v6s: Vec<[u8; 16]> = [
+            "fe80::1",
+            "ff02::1",
+            "::ffff:198.18.0.9",
+            "::ffff:224.0.0.2",
+            "2001:db8::9",
+        ]
+        .iter()
+        .map(|s| s.parse::<Ipv6Addr>().unwrap().octets())
+        .collect();
+        let rrs: Vec<(&[u8], u16, u32, &[u8])> = v6s
+            .iter()
+            .map(|x| (NS_NET, 28u16, 300u32, &x[..]))
+            .collect();
+        f.reply(
+            aaaa.token,
+            up(1),
+            &reply(&aaaa.bytes, 0, false, &rrs, &[]),
+            6,
+            &mut rng,
+        );
+        let ups: Vec<SocketAddr> = f.config().zones[1]
+            .upstreams
+            .iter()
+            .map(|u| u.addr)
+            .collect();
+        assert_eq!(
+            ups,
+            vec![
+                v4([198, 18, 0, 9], 53),
+                SocketAddr::new("2001:db8::9".parse().unwrap(), 53)
+            ]
+        );
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(
+            f.hosts()[0].refused,
+            vec![
+                (ip("224.0.0.1"), Refused::Multicast),
+                (ip("255.255.255.255"), Refused::Broadcast),
+                (ip("224.0.0.2"), Refused::Multicast),
+                (ip("fe80::1"), Refused::LinkLocalWithoutScope),
+                (ip("ff02::1"), Refused::Multicast),
+            ]
+        );
+        assert_eq!(f.stats.host_addrs_refused, 5);
+        assert_eq!(f.hosts()[0].addrs, ups);
     }
 
     #[test]

@@ -534,8 +534,8 @@ fn log_hosts(fwd: &Fwd, before: &[HostStatus], now: u64) -> Vec<HostStatus> {
             // Warned about at load, with the line.
             _ => continue,
         }
-        let (old_addrs, old_local, old_failures) = prev.map_or((&[][..], &[][..], 0), |p| {
-            (&p.addrs[..], &p.local[..], p.failures)
+        let (old_addrs, old_refused, old_failures) = prev.map_or((&[][..], &[][..], 0), |p| {
+            (&p.addrs[..], &p.refused[..], p.failures)
         });
         if h.answered && (prev.is_none_or(|p| !p.answered) || old_addrs != h.addrs) {
             if h.addrs.is_empty() {
@@ -556,12 +556,21 @@ fn log_hosts(fwd: &Fwd, before: &[HostStatus], now: u64) -> Vec<HostStatus> {
                 list(&h.addrs)
             ));
         }
-        if !h.local.is_empty() && old_local != h.local {
-            let ips: Vec<String> = h.local.iter().map(ToString::to_string).collect();
-            log::warn(format_args!(
-                "{who}: {} not used: do-not-query-localhost is yes",
-                ips.join(", ")
-            ));
+        if !h.refused.is_empty() && old_refused != h.refused {
+            // One line per reason: `127.0.0.1 not used: a loopback address
+            // (do-not-query-localhost is yes)`.
+            let mut reasons: Vec<_> = h.refused.iter().map(|&(_, why)| why).collect();
+            reasons.sort_unstable();
+            reasons.dedup();
+            for why in reasons {
+                let ips: Vec<String> = h
+                    .refused
+                    .iter()
+                    .filter(|&&(_, w)| w == why)
+                    .map(|(ip, _)| ip.to_string())
+                    .collect();
+                log::warn(format_args!("{who}: {} not used: {why}", ips.join(", ")));
+            }
         }
         if h.failures == 1 && old_failures == 0 {
             if h.addrs.is_empty() {
