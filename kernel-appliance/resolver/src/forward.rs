@@ -691,8 +691,12 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         &self.config
     }
 
-    /// A number that changes whenever a zone's upstreams or what is known of a host
-    /// changes (the caller republishes [`Forwarder::config`] and [`Forwarder::hosts`]).
+    /// A number that changes whenever a zone's upstreams or the outcome of a host's
+    /// resolution (its addresses, those left out, whether answered, its failures in a
+    /// row) change, and on every [`Forwarder::reconfigure`]: the caller then republishes
+    /// [`Forwarder::config`] and logs what changed in [`Forwarder::hosts`]. A resolution
+    /// starting, or ending with what was known already, is no change (`resolving` and
+    /// `next_ms` of [`Forwarder::hosts`] move without one).
     pub fn generation(&self) -> u64 {
         self.generation
     }
@@ -902,7 +906,9 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         if !any {
             return;
         }
-        self.generation += 1;
+        // No new generation: that a resolution is under way is in `hosts()`, which the
+        // caller reads whenever it likes; what it republishes on a new generation (the
+        // zones' upstreams, what it logs) changes only with the outcome.
         if let Some((set, exp)) = self.cache.rrset(&q.name, q.qtype, q.qclass, secs(now)) {
             let ips = set.rdatas.iter().filter_map(|r| ip_of(r)).collect();
             return self.host_result(&q, HostOutcome::Addrs(ips, exp), now);
@@ -947,6 +953,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
     fn host_result(&mut self, q: &Question, out: HostOutcome, now: u64) {
         let dnql = self.config.do_not_query_localhost;
         let mut refused = 0u64;
+        let mut changed = false;
         let refresh_at = |exp: u32| (u64::from(exp) * 1000).max(now + HOST_MIN_REFRESH_MS);
         let mut zones: Vec<usize> = Vec::new();
         for h in &mut self.hosts {
@@ -958,6 +965,12 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                     continue;
                 }
                 fam.pending = false;
+                let before = (
+                    fam.addrs.clone(),
+                    fam.refused.clone(),
+                    fam.answered,
+                    fam.failures,
+                );
                 match &out {
                     HostOutcome::Addrs(ips, exp) => {
                         fam.addrs.clear();
@@ -999,6 +1012,14 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                         fam.due = now + (1000u64 << shift).min(HOST_MAX_RETRY_MS);
                     }
                 }
+                // Visible: the addresses (in use and left out), whether answered, the
+                // failures in a row; not when it is next asked. The same addresses again
+                // (sorted, so in any order) are no change.
+                if (&fam.addrs, &fam.refused, fam.answered, fam.failures)
+                    != (&before.0, &before.1, before.2, before.3)
+                {
+                    changed = true;
+                }
                 if let Some(z) = h.zone
                     && !zones.contains(&z)
                 {
@@ -1007,7 +1028,9 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             }
         }
         self.stats.host_addrs_refused += refused;
-        self.generation += 1;
+        if changed {
+            self.generation += 1;
+        }
         if zones.is_empty() {
             return;
         }
@@ -3102,6 +3125,77 @@ mod tests {
     /// The question name of a transmitted query, as sent.
     fn t_name(t: &Transmit) -> Vec<u8> {
         Message::parse(&t.bytes).unwrap().question.unwrap().name
+    }
+
+    #[test]
+    fn a_host_resolved_again_to_the_same_addresses_changes_no_generation() {
+        let mut f = hosted(CacheConfig::default());
+        let mut cfg = f.config().clone();
+        cfg.do_ip6 = false;
+        f.reconfigure(cfg);
+        let mut rng = Seq(89);
+        f.tick(0, &mut rng);
+        let t = transmit(&mut f);
+        let answer_with = |t: &Transmit, ips: &[[u8; 4]]| {
+            let rrs: Vec<(&[u8], u16, u32, &[u8])> =
+                ips.iter().map(|x| (NS_NET, 1u16, 10u32, &x[..])).collect();
+            reply(&t.bytes, 0, false, &rrs, &[])
+        };
+        let g0 = f.generation();
+        f.reply(
+            t.token,
+            up(1),
+            &answer_with(&t, &[[198, 18, 0, 9], [198, 18, 0, 10]]),
+            5,
+            &mut rng,
+        );
+        let g = f.generation();
+        assert!(g > g0, "the first addresses are a change");
+        // At the TTL: asked again, answered with the same addresses in another order.
+        // Nothing the caller publishes changed (the zones' upstreams, the hosts' addresses,
+        // failures): the generation stays, and the caller republishes nothing.
+        f.tick(10_000, &mut rng);
+        let t = transmit(&mut f);
+        assert_eq!(f.generation(), g, "starting a resolution is no change");
+        f.reply(
+            t.token,
+            up(1),
+            &answer_with(&t, &[[198, 18, 0, 10], [198, 18, 0, 9]]),
+            10_005,
+            &mut rng,
+        );
+        assert_eq!(f.generation(), g, "the same addresses are no change");
+        assert_eq!(f.hosts()[0].next_ms, Some(20_000));
+        // Another address is.
+        f.tick(20_005, &mut rng);
+        let t = transmit(&mut f);
+        f.reply(
+            t.token,
+            up(1),
+            &answer_with(&t, &[[198, 18, 0, 9]]),
+            20_010,
+            &mut rng,
+        );
+        let g2 = f.generation();
+        assert!(g2 > g);
+        // So is a failure (the caller logs it, and shows the failures in a row).
+        f.tick(30_010, &mut rng);
+        let t = transmit(&mut f);
+        f.reply(
+            t.token,
+            up(1),
+            &reply(&t.bytes, 2, false, &[], &[]),
+            30_011,
+            &mut rng,
+        );
+        let mut now = 30_011;
+        while f.hosts()[0].resolving {
+            let _ = transmits(&mut f);
+            now = f.next_timer().unwrap();
+            f.tick(now, &mut rng);
+        }
+        assert_eq!(f.hosts()[0].failures, 1);
+        assert!(f.generation() > g2);
     }
 
     #[test]
