@@ -3188,10 +3188,9 @@ mod tests {
             30_011,
             &mut rng,
         );
-        let mut now = 30_011;
         while f.hosts()[0].resolving {
             let _ = transmits(&mut f);
-            now = f.next_timer().unwrap();
+            let now = f.next_timer().unwrap();
             f.tick(now, &mut rng);
         }
         assert_eq!(f.hosts()[0].failures, 1);
