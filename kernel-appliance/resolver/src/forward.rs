@@ -825,7 +825,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
 
     /// Forgets what is known of addresses that are no zone's upstream any more.
     fn prune_infra(&mut self) {
-        let keep: Vec<SocketAddr> = self
+        let keep: BTreeSet<SocketAddr> = self
             .config
             .zones
             .iter()
