@@ -434,13 +434,17 @@ fn resolver_settings(
                 name: host.as_bytes().to_vec(),
                 port: h.value.port_or_default(),
                 // With TLS the certificate must carry `#NAME`, or else the host's name
-                // (what the configuration trusts, rather than the address it resolved to).
-                tls_name: tls.then(|| {
-                    h.value
-                        .tls_name
-                        .as_deref()
-                        .unwrap_or_else(|| h.value.name.trim_end_matches('.'))
-                        .into()
+                // (what the configuration trusts, rather than the address it resolved to),
+                // in lower case like the host's name: `NS.example` and `ns.example` are one
+                // host (names compare without case, RFC 4343 §3).
+                tls_name: tls.then(|| match h.value.tls_name.as_deref() {
+                    Some(name) => name.into(),
+                    None => h
+                        .value
+                        .name
+                        .trim_end_matches('.')
+                        .to_ascii_lowercase()
+                        .into(),
                 }),
             };
             if !hosts.iter().any(|(o, _, _, _)| *o == hc) {
@@ -909,6 +913,31 @@ forward-zone:
         assert_eq!(
             ups(&l),
             vec!["198.18.0.1:5353".parse::<SocketAddr>().unwrap()]
+        );
+    }
+
+    #[test]
+    fn a_tls_name_taken_from_a_host_name_is_lower_case() {
+        let l = load_str(
+            "forward-zone:\n  name: \".\"\n  forward-addr: 198.18.0.1\nforward-zone:\n  name: tls.example.\n  forward-tls-upstream: yes\n  forward-host: DoT.Net.Example.\n  forward-host: dot.net.example\n",
+            "t.conf",
+        )
+        .unwrap();
+        let f = l.resolver.unwrap().forward;
+        // One host (the same name, so the same certificate name), in lower case as the
+        // host's name is: names are compared without case (RFC 4343), and a name that
+        // keeps the case it was written in makes two hosts of one.
+        let got: Vec<(Vec<u8>, Option<&str>)> = f
+            .hosts
+            .iter()
+            .map(|h| (h.name.clone(), h.tls_name.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(
+                b"\x03dot\x03net\x07example\x00".to_vec(),
+                Some("dot.net.example")
+            )]
         );
     }
 
