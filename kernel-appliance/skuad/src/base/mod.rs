@@ -3,7 +3,7 @@
 //! The serving handle ([`serving`]) shared by the dataplanes and the control core, the
 //! listener settings ([`settings`]), the interface the control core drives the dataplanes
 //! through ([`planes`]), logging ([`log`]), the clock ([`clock`]), service-manager
-//! notification ([`notify`]), query encoding ([`query`]) and the resolver's cache and job
+//! notification ([`notify`]), query encoding and names as text ([`query`]) and the resolver's cache and job
 //! queue as the dataplanes see them ([`resolving`]).
 
 pub mod clock;

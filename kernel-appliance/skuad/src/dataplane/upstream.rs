@@ -44,6 +44,7 @@ use tokio_rustls::rustls;
 
 use crate::base::clock;
 use crate::base::log;
+use crate::base::query::show_name;
 use crate::base::resolving::{
     Job, ResolverHandle, ResolverSettings, ResolverSnapshot, Route, RwShard, SharedCache,
 };
@@ -492,11 +493,6 @@ impl Task {
     }
 }
 
-/// A wire name as text.
-fn show(wire: &[u8]) -> String {
-    skua_engine::name::WireName::from_wire(wire).map_or_else(|_| "?".into(), |n| n.to_string())
-}
-
 /// Logs what changed about the forwarder's hosts since `before` (addresses found, lost or
 /// left out, a failing resolution, a recovery) and returns their state now.
 fn log_hosts(fwd: &Fwd, before: &[HostStatus], now: u64) -> Vec<HostStatus> {
@@ -509,9 +505,9 @@ fn log_hosts(fwd: &Fwd, before: &[HostStatus], now: u64) -> Vec<HostStatus> {
         };
         let who = format!(
             "{what} {} (port {}, {clause} {})",
-            show(&h.name),
+            show_name(&h.name),
             h.port,
-            show(&h.zone)
+            show_name(&h.zone)
         );
         let zone_empty = zone.is_none_or(|z| z.upstreams.is_empty());
         let prev = before
