@@ -12,15 +12,18 @@ loopback and starts:
   (www: 198.18.7.1 and 198.18.7.2);
 - NSD on 198.18.53.3, authoritative for `stub.example.` and `moving.example.` (www:
   198.18.7.3 and 198.18.7.4);
-- skuad (do-not-query-localhost left at its default, yes) with `net.example.` forwarded to
-  R by address, and every other zone given by name only: `corp.example.`
+- skuad (do-not-query-localhost left at its default, yes) with `net.example.` and
+  `example.` forwarded to R by address (`example.` holds no name asked: it surrounds
+  `loop.example.`, so that the loop's names, if skuad sent them anywhere, would reach R and
+  its log), and every other zone given by name only: `corp.example.`
   (forward-host: dns.net.example), `stub.example.` (stub-host: ns.net.example.),
   `moving.example.` (forward-host: mv.net.example), `loop.example.` (forward-host:
   ns.loop.example: inside its own zone, a loop) and `local.example.` (forward-host:
   lo.net.example, which resolves to the loopback).
 
-Checks: the load warns about the loop only (with file and line), never about the hosts that
-resolve; skuad asked R for the hosts' A and AAAA; names of `corp.example.` and of the stub
+Checks: the load warns about the loop only (with file and line: the host, and its zone
+having no usable address), never about the hosts that resolve or their zones; skuad asked R
+for the hosts' A and AAAA, and never anything of `loop.example.`; names of `corp.example.` and of the stub
 zone are answered through the resolved addresses (nobody else serves them); the control
 socket's `/resolver/upstreams` lists the resolved addresses with their zones; the loop and
 the loopback-only host answer SERVFAIL with EDE 22 at once; when R's record for
@@ -194,6 +197,9 @@ forward-zone:
   name: "net.example."
   forward-addr: 198.18.53.1
 forward-zone:
+  name: "example."
+  forward-addr: 198.18.53.1
+forward-zone:
   name: "corp.example."
   forward-host: dns.net.example
 stub-zone:
@@ -245,6 +251,8 @@ def main():
     with open(skuad_conf, "w") as f:
         f.write(SKUAD_CONF)
     loop_line = SKUAD_CONF.splitlines().index("  forward-host: ns.loop.example") + 1
+    # The loop's zone clause (`forward-zone:`), the line before its name.
+    loop_zone_line = SKUAD_CONF.splitlines().index('  name: "loop.example."')
     logs = {n: open(os.path.join(WORK, f"{n}.out"), "w") for n in ("r", "u", "nsd")}
     procs = [
         subprocess.Popen(["unbound", "-d", "-c", r_conf], stdout=logs["r"], stderr=logs["r"]),
@@ -270,7 +278,7 @@ def main():
     skuad = subprocess.Popen([SKUAD, "--config", skuad_conf], stdout=log, stderr=log)
     try:
         wait_for(lambda: ask("ready.invalid.", timeout=0.2)[0] is not None, 20, 0.05)
-        checks(skuad, log_path, loop_line)
+        checks(skuad, log_path, loop_line, loop_zone_line)
     finally:
         for p in [skuad, *procs]:
             p.terminate()
@@ -287,7 +295,7 @@ def main():
     print("all checks passed")
 
 
-def checks(skuad, log_path, loop_line):
+def checks(skuad, log_path, loop_line, loop_zone_line):
     # Names given by host only: answered through the addresses the hosts resolved to.
     r, t = ask("www.corp.example.")
     check(addrs(r) == ["198.18.7.1"],
@@ -299,7 +307,6 @@ def checks(skuad, log_path, loop_line):
         r_log = f.read()
     for name, qtype in (("dns.net.example.", "A"), ("dns.net.example.", "AAAA"), ("ns.net.example.", "A")):
         check(f"{name} {qtype} IN" in r_log, f"skuad asked R (net.example.'s forwarder) for {name} {qtype}")
-    check("ns.loop.example" not in r_log, "...and never for the loop's name")
 
     # The upstream list shows the resolved addresses under their zones.
     ups = zone_upstreams("corp.example.")
@@ -340,9 +347,15 @@ def checks(skuad, log_path, loop_line):
     warned = [l for l in text.splitlines() if "cannot be resolved" in l]
     check(len(warned) == 1 and f"skuad.conf:{loop_line}: forward-zone host 'ns.loop.example'" in warned[0],
           f"one load warning, for the loop, with its line: {warned}")
-    check("not resolved yet" not in text and "has no usable address" in text and "loop.example." in text,
-          "no warning for the hosts that resolve; the loop's zone has no usable address")
-    check("127.0.0.1 not used: do-not-query-localhost" in text, "the log names the loopback address left out")
+    unusable = [l for l in text.splitlines() if "has no usable address" in l]
+    check(len(unusable) == 1
+          and f"skuad.conf:{loop_zone_line}: forward-zone 'loop.example.' has no usable address" in unusable[0],
+          f"one zone without a usable address, the loop's, with its line: {unusable}")
+    about_resolving = [l for l in text.splitlines() if " warning: " in l
+                       and any(z in l for z in ("corp.example.", "stub.example.", "moving.example."))]
+    check(about_resolving == [], f"no warning about the hosts that resolve or their zones: {about_resolving}")
+    check("127.0.0.1 not used: a loopback address (do-not-query-localhost is yes)" in text,
+          "the log names the loopback address left out, and why")
     check("forward-host dns.net.example. (port 53, forward-zone corp.example.): upstreams" in text,
           "the log names the resolved addresses")
 
@@ -366,6 +379,11 @@ def checks(skuad, log_path, loop_line):
         text = f.read()
     check("mv.net.example. (port 53, forward-zone moving.example.): the name has no address" in text,
           "the log says mv.net.example. has no address")
+    # Over the whole run (the loop's host is never resolved, its zone's questions never
+    # sent): R, which holds the zone around loop.example., never heard of it.
+    with open(os.path.join(WORK, "unbound-r.log")) as f:
+        r_log = f.read()
+    check("loop.example" not in r_log, "R was never asked the loop's host name, nor any name of its zone")
     check(skuad.poll() is None, "skuad is still running")
 
 

@@ -21,10 +21,11 @@
 //! question would be (through the cache first); their addresses join the zone's upstreams
 //! and are resolved again when their TTL runs out. See [`Forwarder::hosts`].
 
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use core::fmt;
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
 
 use skua_engine::rr::rtype;
 use skua_engine::wire::{HEADER_LEN, flags, rcode};
@@ -135,8 +136,9 @@ pub struct HostStatus {
     pub plan: HostPlan,
     /// The addresses in use, with the port (IPv4 first): upstreams of the zone.
     pub addrs: Vec<SocketAddr>,
-    /// Addresses it resolved to that are not used (`do-not-query-localhost`).
-    pub local: Vec<IpAddr>,
+    /// Addresses it resolved to that are not used, and why ([`upstream_addr`]:
+    /// `do-not-query-localhost`, multicast, broadcast, link-local).
+    pub refused: Vec<(IpAddr, Refused)>,
     /// A resolution is under way.
     pub resolving: bool,
     /// Every family asked was answered at least once (addresses, or none).
@@ -203,8 +205,9 @@ pub struct ForwardConfig {
     pub hosts: Vec<HostConfig>,
     /// A host's addresses on the loopback (127.0.0.0/8, ::1, and the IPv4-mapped forms)
     /// or unspecified (0.0.0.0, ::: this machine too) are not used
-    /// [`do-not-query-localhost`, default yes]. The zones' own addresses are given
-    /// already filtered.
+    /// [`do-not-query-localhost`, default yes]; multicast, broadcast and unscoped
+    /// link-local ones never are ([`upstream_addr`]). The zones' own addresses are given
+    /// already checked the same way.
     pub do_not_query_localhost: bool,
     /// Hosts are resolved to IPv4 addresses (A) [`do-ip4`].
     pub do_ip4: bool,
@@ -292,10 +295,81 @@ pub fn plan_hosts(config: &ForwardConfig) -> Vec<HostPlan> {
         .collect()
 }
 
-/// An address this machine would answer itself (`do-not-query-localhost`).
-fn is_local(ip: IpAddr) -> bool {
-    let ip = ip.to_canonical();
-    ip.is_loopback() || ip.is_unspecified()
+/// Why an address cannot be an upstream ([`upstream_addr`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Refused {
+    /// 127.0.0.0/8 or ::1 (or IPv4-mapped, ::ffff:127.0.0.0/104): this machine, refused
+    /// with `do-not-query-localhost` (Unbound's `donotq` list holds the same).
+    Loopback,
+    /// 0.0.0.0 or :: (or ::ffff:0.0.0.0): a query sent there goes to this machine;
+    /// refused with `do-not-query-localhost`.
+    Unspecified,
+    /// 224.0.0.0/4 or ff00::/8, always: a query would go to a group, and a unicast reply
+    /// from any member could not be matched to the address asked (RFC 1122 §3.2.1.3
+    /// forbids a multicast source).
+    Multicast,
+    /// 255.255.255.255, always: the limited broadcast of the local network (RFC 919 §7).
+    Broadcast,
+    /// fe80::/10 without a scope id, always: it names an address on some link, and
+    /// without the interface it cannot be sent to (RFC 4007 §6).
+    LinkLocalWithoutScope,
+}
+
+impl Refused {
+    /// Whether only `do-not-query-localhost` refuses it (this machine's addresses).
+    pub fn is_localhost(self) -> bool {
+        matches!(self, Refused::Loopback | Refused::Unspecified)
+    }
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Refused::Loopback => "a loopback address (do-not-query-localhost is yes)",
+            Refused::Unspecified => {
+                "the unspecified address, this machine (do-not-query-localhost is yes)"
+            }
+            Refused::Multicast => "a multicast address",
+            Refused::Broadcast => "the broadcast address",
+            Refused::LinkLocalWithoutScope => {
+                "an IPv6 link-local address without a scope (no interface to send it on)"
+            }
+        })
+    }
+}
+
+/// `addr` as an upstream: in canonical form (an IPv4-mapped IPv6 address as the IPv4
+/// address, `IpAddr::to_canonical`: one upstream, one key for its RTT and for
+/// duplicates), or why it cannot be one. Multicast, broadcast and link-local IPv6
+/// without a scope id are always refused; with `do_not_query_localhost`, also loopback
+/// and unspecified addresses, IPv4-mapped ones included. The one check for configured
+/// addresses (the daemon's loader) and resolved ones ([`HostConfig`]).
+pub fn upstream_addr(
+    addr: SocketAddr,
+    do_not_query_localhost: bool,
+) -> Result<SocketAddr, Refused> {
+    let (scope, flow) = match addr {
+        SocketAddr::V6(a) => (a.scope_id(), a.flowinfo()),
+        SocketAddr::V4(_) => (0, 0),
+    };
+    let ip = addr.ip().to_canonical();
+    let refused = match ip {
+        IpAddr::V4(v4) if v4.is_broadcast() => Some(Refused::Broadcast),
+        _ if ip.is_multicast() => Some(Refused::Multicast),
+        IpAddr::V6(v6) if v6.is_unicast_link_local() && scope == 0 => {
+            Some(Refused::LinkLocalWithoutScope)
+        }
+        _ if do_not_query_localhost && ip.is_loopback() => Some(Refused::Loopback),
+        _ if do_not_query_localhost && ip.is_unspecified() => Some(Refused::Unspecified),
+        _ => None,
+    };
+    if let Some(r) = refused {
+        return Err(r);
+    }
+    Ok(match ip {
+        IpAddr::V4(_) => SocketAddr::new(ip, addr.port()),
+        IpAddr::V6(v6) => SocketAddr::V6(SocketAddrV6::new(v6, addr.port(), flow, scope)),
+    })
 }
 
 /// The address in an A or AAAA record's RDATA.
@@ -418,8 +492,8 @@ struct Family {
     on: bool,
     /// In use.
     addrs: Vec<IpAddr>,
-    /// Left out (`do-not-query-localhost`).
-    local: Vec<IpAddr>,
+    /// Left out ([`upstream_addr`]), and why.
+    refused: Vec<(IpAddr, Refused)>,
     /// When to resolve next, ms.
     due: u64,
     /// A resolution is under way.
@@ -434,7 +508,7 @@ impl Family {
             qtype,
             on,
             addrs: Vec::new(),
-            local: Vec::new(),
+            refused: Vec::new(),
             due: 0,
             pending: false,
             failures: 0,
@@ -448,8 +522,19 @@ struct HostState {
     plan: HostPlan,
     /// The index of the zone it serves.
     zone: Option<usize>,
+    /// The zone its name is resolved through ([`HostPlan::Via`]), as configured: the
+    /// addresses in `fams` came from it. A reload that changes it drops them.
+    via: Option<Via>,
     /// A, then AAAA.
     fams: [Family; 2],
+}
+
+/// A zone that resolves hosts' names, as configured: its settings and own addresses
+/// ([`ZoneConfig`], without its hosts' addresses) and its hosts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Via {
+    zone: ZoneConfig,
+    hosts: Vec<HostConfig>,
 }
 
 /// What [`Forwarder::begin`] did.
@@ -474,6 +559,9 @@ pub struct ForwardStats {
     pub defences: u64,
     /// Questions that joined one already in flight.
     pub coalesced: u64,
+    /// Addresses in hosts' answers left out as upstreams ([`upstream_addr`]), each time
+    /// an answer holds them.
+    pub host_addrs_refused: u64,
 }
 
 struct Outstanding {
@@ -545,8 +633,23 @@ pub struct Forwarder<C, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> {
     generation: u64,
     /// Run [`Forwarder::tick`] at once (after a reconfiguration).
     wake: bool,
+    /// The questions parked on each zone (by index) waiting for its hosts' addresses
+    /// (their [`Flight::parked`]): unparking a zone looks at these only, not at every
+    /// flight, so a tick stays linear in the questions parked.
+    parked: BTreeMap<usize, BTreeSet<Question>>,
+    /// Work queued for the end of the call that is running ([`Forwarder::drain`]): the
+    /// hosts due are to be started, and these zones' parked questions looked at. Queued
+    /// rather than done at once, because each would nest a call per zone otherwise: a
+    /// question parked on a zone starts its host, whose question is parked on the zone
+    /// that holds the host's name, which starts its host, and so on.
+    hosts_due: bool,
+    /// The zones whose parked questions are to be looked at (see `hosts_due`).
+    to_unpark: BTreeSet<usize>,
     /// Counters.
     pub stats: ForwardStats,
+    /// Flights looked at to unpark questions (the tests bound this work).
+    #[cfg(test)]
+    unpark_visits: u64,
 }
 
 /// Milliseconds to the cache's seconds.
@@ -571,7 +674,12 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             base: Vec::new(),
             generation: 0,
             wake: false,
+            parked: BTreeMap::new(),
+            hosts_due: false,
+            to_unpark: BTreeSet::new(),
             stats: ForwardStats::default(),
+            #[cfg(test)]
+            unpark_visits: 0,
         };
         f.set_hosts(Vec::new(), false);
         f
@@ -583,8 +691,12 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         &self.config
     }
 
-    /// A number that changes whenever a zone's upstreams or what is known of a host
-    /// changes (the caller republishes [`Forwarder::config`] and [`Forwarder::hosts`]).
+    /// A number that changes whenever a zone's upstreams or the outcome of a host's
+    /// resolution (its addresses, those left out, whether answered, its failures in a
+    /// row) change, and on every [`Forwarder::reconfigure`]: the caller then republishes
+    /// [`Forwarder::config`] and logs what changed in [`Forwarder::hosts`]. A resolution
+    /// starting, or ending with what was known already, is no change (`resolving` and
+    /// `next_ms` of [`Forwarder::hosts`] move without one).
     pub fn generation(&self) -> u64 {
         self.generation
     }
@@ -595,10 +707,17 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             .iter()
             .map(|h| {
                 let mut addrs = Vec::new();
-                let mut local = Vec::new();
+                let mut refused = Vec::new();
                 for fam in &h.fams {
-                    addrs.extend(fam.addrs.iter().map(|&ip| SocketAddr::new(ip, h.cfg.port)));
-                    local.extend(fam.local.iter().copied());
+                    for &ip in &fam.addrs {
+                        // Once: an AAAA record may hold an IPv4-mapped address, kept as
+                        // the IPv4 address.
+                        let a = SocketAddr::new(ip, h.cfg.port);
+                        if !addrs.contains(&a) {
+                            addrs.push(a);
+                        }
+                    }
+                    refused.extend(fam.refused.iter().copied());
                 }
                 let on = || h.fams.iter().filter(|f| f.on);
                 HostStatus {
@@ -607,7 +726,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                     port: h.cfg.port,
                     plan: h.plan,
                     addrs,
-                    local,
+                    refused,
                     resolving: on().any(|f| f.pending),
                     answered: on().count() > 0 && on().all(|f| f.answered),
                     failures: on().map(|f| f.failures).max().unwrap_or(0),
@@ -620,17 +739,33 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             .collect()
     }
 
-    /// Builds the hosts' state for `self.config`, keeping what `old` knew of a host that
-    /// is configured the same (`refresh`: resolve them all again soon), and the zones'
-    /// upstreams from it.
+    /// Builds the hosts' state for `self.config` (its zones as configured, without the
+    /// hosts' addresses), keeping what `old` knew of a host that is configured the same and
+    /// resolved through a zone configured the same (`refresh`: resolve them all again
+    /// soon), and the zones' upstreams from it. A host whose resolving zone changed (other
+    /// addresses, settings, hosts, or another zone now holds its name) starts afresh:
+    /// what the old zone said is not trusted any more, as its cache entries are not.
     fn set_hosts(&mut self, old: Vec<HostState>, refresh: bool) {
         let plans = plan_hosts(&self.config);
         let (ip4, ip6) = (self.config.do_ip4, self.config.do_ip6);
         let mut hosts = Vec::with_capacity(self.config.hosts.len());
         for (cfg, plan) in self.config.hosts.iter().zip(plans) {
             let fresh = [Family::new(rtype::A, ip4), Family::new(rtype::AAAA, ip6)];
+            let via = match plan {
+                HostPlan::Via(v) => self.config.zones.get(v).map(|z| Via {
+                    zone: z.clone(),
+                    hosts: self
+                        .config
+                        .hosts
+                        .iter()
+                        .filter(|h| h.zone == z.name)
+                        .cloned()
+                        .collect(),
+                }),
+                _ => None,
+            };
             let mut fams = match old.iter().find(|o| o.cfg == *cfg) {
-                Some(o) if matches!(plan, HostPlan::Via(_)) => o.fams.clone(),
+                Some(o) if via.is_some() && o.via == via => o.fams.clone(),
                 _ => fresh.clone(),
             };
             for (fam, on) in fams.iter_mut().zip([ip4, ip6]) {
@@ -646,6 +781,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                 cfg: cfg.clone(),
                 plan,
                 zone: self.config.zones.iter().position(|z| z.name == cfg.zone),
+                via,
                 fams,
             });
         }
@@ -689,7 +825,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
 
     /// Forgets what is known of addresses that are no zone's upstream any more.
     fn prune_infra(&mut self) {
-        let keep: Vec<SocketAddr> = self
+        let keep: BTreeSet<SocketAddr> = self
             .config
             .zones
             .iter()
@@ -698,13 +834,33 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         self.infra.retain(|a| keep.contains(a));
     }
 
-    /// Whether zone `z` has no address yet but one of its hosts is being resolved
-    /// through another zone (a host resolved through `z` itself cannot give it its
-    /// first address).
-    fn zone_waits(&self, z: usize) -> bool {
+    /// Whether one of zone `z`'s hosts that is resolved through another zone is being
+    /// resolved, or is due and will be by the end of this call ([`Forwarder::drain`]): a
+    /// question of `z` without an address may wait for it. (A host resolved through `z`
+    /// itself cannot give it its first address.)
+    fn zone_waits(&self, z: usize, now: u64) -> bool {
         self.hosts.iter().any(|h| {
-            h.zone == Some(z) && h.plan != HostPlan::Via(z) && h.fams.iter().any(|f| f.pending)
+            h.zone == Some(z)
+                && matches!(h.plan, HostPlan::Via(v) if v != z)
+                && h.fams.iter().any(|f| f.pending || (f.on && f.due <= now))
         })
+    }
+
+    /// Runs the work queued meanwhile, until there is none: the hosts due are started,
+    /// then the zones whose hosts' state changed let their parked questions go on (or
+    /// fail). Called last by every entry point that can queue work ([`Forwarder::resolve`],
+    /// [`Forwarder::reply`], [`Forwarder::failed`], [`Forwarder::tick`]), so however long
+    /// a chain of zones is, no call nests in another for each of them.
+    fn drain(&mut self, now: u64, rng: &mut impl Entropy) {
+        loop {
+            if core::mem::take(&mut self.hosts_due) {
+                self.run_hosts(now, rng);
+            } else if let Some(z) = self.to_unpark.pop_first() {
+                self.unpark(z, now, rng);
+            } else {
+                break;
+            }
+        }
     }
 
     /// Starts resolving every host name that is due.
@@ -750,16 +906,16 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         if !any {
             return;
         }
-        self.generation += 1;
+        // No new generation: that a resolution is under way is in `hosts()`, which the
+        // caller reads whenever it likes; what it republishes on a new generation (the
+        // zones' upstreams, what it logs) changes only with the outcome.
         if let Some((set, exp)) = self.cache.rrset(&q.name, q.qtype, q.qclass, secs(now)) {
             let ips = set.rdatas.iter().filter_map(|r| ip_of(r)).collect();
-            return self.host_result(&q, HostOutcome::Addrs(ips, exp), now, rng);
+            return self.host_result(&q, HostOutcome::Addrs(ips, exp), now);
         }
         match self.begin(q.clone(), Some(Waiter::Host), now, rng) {
             Begin::Pending => {}
-            Begin::NoZone(_) | Begin::Busy(_) => {
-                self.host_result(&q, HostOutcome::Failed, now, rng)
-            }
+            Begin::NoZone(_) | Begin::Busy(_) => self.host_result(&q, HostOutcome::Failed, now),
         }
     }
 
@@ -793,9 +949,11 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
 
     /// Applies the outcome of resolving `q` to the hosts waiting on it, and their zones'
     /// upstreams; questions parked on those zones go on (or fail when nothing is left to
-    /// wait for).
-    fn host_result(&mut self, q: &Question, out: HostOutcome, now: u64, rng: &mut impl Entropy) {
+    /// wait for) in [`Forwarder::drain`].
+    fn host_result(&mut self, q: &Question, out: HostOutcome, now: u64) {
         let dnql = self.config.do_not_query_localhost;
+        let mut refused = 0u64;
+        let mut changed = false;
         let refresh_at = |exp: u32| (u64::from(exp) * 1000).max(now + HOST_MIN_REFRESH_MS);
         let mut zones: Vec<usize> = Vec::new();
         for h in &mut self.hosts {
@@ -807,23 +965,32 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                     continue;
                 }
                 fam.pending = false;
+                let before = (
+                    fam.addrs.clone(),
+                    fam.refused.clone(),
+                    fam.answered,
+                    fam.failures,
+                );
                 match &out {
                     HostOutcome::Addrs(ips, exp) => {
                         fam.addrs.clear();
-                        fam.local.clear();
-                        // Sorted (a rotated answer is the same set, not a change) and capped:
-                        // an upstream's reply must not turn into thousands of upstreams.
-                        let mut ips = ips.clone();
+                        fam.refused.clear();
+                        // Canonical, sorted (a rotated answer is the same set, not a
+                        // change) and capped: an upstream's reply must not turn into
+                        // thousands of upstreams.
+                        let mut ips: Vec<IpAddr> = ips.iter().map(|ip| ip.to_canonical()).collect();
                         ips.sort_unstable();
                         ips.dedup();
                         for ip in ips {
-                            let list = if dnql && is_local(ip) {
-                                &mut fam.local
-                            } else {
-                                &mut fam.addrs
-                            };
-                            if list.len() < MAX_HOST_ADDRS {
-                                list.push(ip);
+                            match upstream_addr(SocketAddr::new(ip, h.cfg.port), dnql) {
+                                Ok(_) if fam.addrs.len() < MAX_HOST_ADDRS => fam.addrs.push(ip),
+                                Ok(_) => {}
+                                Err(why) => {
+                                    refused += 1;
+                                    if fam.refused.len() < MAX_HOST_ADDRS {
+                                        fam.refused.push((ip, why));
+                                    }
+                                }
                             }
                         }
                         fam.failures = 0;
@@ -833,7 +1000,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                     HostOutcome::Negative(exp) => {
                         // The name stopped resolving (or has no address of this type).
                         fam.addrs.clear();
-                        fam.local.clear();
+                        fam.refused.clear();
                         fam.failures = 0;
                         fam.answered = true;
                         fam.due = refresh_at(*exp);
@@ -845,6 +1012,14 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                         fam.due = now + (1000u64 << shift).min(HOST_MAX_RETRY_MS);
                     }
                 }
+                // Visible: the addresses (in use and left out), whether answered, the
+                // failures in a row; not when it is next asked. The same addresses again
+                // (sorted, so in any order) are no change.
+                if (&fam.addrs, &fam.refused, fam.answered, fam.failures)
+                    != (&before.0, &before.1, before.2, before.3)
+                {
+                    changed = true;
+                }
                 if let Some(z) = h.zone
                     && !zones.contains(&z)
                 {
@@ -852,7 +1027,10 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                 }
             }
         }
-        self.generation += 1;
+        self.stats.host_addrs_refused += refused;
+        if changed {
+            self.generation += 1;
+        }
         if zones.is_empty() {
             return;
         }
@@ -860,21 +1038,23 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             self.rebuild(z);
         }
         self.prune_infra();
-        for z in zones {
-            self.unpark(z, now, rng);
+        self.to_unpark.extend(zones);
+    }
+
+    /// Takes `q` out of the questions parked on zone `z`.
+    fn unindex_parked(&mut self, z: usize, q: &Question) {
+        if let Some(set) = self.parked.get_mut(&z) {
+            set.remove(q);
+            if set.is_empty() {
+                self.parked.remove(&z);
+            }
         }
     }
 
     /// Questions parked on zone `z`: sent when it has upstreams now, failed when it has
     /// none and nothing it waits for is under way.
     fn unpark(&mut self, z: usize, now: u64, rng: &mut impl Entropy) {
-        let parked: Vec<Question> = self
-            .flights
-            .iter()
-            .filter(|(_, f)| f.parked && f.zone == z)
-            .map(|(q, _)| q.clone())
-            .collect();
-        if parked.is_empty() {
+        if !self.parked.contains_key(&z) {
             return;
         }
         let ready = self
@@ -882,12 +1062,18 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             .zones
             .get(z)
             .is_some_and(|zc| !zc.upstreams.is_empty());
-        if !ready && self.zone_waits(z) {
+        if !ready && self.zone_waits(z, now) {
+            self.hosts_due = true;
             return;
+        }
+        let parked = self.parked.remove(&z).unwrap_or_default();
+        #[cfg(test)]
+        {
+            self.unpark_visits += parked.len() as u64;
         }
         for q in parked {
             match self.flights.get_mut(&q) {
-                Some(f) if f.parked => f.parked = false,
+                Some(f) if f.parked && f.zone == z => f.parked = false,
                 _ => continue,
             }
             if ready {
@@ -916,9 +1102,11 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
     /// Replaces the settings (a reload). The cache is kept except what was resolved
     /// through zones whose configuration changed (their [`ZoneConfig::id`] is gone).
     /// Questions in flight through a zone that is still there finish; the others fail.
-    /// Upstreams no longer configured are forgotten. Hosts configured as before keep
-    /// their addresses (and are resolved again when due); new ones are resolved at the
-    /// next [`Forwarder::tick`], which [`Forwarder::next_timer`] asks for at once.
+    /// Upstreams no longer configured are forgotten. Hosts configured as before, whose
+    /// name is resolved through a zone configured as before, keep their addresses (and
+    /// are resolved again when due); the others lose them, and they and new ones are
+    /// resolved at the next [`Forwarder::tick`], which [`Forwarder::next_timer`] asks for
+    /// at once.
     pub fn reconfigure(&mut self, config: ForwardConfig) {
         // What was resolved through a zone that changed or went is dropped: its answers
         // (by zone id) and every RRset under its name (RRsets carry no zone).
@@ -937,12 +1125,28 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         }
         // Flights keep their zone index only if it still means the same zone.
         let old = core::mem::replace(&mut self.config, config);
-        for f in self.flights.values_mut() {
+        self.parked.clear();
+        let mut orphans = Vec::new();
+        for (q, f) in &mut self.flights {
             let id = old.zones.get(f.zone).map(|z| z.id);
             match self.config.zones.iter().position(|z| Some(z.id) == id) {
                 Some(i) => f.zone = i,
-                None => f.deadline_ms = 0,
+                None => {
+                    // Its zone is gone: it fails at the next tick (past its budget, no
+                    // query out), and is parked on no zone meanwhile. Its queries end
+                    // now: a reply would be judged by the bailiwick of whatever zone has
+                    // its old index.
+                    f.deadline_ms = 0;
+                    f.parked = false;
+                    orphans.push(q.clone());
+                }
             }
+            if f.parked {
+                self.parked.entry(f.zone).or_default().insert(q.clone());
+            }
+        }
+        for q in orphans {
+            self.drop_flight_queries(&q, None);
         }
         let refresh = old.do_not_query_localhost != self.config.do_not_query_localhost;
         let hosts = core::mem::take(&mut self.hosts);
@@ -1010,11 +1214,13 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         now: u64,
         rng: &mut impl Entropy,
     ) -> Start<C> {
-        match self.begin(q, client.map(Waiter::Client), now, rng) {
+        let start = match self.begin(q, client.map(Waiter::Client), now, rng) {
             Begin::NoZone(Some(Waiter::Client(c))) => Start::NoZone(c),
             Begin::Busy(Some(Waiter::Client(c))) => Start::Busy(c),
             _ => Start::Pending,
-        }
+        };
+        self.drain(now, rng);
+        start
     }
 
     /// Starts resolving `q` for `waiter` (or joins the flight of `q` in progress).
@@ -1091,26 +1297,22 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                 .get(zi)
                 .is_some_and(|z| z.upstreams.is_empty())
         {
-            // No address yet: the zone's upstreams are hosts. Those due are resolved now
-            // (the cache may have them); the question waits while any is under way, and
-            // fails at once (SERVFAIL, EDE 22) when none is.
-            self.run_hosts(now, rng);
-            let empty = self
-                .config
-                .zones
-                .get(zi)
-                .is_none_or(|z| z.upstreams.is_empty());
-            if empty {
-                let waits = self.zone_waits(zi);
-                let Some(f) = self.flights.get_mut(q) else {
-                    return;
-                };
-                if waits && now < f.deadline_ms {
-                    f.parked = true;
-                    return;
-                }
-                return self.fail(q, now, rng);
+            // No address yet: the zone's upstreams are hosts. Every host due is resolved
+            // at the end of this call (from the cache if it has them, by `drain`: not from
+            // here, which would nest a call per zone of a chain); the question waits while
+            // one of its zone's is being resolved or due, and fails at once (SERVFAIL,
+            // EDE 22) when none is.
+            self.hosts_due = true;
+            let waits = self.zone_waits(zi, now);
+            let Some(f) = self.flights.get_mut(q) else {
+                return;
+            };
+            if waits && now < f.deadline_ms {
+                f.parked = true;
+                self.parked.entry(zi).or_default().insert(q.clone());
+                return;
             }
+            return self.fail(q, now, rng);
         }
         let Some(f) = self.flights.get_mut(q) else {
             return;
@@ -1231,6 +1433,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
     /// or certificate failure, ICMP unreachable): try the next upstream.
     pub fn failed(&mut self, token: u64, now: u64, rng: &mut impl Entropy) {
         self.query_failed(token, now, rng);
+        self.drain(now, rng);
     }
 
     /// Query `token` (outstanding) ended in an error: the upstream is charged with it, and
@@ -1257,6 +1460,19 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
 
     /// A message arrived from `from` for query `token`.
     pub fn reply(
+        &mut self,
+        token: u64,
+        from: SocketAddr,
+        bytes: &[u8],
+        now: u64,
+        rng: &mut impl Entropy,
+    ) {
+        self.take_reply(token, from, bytes, now, rng);
+        self.drain(now, rng);
+    }
+
+    /// [`Forwarder::reply`], without running the work it queued.
+    fn take_reply(
         &mut self,
         token: u64,
         from: SocketAddr,
@@ -1501,13 +1717,11 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         if let Some(done) = self.cached_sets(&next, now_s) {
             return self.finish_chain(q, done, now, rng);
         }
-        match self.resolve(next.clone(), None, now, rng) {
-            Start::Pending => {
-                if let Some(n) = self.flights.get_mut(&next) {
-                    n.waiters.push(Waiter::Chain(q.clone()));
-                }
-            }
-            _ => self.fail(q, now, rng),
+        // The chain's waiter goes in with the question, so that a target that fails at
+        // once (no address to ask) fails `q` too.
+        match self.begin(next, Some(Waiter::Chain(q.clone())), now, rng) {
+            Begin::Pending => {}
+            Begin::NoZone(_) | Begin::Busy(_) => self.fail(q, now, rng),
         }
     }
 
@@ -1588,6 +1802,9 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         let Some(f) = self.flights.remove(q) else {
             return;
         };
+        if f.parked {
+            self.unindex_parked(f.zone, q);
+        }
         let now_s = secs(now);
         let failed = done.rcode == u16::from(rcode::SERVFAIL);
         let mut waiters = f.waiters;
@@ -1679,7 +1896,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         }
         if host {
             let out = Self::host_outcome(q, done.as_ref(), secs(now));
-            self.host_result(q, out, now, rng);
+            self.host_result(q, out, now);
         }
     }
 
@@ -1738,16 +1955,9 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         }
         // Host names due, then questions parked on a zone that has upstreams now (a
         // reconfiguration gave it addresses).
-        self.run_hosts(now, rng);
-        let zones: Vec<usize> = self
-            .flights
-            .values()
-            .filter(|f| f.parked)
-            .map(|f| f.zone)
-            .collect();
-        for z in zones {
-            self.unpark(z, now, rng);
-        }
+        self.hosts_due = true;
+        self.to_unpark.extend(self.parked.keys().copied());
+        self.drain(now, rng);
     }
 
     /// The stale answer the cache may serve for `key` at `now_s` (RFC 8767 §4), as an
@@ -2428,6 +2638,31 @@ mod tests {
         assert!(now <= 25_000);
     }
 
+    #[test]
+    fn a_reload_ends_the_queries_of_a_zone_that_changed() {
+        let mut f = fwd(
+            vec![zone(b"\x00", ZoneKind::Forward, &[1], 1)],
+            CacheConfig::default(),
+        );
+        let mut rng = Seq(79);
+        let _ = f.resolve(q(WWW, 1), Some(1), 0, &mut rng);
+        let t = transmit(&mut f);
+        // "." gets another upstream: the question asked of the old one fails, and its
+        // reply, if one comes, is not taken (it would be judged as the new zone's).
+        let mut cfg = f.config().clone();
+        cfg.zones[0] = zone(b"\x00", ZoneKind::Forward, &[2], 2);
+        f.reconfigure(cfg);
+        assert!(matches!(f.poll_event(), Some(Event::Cancel(c)) if c == t.token));
+        assert!(!f.is_outstanding(t.token));
+        f.tick(10, &mut rng);
+        let a = answer(&mut f);
+        assert_eq!((a.clients.clone(), rcode_of(&a)), (vec![1], 2));
+        let r = reply(&t.bytes, 0, false, &[(WWW, 1, 300, &[192, 0, 2, 1])], &[]);
+        f.reply(t.token, t.to, &r, 11, &mut rng);
+        assert_eq!(f.stats.unwanted, 1);
+        assert!(f.cache().lookup(&Key::new(WWW, 1, 1), 0, |_| ()).is_err());
+    }
+
     // forward-host / stub-host.
 
     const NS_NET: &[u8] = b"\x02ns\x03net\x00";
@@ -2711,6 +2946,257 @@ mod tests {
         );
     }
 
+    /// `w{i}.example.` in wire form.
+    fn numbered(i: usize) -> Vec<u8> {
+        let label = alloc::format!("w{i}");
+        let mut n = vec![label.len() as u8];
+        n.extend_from_slice(label.as_bytes());
+        n.extend_from_slice(EXAMPLE);
+        n
+    }
+
+    #[test]
+    fn many_parked_questions_cost_linear_work() {
+        // 2,000 questions parked on example., whose only upstream is a host being
+        // resolved: a tick, then the host's address, look at each of them a bounded number
+        // of times (once per zone, not once per parked question).
+        const N: usize = 2_000;
+        let mut f = hosted(CacheConfig::default());
+        let mut cfg = f.config().clone();
+        cfg.do_ip6 = false;
+        f.reconfigure(cfg);
+        let mut rng = Seq(67);
+        for i in 0..N {
+            assert_eq!(
+                f.resolve(q(&numbered(i), 1), Some(i as u32), 0, &mut rng),
+                Start::Pending
+            );
+        }
+        let t = transmit(&mut f);
+        assert_eq!(question_of(&t), (NS_NET.to_vec(), rtype::A));
+        assert!(next(&mut f).is_none(), "every question parked");
+        assert_eq!(f.in_flight(), N + 1);
+        f.unpark_visits = 0;
+        f.tick(100, &mut rng);
+        assert!(next(&mut f).is_none());
+        assert!(
+            f.unpark_visits <= N as u64,
+            "a tick looked at parked questions {} times",
+            f.unpark_visits
+        );
+        let r = reply(
+            &t.bytes,
+            0,
+            false,
+            &[(NS_NET, 1, 300, &[198, 18, 0, 9])],
+            &[],
+        );
+        f.reply(t.token, up(1), &r, 110, &mut rng);
+        let ts = transmits(&mut f);
+        assert_eq!(ts.len(), N);
+        assert!(ts.iter().all(|t| t.to == v4([198, 18, 0, 9], 5353)));
+        assert!(f.unpark_visits <= 2 * N as u64, "{}", f.unpark_visits);
+        // None is parked any more: the next tick looks at none.
+        f.unpark_visits = 0;
+        f.tick(120, &mut rng);
+        assert_eq!(f.unpark_visits, 0);
+    }
+
+    /// `"."` forwards to up(1); zones `z0.` .. `z{n-1}.` have a host each and no address:
+    /// `z0.`'s is ns.net. (in "."), `z{j}.`'s is `ns.z{j-1}.`, inside the zone before it.
+    fn chain(n: usize) -> Fwd {
+        let mut zones = vec![zone(b"\x00", ZoneKind::Forward, &[1], 1)];
+        let mut hosts = Vec::new();
+        for j in 0..n {
+            zones.push(zone(&chain_zone(j), ZoneKind::Forward, &[], j as u32 + 2));
+            hosts.push(host(&chain_zone(j), &chain_host(j), 53));
+        }
+        let mut f = fwd(zones, CacheConfig::default());
+        let mut cfg = f.config().clone();
+        cfg.hosts = hosts;
+        cfg.do_ip6 = false;
+        f.reconfigure(cfg);
+        f
+    }
+
+    /// `z{j}.` in wire form.
+    fn chain_zone(j: usize) -> Vec<u8> {
+        let label = alloc::format!("z{j}");
+        let mut n = vec![label.len() as u8];
+        n.extend_from_slice(label.as_bytes());
+        n.push(0);
+        n
+    }
+
+    /// The host of `z{j}.`: ns.net., or `ns.z{j-1}.`.
+    fn chain_host(j: usize) -> Vec<u8> {
+        if j == 0 {
+            return NS_NET.to_vec();
+        }
+        let mut n = b"\x02ns".to_vec();
+        n.extend_from_slice(&chain_zone(j - 1));
+        n
+    }
+
+    /// The address the host of `z{j}.` resolves to.
+    fn chain_addr(j: usize) -> SocketAddr {
+        v4([198, 18, 1 + (j / 256) as u8, (j % 256) as u8], 53)
+    }
+
+    #[test]
+    fn a_long_chain_of_host_only_zones_resolves_in_little_stack() {
+        // 1,000 zones, each with only a host whose name is inside the zone before it. A
+        // question for the last one starts every host; each host's name can be asked only
+        // once the zone before has its address. Starting, resolving and failing them all
+        // must not nest one call per zone: this runs on a 256 KiB stack.
+        const N: usize = 1_000;
+        let run = || {
+            let mut f = chain(N);
+            let mut rng = Seq(73);
+            let mut www = b"\x03www".to_vec();
+            www.extend_from_slice(&chain_zone(N - 1));
+            assert_eq!(f.resolve(q(&www, 1), Some(1), 0, &mut rng), Start::Pending);
+            let mut ts = transmits(&mut f);
+            assert_eq!(ts.len(), 1, "only ns.net. can be asked yet");
+            assert!(f.hosts().iter().all(|h| h.resolving));
+            let mut now = 0;
+            for j in 0..N {
+                let t = ts.pop().unwrap();
+                assert_eq!(question_of(&t), (chain_host(j), rtype::A));
+                assert_eq!(t.to, if j == 0 { up(1) } else { chain_addr(j - 1) });
+                let IpAddr::V4(ip) = chain_addr(j).ip() else {
+                    unreachable!()
+                };
+                let r = reply(
+                    &t.bytes,
+                    0,
+                    false,
+                    &[(&t_name(&t), 1, 300, &ip.octets())],
+                    &[],
+                );
+                now += 1;
+                f.reply(t.token, t.to, &r, now, &mut rng);
+                ts = transmits(&mut f);
+                assert_eq!(ts.len(), 1, "step {j}: {ts:?}");
+            }
+            // The question goes to the last zone's address.
+            let t = ts.pop().unwrap();
+            assert_eq!(
+                (question_of(&t), t.to),
+                ((www.clone(), 1), chain_addr(N - 1))
+            );
+            let r = reply(&t.bytes, 0, false, &[(&www, 1, 60, &[192, 0, 2, 1])], &[]);
+            f.reply(t.token, t.to, &r, now + 1, &mut rng);
+            let a = answer(&mut f);
+            assert_eq!((a.clients.clone(), rcode_of(&a)), (vec![1], 0));
+
+            // The same chain when ns.net. has no address: every zone's host fails in turn,
+            // and the question gets SERVFAIL at once.
+            let mut f = chain(N);
+            assert_eq!(f.resolve(q(&www, 1), Some(2), 0, &mut rng), Start::Pending);
+            let t = transmit(&mut f);
+            assert_eq!(question_of(&t), (NS_NET.to_vec(), rtype::A));
+            let r = reply(
+                &t.bytes,
+                3,
+                false,
+                &[],
+                &[(b"\x03net\x00", 6, 30, &soa(30))],
+            );
+            f.reply(t.token, t.to, &r, 1, &mut rng);
+            let a = answer(&mut f);
+            assert_eq!(
+                (a.clients.clone(), rcode_of(&a), a.rendered.ede),
+                (vec![2], 2, Some(ede::NO_REACHABLE_AUTHORITY))
+            );
+            assert_eq!(f.in_flight(), 0);
+            let hs = f.hosts();
+            assert!(hs[0].answered && hs[0].addrs.is_empty());
+            assert!(hs[1..].iter().all(|h| h.failures == 1 && !h.resolving));
+        };
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(run)
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    /// The question name of a transmitted query, as sent.
+    fn t_name(t: &Transmit) -> Vec<u8> {
+        Message::parse(&t.bytes).unwrap().question.unwrap().name
+    }
+
+    #[test]
+    fn a_host_resolved_again_to_the_same_addresses_changes_no_generation() {
+        let mut f = hosted(CacheConfig::default());
+        let mut cfg = f.config().clone();
+        cfg.do_ip6 = false;
+        f.reconfigure(cfg);
+        let mut rng = Seq(89);
+        f.tick(0, &mut rng);
+        let t = transmit(&mut f);
+        let answer_with = |t: &Transmit, ips: &[[u8; 4]]| {
+            let rrs: Vec<(&[u8], u16, u32, &[u8])> =
+                ips.iter().map(|x| (NS_NET, 1u16, 10u32, &x[..])).collect();
+            reply(&t.bytes, 0, false, &rrs, &[])
+        };
+        let g0 = f.generation();
+        f.reply(
+            t.token,
+            up(1),
+            &answer_with(&t, &[[198, 18, 0, 9], [198, 18, 0, 10]]),
+            5,
+            &mut rng,
+        );
+        let g = f.generation();
+        assert!(g > g0, "the first addresses are a change");
+        // At the TTL: asked again, answered with the same addresses in another order.
+        // Nothing the caller publishes changed (the zones' upstreams, the hosts' addresses,
+        // failures): the generation stays, and the caller republishes nothing.
+        f.tick(10_000, &mut rng);
+        let t = transmit(&mut f);
+        assert_eq!(f.generation(), g, "starting a resolution is no change");
+        f.reply(
+            t.token,
+            up(1),
+            &answer_with(&t, &[[198, 18, 0, 10], [198, 18, 0, 9]]),
+            10_005,
+            &mut rng,
+        );
+        assert_eq!(f.generation(), g, "the same addresses are no change");
+        assert_eq!(f.hosts()[0].next_ms, Some(20_000));
+        // Another address is.
+        f.tick(20_005, &mut rng);
+        let t = transmit(&mut f);
+        f.reply(
+            t.token,
+            up(1),
+            &answer_with(&t, &[[198, 18, 0, 9]]),
+            20_010,
+            &mut rng,
+        );
+        let g2 = f.generation();
+        assert!(g2 > g);
+        // So is a failure (the caller logs it, and shows the failures in a row).
+        f.tick(30_010, &mut rng);
+        let t = transmit(&mut f);
+        f.reply(
+            t.token,
+            up(1),
+            &reply(&t.bytes, 2, false, &[], &[]),
+            30_011,
+            &mut rng,
+        );
+        while f.hosts()[0].resolving {
+            let _ = transmits(&mut f);
+            let now = f.next_timer().unwrap();
+            f.tick(now, &mut rng);
+        }
+        assert_eq!(f.hosts()[0].failures, 1);
+        assert!(f.generation() > g2);
+    }
+
     #[test]
     fn zone_with_only_hosts_fails_fast_and_never_hangs() {
         let mut f = hosted(CacheConfig::default());
@@ -2828,7 +3314,9 @@ mod tests {
             (rcode_of(&a), a.rendered.ede),
             (2, Some(ede::NO_REACHABLE_AUTHORITY))
         );
-        // What was due was started meanwhile (the resolvable hosts), never a loop's name.
+        // What was due was started in the same call (the resolvable hosts), never a loop's
+        // name.
+        ts.extend(transmits(&mut f));
         assert!(
             ts.iter().all(|t| question_of(t).0 != b"\x02ns\x04self\x00"
                 && question_of(t).0 != b"\x02ns\x01a\x00"),
@@ -2895,9 +3383,13 @@ mod tests {
         let st = &f.hosts()[0];
         // Sorted: the order of the answer does not matter.
         assert_eq!(
-            st.local,
-            vec![IpAddr::from([0, 0, 0, 0]), IpAddr::from([127, 0, 0, 1])]
+            st.refused,
+            vec![
+                (IpAddr::from([0, 0, 0, 0]), Refused::Unspecified),
+                (IpAddr::from([127, 0, 0, 1]), Refused::Loopback)
+            ]
         );
+        assert_eq!(f.stats.host_addrs_refused, 2);
         assert_eq!(
             f.config().zones[1]
                 .upstreams
@@ -2924,11 +3416,127 @@ mod tests {
             .map(|u| u.addr)
             .collect();
         assert!(ups.contains(&v4([127, 0, 0, 1], 53)), "{ups:?}");
-        assert!(is_local(IpAddr::from([0, 0, 0, 0, 0, 0xffff, 0x7f00, 1])));
+        assert!(f.hosts()[0].refused.is_empty());
     }
 
     #[test]
-    fn host_from_cache_tls_name_and_reconfigure_keeps_addresses() {
+    fn what_can_be_an_upstream() {
+        let a = |s: &str| s.parse::<SocketAddr>().unwrap();
+        for (addr, dnql, want) in [
+            ("198.18.0.1:53", true, Ok(a("198.18.0.1:53"))),
+            ("[2001:db8::1]:853", true, Ok(a("[2001:db8::1]:853"))),
+            ("[::ffff:198.18.0.1]:53", true, Ok(a("198.18.0.1:53"))),
+            ("127.0.0.1:53", true, Err(Refused::Loopback)),
+            ("127.1.2.3:53", true, Err(Refused::Loopback)),
+            ("[::1]:53", true, Err(Refused::Loopback)),
+            ("[::ffff:127.0.0.1]:53", true, Err(Refused::Loopback)),
+            ("0.0.0.0:53", true, Err(Refused::Unspecified)),
+            ("[::]:53", true, Err(Refused::Unspecified)),
+            ("[::ffff:0.0.0.0]:53", true, Err(Refused::Unspecified)),
+            ("[::ffff:127.0.0.1]:53", false, Ok(a("127.0.0.1:53"))),
+            ("[::]:53", false, Ok(a("[::]:53"))),
+            ("224.0.0.251:53", false, Err(Refused::Multicast)),
+            ("[ff02::fb]:53", false, Err(Refused::Multicast)),
+            ("[::ffff:239.0.0.1]:53", false, Err(Refused::Multicast)),
+            ("255.255.255.255:53", false, Err(Refused::Broadcast)),
+            (
+                "[::ffff:255.255.255.255]:53",
+                false,
+                Err(Refused::Broadcast),
+            ),
+            ("[fe80::1]:53", false, Err(Refused::LinkLocalWithoutScope)),
+            ("[fe80::1%2]:53", true, Ok(a("[fe80::1%2]:53"))),
+            // Not the limited broadcast: a directed broadcast cannot be told from a
+            // unicast address without the netmask.
+            ("198.18.255.255:53", true, Ok(a("198.18.255.255:53"))),
+        ] {
+            assert_eq!(upstream_addr(a(addr), dnql), want, "{addr} dnql {dnql}");
+        }
+        assert!(Refused::Loopback.is_localhost() && Refused::Unspecified.is_localhost());
+        assert!(!Refused::Multicast.is_localhost() && !Refused::Broadcast.is_localhost());
+    }
+
+    #[test]
+    fn resolved_addresses_that_cannot_be_upstreams_are_left_out() {
+        // Even with do-not-query-localhost: no, a host's multicast, broadcast and
+        // link-local (no interface to send it on) addresses are no upstreams; an
+        // IPv4-mapped address is the IPv4 address.
+        let mut f = fwd(
+            vec![
+                zone(b"\x00", ZoneKind::Forward, &[1], 1),
+                zone(EXAMPLE, ZoneKind::Forward, &[], 2),
+            ],
+            CacheConfig::default(),
+        );
+        let mut cfg = f.config().clone();
+        cfg.hosts = vec![host(EXAMPLE, NS_NET, 53)];
+        cfg.do_not_query_localhost = false;
+        f.reconfigure(cfg);
+        let mut rng = Seq(83);
+        f.tick(0, &mut rng);
+        let mut ts = transmits(&mut f);
+        let a = take(&mut ts, NS_NET, rtype::A);
+        let aaaa = take(&mut ts, NS_NET, rtype::AAAA);
+        let v4s: [[u8; 4]; 3] = [[224, 0, 0, 1], [255, 255, 255, 255], [198, 18, 0, 9]];
+        let rrs: Vec<(&[u8], u16, u32, &[u8])> =
+            v4s.iter().map(|x| (NS_NET, 1u16, 300u32, &x[..])).collect();
+        f.reply(
+            a.token,
+            up(1),
+            &reply(&a.bytes, 0, false, &rrs, &[]),
+            5,
+            &mut rng,
+        );
+        let v6s: Vec<[u8; 16]> = [
+            "fe80::1",
+            "ff02::1",
+            "::ffff:198.18.0.9",
+            "::ffff:224.0.0.2",
+            "2001:db8::9",
+        ]
+        .iter()
+        .map(|s| s.parse::<Ipv6Addr>().unwrap().octets())
+        .collect();
+        let rrs: Vec<(&[u8], u16, u32, &[u8])> = v6s
+            .iter()
+            .map(|x| (NS_NET, 28u16, 300u32, &x[..]))
+            .collect();
+        f.reply(
+            aaaa.token,
+            up(1),
+            &reply(&aaaa.bytes, 0, false, &rrs, &[]),
+            6,
+            &mut rng,
+        );
+        let ups: Vec<SocketAddr> = f.config().zones[1]
+            .upstreams
+            .iter()
+            .map(|u| u.addr)
+            .collect();
+        assert_eq!(
+            ups,
+            vec![
+                v4([198, 18, 0, 9], 53),
+                SocketAddr::new("2001:db8::9".parse().unwrap(), 53)
+            ]
+        );
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(
+            f.hosts()[0].refused,
+            vec![
+                (ip("224.0.0.1"), Refused::Multicast),
+                (ip("255.255.255.255"), Refused::Broadcast),
+                (ip("224.0.0.2"), Refused::Multicast),
+                (ip("fe80::1"), Refused::LinkLocalWithoutScope),
+                (ip("ff02::1"), Refused::Multicast),
+            ]
+        );
+        assert_eq!(f.stats.host_addrs_refused, 5);
+        assert_eq!(f.hosts()[0].addrs, ups);
+    }
+
+    #[test]
+    fn host_from_cache_tls_name_and_what_a_reload_keeps() {
         let mut f = fwd(
             vec![
                 zone(b"\x00", ZoneKind::Forward, &[1], 1),
@@ -2973,10 +3581,16 @@ mod tests {
         let t = transmit(&mut f);
         assert_eq!(t.transport, Transport::Tls(Arc::from("ns.net")));
         assert_eq!(t.to.port(), 853);
-        // A reload with the same host keeps its addresses (no new resolution) and their
-        // RTT records; another zone's change does not matter.
+        let r = reply(&t.bytes, 0, false, &[(WWW, 1, 60, &[192, 0, 2, 80])], &[]);
+        f.reply(t.token, t.to, &r, 1_001, &mut rng);
+        assert_eq!(answer(&mut f).clients, vec![1]);
+        // A reload that leaves the host and the zone that resolved it (".") as they were
+        // keeps its addresses (no new resolution) and their RTT records, whatever else
+        // changes: the zone it serves, a new zone.
         let g = f.generation();
-        cfg.zones[0].id = 9;
+        cfg.zones[1].id = 12;
+        cfg.zones
+            .push(zone(b"\x05other\x00", ZoneKind::Forward, &[3], 13));
         f.reconfigure(cfg.clone());
         assert!(f.generation() > g);
         assert_eq!(f.next_timer(), Some(0));
@@ -2986,13 +3600,47 @@ mod tests {
         assert!(f.infra().hosts().iter().any(|h| h.addr == t.to));
         // A host given another port is a new host: resolved again (from the cache).
         cfg.hosts[0].port = 8853;
-        f.reconfigure(cfg);
+        f.reconfigure(cfg.clone());
         f.tick(1_003, &mut rng);
+        assert!(f.poll_event().is_none(), "from the cache");
+        let ups = &f.config().zones[1].upstreams;
         assert!(
+            ups.len() == 2 && ups.iter().all(|u| u.addr.port() == 8853),
+            "{ups:?}"
+        );
+        // A reload that changes the zone that resolved the host (another upstream for
+        // "."): what it said is not trusted any more (its cache is dropped too), so the
+        // host's addresses go at once and its name is asked again, of the new upstream.
+        cfg.zones[0] = zone(b"\x00", ZoneKind::Forward, &[2], 9);
+        f.reconfigure(cfg.clone());
+        let st = &f.hosts()[0];
+        assert!(st.addrs.is_empty() && !st.answered, "{st:?}");
+        assert!(f.config().zones[1].upstreams.is_empty());
+        f.tick(1_004, &mut rng);
+        let mut ts = transmits(&mut f);
+        let a = take(&mut ts, NS_NET, rtype::A);
+        let aaaa = take(&mut ts, NS_NET, rtype::AAAA);
+        assert_eq!((a.to, aaaa.to), (up(2), up(2)));
+        let r = reply(
+            &a.bytes,
+            0,
+            false,
+            &[(NS_NET, 1, 300, &[198, 18, 0, 10])],
+            &[],
+        );
+        f.reply(a.token, up(2), &r, 1_005, &mut rng);
+        assert_eq!(
             f.config().zones[1]
                 .upstreams
                 .iter()
-                .all(|u| u.addr.port() == 8853)
+                .map(|u| u.addr)
+                .collect::<Vec<_>>(),
+            vec![v4([198, 18, 0, 10], 8853)]
         );
+        // The same again: nothing changes, nothing is asked.
+        f.reconfigure(cfg);
+        f.tick(1_006, &mut rng);
+        assert!(next(&mut f).is_none());
+        assert_eq!(f.hosts()[0].addrs, vec![v4([198, 18, 0, 10], 8853)]);
     }
 }

@@ -120,7 +120,7 @@ fn resolver_json(ctl: &Control) -> serde_json::Value {
         "forwarder": {
             "queries": f.queries, "unwanted": f.unwanted, "servfail": f.servfail,
             "tcp_retries": f.tcp_retries, "coalesced": f.coalesced, "defences": f.defences,
-            "in_flight": snap.in_flight,
+            "host_addrs_refused": f.host_addrs_refused, "in_flight": snap.in_flight,
         },
     })
 }
@@ -282,6 +282,11 @@ fn resolver_prometheus(p: &mut Prom, ctl: &Control) {
             "skua_resolver_cache_defences_total",
             "Cache flushes after unwanted-reply-threshold unwanted replies.",
             f.defences,
+        ),
+        (
+            "skua_resolver_host_addresses_refused_total",
+            "Addresses in forward-host/stub-host answers left out as upstreams (do-not-query-localhost, multicast, broadcast, link-local).",
+            f.host_addrs_refused,
         ),
     ] {
         p.head(name, "counter", help);

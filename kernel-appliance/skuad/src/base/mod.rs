@@ -3,9 +3,9 @@
 //! The serving handle ([`serving`]) shared by the dataplanes and the control core, the
 //! listener settings ([`settings`]), the interface the control core drives the dataplanes
 //! through ([`planes`]), logging ([`log`]), the clock ([`clock`]), service-manager
-//! notification ([`notify`]), query encoding ([`query`]), the resolver's cache and job
-//! queue as the dataplanes see them ([`resolving`]) and the service addresses' leases
-//! ([`lease`]).
+//! notification ([`notify`]), query encoding and names as text ([`query`]), the resolver's
+//! cache and job queue as the dataplanes see them ([`resolving`]) and the service
+//! addresses' leases ([`lease`]).
 
 pub mod clock;
 pub mod lease;

@@ -1,5 +1,5 @@
 //! Building a DNS query in wire form (the in-process benchmark's queries and the AF_XDP
-//! self-test's probe).
+//! self-test's probe), and a wire-form name as text (for logs and the API).
 
 use skua_engine::name::WireName;
 
@@ -23,4 +23,22 @@ pub fn encode_query(
         p.extend_from_slice(&[0, 0, if dnssec_ok { 0x80 } else { 0 }, 0, 0, 0]);
     }
     p
+}
+
+/// A name in wire form as text (`www.example.`), `?` when it is not a valid name: for logs
+/// and the API's views (the resolver's hosts, zones and cache entries).
+pub fn show_name(wire: &[u8]) -> String {
+    WireName::from_wire(wire).map_or_else(|_| "?".into(), |n| n.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_as_text() {
+        assert_eq!(show_name(b"\x03www\x07Example\x00"), "www.Example.");
+        assert_eq!(show_name(b"\x00"), ".");
+        assert_eq!(show_name(b"\x05ab"), "?");
+    }
 }

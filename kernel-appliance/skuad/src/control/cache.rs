@@ -25,6 +25,7 @@ use skua_resolver::infra::UNKNOWN_RTO;
 
 use super::{Control, CtlError};
 use crate::base::clock;
+use crate::base::query::show_name;
 use crate::base::resolving::ResolverHandle;
 
 /// Audit entry kind of a flush.
@@ -194,10 +195,6 @@ fn wall_now() -> u64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-fn show_name(wire: &[u8]) -> String {
-    WireName::from_wire(wire).map_or_else(|_| "?".into(), |n| n.to_string())
 }
 
 /// A domain name from the API, lower-cased wire format; absolute with or without the

@@ -374,8 +374,9 @@ pub fn load_config(cfg: Config, base: Option<PathBuf>) -> Result<Loaded, LoadErr
 /// The resolver's settings from `forward-zone:`, `stub-zone:` and the cache and upstream
 /// directives of `server:`; `None` without any zone (names outside local data are then
 /// REFUSED, as before). Errors name the line: a zone or host name that is not a domain
-/// name, a zone defined twice, a `tls-cert-bundle:` that cannot be read or holds no
-/// certificate. `forward-host:`/`stub-host:` names are resolved by the forwarder itself
+/// name, a zone defined twice, an address that can never be an upstream (multicast,
+/// broadcast, link-local: `skua_resolver::forward::upstream_addr`), a `tls-cert-bundle:`
+/// that cannot be read or holds no certificate. `forward-host:`/`stub-host:` names are resolved by the forwarder itself
 /// (`skua_resolver::forward::HostConfig`); a warning names each one that cannot be (a
 /// loop, or no zone holds its name).
 fn resolver_settings(
@@ -383,7 +384,7 @@ fn resolver_settings(
     warnings: &mut Vec<String>,
 ) -> Result<Option<ResolverSettings>, LoadError> {
     use skua_resolver::forward::{
-        HostConfig, HostPlan, Limits, Upstream, ZoneConfig, ZoneKind, plan_hosts,
+        HostConfig, HostPlan, Limits, Upstream, ZoneConfig, ZoneKind, plan_hosts, upstream_addr,
     };
     let s = &cfg.server;
     if cfg.forward_zones.is_empty() {
@@ -413,16 +414,30 @@ fn resolver_settings(
         let tls = fz.tls_upstream || s.tls_upstream;
         let mut upstreams = Vec::new();
         for a in &fz.addrs {
-            let addr = a.value.socket_addr();
-            // Unbound's default: never query the host itself (a loop when it forwards to
-            // itself); Unbound says nothing, we say which line lost its address.
-            if s.do_not_query_localhost && addr.ip().is_loopback() {
-                warnings.push(format!(
-                    "{}: {clause} address {} is not used: do-not-query-localhost is yes (the default); set it to no to forward to this host",
-                    a.loc, a.value
-                ));
-                continue;
-            }
+            // The same check as for the addresses hosts resolve to, and the same form
+            // (an IPv4-mapped address as IPv4).
+            let addr = match upstream_addr(a.value.socket_addr(), s.do_not_query_localhost) {
+                Ok(addr) => addr,
+                // Unbound's default: never query the host itself (a loop when it
+                // forwards to itself); Unbound says nothing, we say which line lost its
+                // address.
+                Err(why) if why.is_localhost() => {
+                    warnings.push(format!(
+                        "{}: {clause} address {} is not used: {why}; set do-not-query-localhost to no to forward to this host",
+                        a.loc, a.value
+                    ));
+                    continue;
+                }
+                Err(why) => {
+                    return Err(at(
+                        &a.loc,
+                        format!(
+                            "{clause} address {}: {why}, which cannot be an upstream",
+                            a.value
+                        ),
+                    ));
+                }
+            };
             upstreams.push(Upstream {
                 addr,
                 tls_name: if tls {
@@ -446,13 +461,17 @@ fn resolver_settings(
                 name: host.as_bytes().to_vec(),
                 port: h.value.port_or_default(),
                 // With TLS the certificate must carry `#NAME`, or else the host's name
-                // (what the configuration trusts, rather than the address it resolved to).
-                tls_name: tls.then(|| {
-                    h.value
-                        .tls_name
-                        .as_deref()
-                        .unwrap_or_else(|| h.value.name.trim_end_matches('.'))
-                        .into()
+                // (what the configuration trusts, rather than the address it resolved to),
+                // in lower case like the host's name: `NS.example` and `ns.example` are one
+                // host (names compare without case, RFC 4343 §3).
+                tls_name: tls.then(|| match h.value.tls_name.as_deref() {
+                    Some(name) => name.into(),
+                    None => h
+                        .value
+                        .name
+                        .trim_end_matches('.')
+                        .to_ascii_lowercase()
+                        .into(),
                 }),
             };
             if !hosts.iter().any(|(o, _, _, _)| *o == hc) {
@@ -856,6 +875,96 @@ forward-zone:
         assert!(
             e.0.starts_with("v.conf:3: forward-zone host name 'a..b'"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn forward_addresses_that_cannot_be_upstreams() {
+        let zone = |extra: &str, addr: &str| {
+            load_str(
+                &format!("server:\n{extra}forward-zone:\n  name: \".\"\n  forward-addr: {addr}\n"),
+                "t.conf",
+            )
+        };
+        // Never an upstream: an error with the line and the reason.
+        for (addr, why) in [
+            ("224.0.0.53", "a multicast address"),
+            ("ff02::fb", "a multicast address"),
+            ("::ffff:239.1.1.1", "a multicast address"),
+            ("255.255.255.255", "the broadcast address"),
+            ("fe80::1", "an IPv6 link-local address without a scope"),
+        ] {
+            for extra in ["", "  do-not-query-localhost: no\n"] {
+                let e = zone(extra, addr)
+                    .err()
+                    .unwrap_or_else(|| panic!("{addr} accepted"));
+                let line = if extra.is_empty() { 4 } else { 5 };
+                assert!(
+                    e.0.starts_with(&format!(
+                        "t.conf:{line}: forward-zone address {addr}: {why}"
+                    )),
+                    "{e}"
+                );
+            }
+        }
+        // This machine: left out with a warning under do-not-query-localhost (Unbound
+        // leaves them out silently), used as written (canonical) without it.
+        let ups = |l: &Loaded| -> Vec<SocketAddr> {
+            l.resolver.as_ref().unwrap().forward.zones[0]
+                .upstreams
+                .iter()
+                .map(|u| u.addr)
+                .collect()
+        };
+        for (addr, canonical) in [
+            ("127.0.0.1", "127.0.0.1:53"),
+            ("::1", "[::1]:53"),
+            ("::ffff:127.0.0.2", "127.0.0.2:53"),
+            ("0.0.0.0", "0.0.0.0:53"),
+            ("::", "[::]:53"),
+        ] {
+            let l = zone("", addr).unwrap();
+            assert!(ups(&l).is_empty(), "{addr}: {:?}", ups(&l));
+            assert!(
+                l.warnings.iter().any(|w| w.starts_with(&format!(
+                    "t.conf:4: forward-zone address {addr} is not used: "
+                )) && w.contains("do-not-query-localhost")),
+                "{addr}: {:?}",
+                l.warnings
+            );
+            let l = zone("  do-not-query-localhost: no\n", addr).unwrap();
+            assert_eq!(ups(&l), vec![canonical.parse::<SocketAddr>().unwrap()]);
+        }
+        // An IPv4-mapped address is kept as the IPv4 address.
+        let l = zone("", "::ffff:198.18.0.1@5353").unwrap();
+        assert_eq!(
+            ups(&l),
+            vec!["198.18.0.1:5353".parse::<SocketAddr>().unwrap()]
+        );
+    }
+
+    #[test]
+    fn a_tls_name_taken_from_a_host_name_is_lower_case() {
+        let l = load_str(
+            "forward-zone:\n  name: \".\"\n  forward-addr: 198.18.0.1\nforward-zone:\n  name: tls.example.\n  forward-tls-upstream: yes\n  forward-host: DoT.Net.Example.\n  forward-host: dot.net.example\n",
+            "t.conf",
+        )
+        .unwrap();
+        let f = l.resolver.unwrap().forward;
+        // One host (the same name, so the same certificate name), in lower case as the
+        // host's name is: names are compared without case (RFC 4343), and a name that
+        // keeps the case it was written in makes two hosts of one.
+        let got: Vec<(Vec<u8>, Option<&str>)> = f
+            .hosts
+            .iter()
+            .map(|h| (h.name.clone(), h.tls_name.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(
+                b"\x03dot\x03net\x07example\x00".to_vec(),
+                Some("dot.net.example")
+            )]
         );
     }
 

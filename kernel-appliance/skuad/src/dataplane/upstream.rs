@@ -44,6 +44,7 @@ use tokio_rustls::rustls;
 
 use crate::base::clock;
 use crate::base::log;
+use crate::base::query::show_name;
 use crate::base::resolving::{
     Job, ResolverHandle, ResolverSettings, ResolverSnapshot, Route, RwShard, SharedCache,
 };
@@ -492,11 +493,6 @@ impl Task {
     }
 }
 
-/// A wire name as text.
-fn show(wire: &[u8]) -> String {
-    skua_engine::name::WireName::from_wire(wire).map_or_else(|_| "?".into(), |n| n.to_string())
-}
-
 /// Logs what changed about the forwarder's hosts since `before` (addresses found, lost or
 /// left out, a failing resolution, a recovery) and returns their state now.
 fn log_hosts(fwd: &Fwd, before: &[HostStatus], now: u64) -> Vec<HostStatus> {
@@ -509,9 +505,9 @@ fn log_hosts(fwd: &Fwd, before: &[HostStatus], now: u64) -> Vec<HostStatus> {
         };
         let who = format!(
             "{what} {} (port {}, {clause} {})",
-            show(&h.name),
+            show_name(&h.name),
             h.port,
-            show(&h.zone)
+            show_name(&h.zone)
         );
         let zone_empty = zone.is_none_or(|z| z.upstreams.is_empty());
         let prev = before
@@ -534,8 +530,8 @@ fn log_hosts(fwd: &Fwd, before: &[HostStatus], now: u64) -> Vec<HostStatus> {
             // Warned about at load, with the line.
             _ => continue,
         }
-        let (old_addrs, old_local, old_failures) = prev.map_or((&[][..], &[][..], 0), |p| {
-            (&p.addrs[..], &p.local[..], p.failures)
+        let (old_addrs, old_refused, old_failures) = prev.map_or((&[][..], &[][..], 0), |p| {
+            (&p.addrs[..], &p.refused[..], p.failures)
         });
         if h.answered && (prev.is_none_or(|p| !p.answered) || old_addrs != h.addrs) {
             if h.addrs.is_empty() {
@@ -556,12 +552,21 @@ fn log_hosts(fwd: &Fwd, before: &[HostStatus], now: u64) -> Vec<HostStatus> {
                 list(&h.addrs)
             ));
         }
-        if !h.local.is_empty() && old_local != h.local {
-            let ips: Vec<String> = h.local.iter().map(ToString::to_string).collect();
-            log::warn(format_args!(
-                "{who}: {} not used: do-not-query-localhost is yes",
-                ips.join(", ")
-            ));
+        if !h.refused.is_empty() && old_refused != h.refused {
+            // One line per reason: `127.0.0.1 not used: a loopback address
+            // (do-not-query-localhost is yes)`.
+            let mut reasons: Vec<_> = h.refused.iter().map(|&(_, why)| why).collect();
+            reasons.sort_unstable();
+            reasons.dedup();
+            for why in reasons {
+                let ips: Vec<String> = h
+                    .refused
+                    .iter()
+                    .filter(|&&(_, w)| w == why)
+                    .map(|(ip, _)| ip.to_string())
+                    .collect();
+                log::warn(format_args!("{who}: {} not used: {why}", ips.join(", ")));
+            }
         }
         if h.failures == 1 && old_failures == 0 {
             if h.addrs.is_empty() {
