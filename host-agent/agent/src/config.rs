@@ -23,6 +23,9 @@ pub struct Config {
     /// `[[vrrp]]`: the VRRP instances (one per address family and virtual router).
     #[serde(default)]
     pub vrrp: Vec<Instance>,
+    /// `[[check]]`: health checks (every instance follows all of them).
+    #[serde(default)]
+    pub check: Vec<crate::health::CheckConfig>,
 }
 
 /// `[agent]`.
@@ -242,6 +245,17 @@ pub fn parse(text: &str, name: &str) -> Result<Config, String> {
                 "{name}: [[vrrp]] #{} ({}): same name, or same interface, vrid and family, as an earlier one",
                 i + 1,
                 inst.name
+            ));
+        }
+    }
+    for (i, c) in cfg.check.iter().enumerate() {
+        c.check()
+            .map_err(|e| format!("{name}: [[check]] #{} ({}): {e}", i + 1, c.name))?;
+        if cfg.check[..i].iter().any(|o| o.name == c.name) {
+            return Err(format!(
+                "{name}: [[check]] #{} ({}): same name as an earlier one",
+                i + 1,
+                c.name
             ));
         }
     }

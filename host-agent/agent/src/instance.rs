@@ -131,6 +131,8 @@ pub struct Instance {
     reannounce_at: Option<u64>,
     /// Renewed for this `now` already (several Sends in one batch: one renewal).
     renewed_for: Option<u64>,
+    /// A critical health check fails: out of the election (Initialize) until it passes.
+    health_blocked: Option<String>,
     status: Status,
 }
 
@@ -217,6 +219,7 @@ impl Instance {
             held_down_until: None,
             reannounce_at: None,
             renewed_for: None,
+            health_blocked: None,
             status,
         })
     }
@@ -280,6 +283,7 @@ impl Instance {
         self.drain(now, skuad);
         if let Some(t) = self.held_down_until
             && now >= t
+            && self.health_blocked.is_none()
         {
             // Ready again only when skuad answers its health check.
             match skuad.call("GET", "/health", None) {
@@ -346,6 +350,49 @@ impl Instance {
             self.reannounce_at = None;
             if matches!(self.hold, Hold::Held { .. }) {
                 self.announce();
+            }
+        }
+    }
+
+    /// Applies the health checks' verdict: the priority moves by their weights (keepalived's
+    /// `track_script`), and a failing critical check takes the instance out of the election
+    /// (priority 0 if master, so the backup takes over at once) until it passes.
+    pub fn apply_health(&mut self, now: u64, v: &crate::health::Verdict, skuad: &mut Client) {
+        match (&v.critical, &self.health_blocked) {
+            (Some(why), None) => {
+                log(&self.cfg.name, format_args!("giving mastership up: {why}"));
+                self.health_blocked = Some(why.clone());
+                if self.router.state() != State::Initialize {
+                    self.router.shutdown(now);
+                    self.drain(now, skuad);
+                }
+                self.release(skuad, why);
+            }
+            (None, Some(_)) => {
+                log(
+                    &self.cfg.name,
+                    format_args!("health checks pass: rejoining"),
+                );
+                self.health_blocked = None;
+                if self.router.state() == State::Initialize && self.held_down_until.is_none() {
+                    self.router.startup(now);
+                    if !self.link {
+                        self.router.link_down(now);
+                    }
+                    self.drain(now, skuad);
+                }
+            }
+            _ => {}
+        }
+        if !self.router.is_owner() {
+            let p = (i32::from(self.cfg.priority) + v.priority_delta).clamp(1, 254) as u8;
+            if p != self.router.priority() {
+                log(
+                    &self.cfg.name,
+                    format_args!("priority {} -> {p} (health checks)", self.router.priority()),
+                );
+                self.router.set_priority(now, p);
+                self.drain(now, skuad);
             }
         }
     }

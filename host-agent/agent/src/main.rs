@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod config;
+mod health;
 mod instance;
 mod net;
 mod skuad;
@@ -89,7 +90,16 @@ fn run(cfg: config::Config) -> Result<(), String> {
         Some(t) => Some(skuad::read_token(t)?),
         None => None,
     };
-    let mut client = skuad::Client::new(skuad::Endpoint::parse(&cfg.agent.skuad)?, token);
+    let endpoint = skuad::Endpoint::parse(&cfg.agent.skuad)?;
+    let mut client = skuad::Client::new(endpoint.clone(), token.clone());
+    let checks: health::Shared = Arc::new(Mutex::new(health::initial(&cfg.check)));
+    if !cfg.check.is_empty() {
+        let (c, s) = (cfg.check.clone(), checks.clone());
+        std::thread::Builder::new()
+            .name("checks".into())
+            .spawn(move || health::run(c, endpoint, token, s))
+            .map_err(|e| e.to_string())?;
+    }
     let mut instances = Vec::new();
     for i in cfg.vrrp {
         instances.push(Instance::open(i, &name)?);
@@ -107,10 +117,10 @@ fn run(cfg: config::Config) -> Result<(), String> {
     if cfg.agent.listen != "off" {
         let l = TcpListener::bind(&cfg.agent.listen)
             .map_err(|e| format!("[agent] listen = {}: {e}", cfg.agent.listen))?;
-        let s = shared.clone();
+        let (s, h) = (shared.clone(), checks.clone());
         std::thread::Builder::new()
             .name("status".into())
-            .spawn(move || serve_status(&l, &s))
+            .spawn(move || serve_status(&l, &s, &h))
             .map_err(|e| e.to_string())?;
     }
     eprintln!(
@@ -124,7 +134,9 @@ fn run(cfg: config::Config) -> Result<(), String> {
     }
     while !STOP.load(Ordering::Relaxed) {
         let now = now_ns();
+        let v = health::verdict(&checks.lock().unwrap_or_else(|e| e.into_inner()));
         for i in &mut instances {
+            i.apply_health(now, &v, &mut client);
             i.tick(now, &mut client);
         }
         *shared.lock().unwrap_or_else(|e| e.into_inner()) =
@@ -175,7 +187,7 @@ fn run(cfg: config::Config) -> Result<(), String> {
 }
 
 /// `GET /status` (JSON) and `GET /metrics` (Prometheus text), one request per connection.
-fn serve_status(l: &TcpListener, shared: &Mutex<Vec<Status>>) {
+fn serve_status(l: &TcpListener, shared: &Mutex<Vec<Status>>, checks: &health::Shared) {
     for conn in l.incoming() {
         let Ok(mut c) = conn else { continue };
         let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
@@ -193,6 +205,7 @@ fn serve_status(l: &TcpListener, shared: &Mutex<Vec<Status>>) {
             h.clear();
         }
         let st = shared.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let hc = checks.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let path = line.split(' ').nth(1).unwrap_or("");
         let (code, ctype, body) = match path {
             "/status" => (
@@ -201,7 +214,7 @@ fn serve_status(l: &TcpListener, shared: &Mutex<Vec<Status>>) {
                 serde_json::to_string_pretty(&serde_json::json!({"instances": st}))
                     .unwrap_or_default(),
             ),
-            "/metrics" => ("200 OK", "text/plain; version=0.0.4", metrics(&st)),
+            "/metrics" => ("200 OK", "text/plain; version=0.0.4", metrics(&st, &hc)),
             _ => (
                 "404 Not Found",
                 "text/plain",
@@ -217,9 +230,49 @@ fn serve_status(l: &TcpListener, shared: &Mutex<Vec<Status>>) {
 }
 
 /// The Prometheus exposition of every instance.
-fn metrics(st: &[Status]) -> String {
+fn metrics(st: &[Status], hc: &[health::CheckState]) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
+    if !hc.is_empty() {
+        let _ = writeln!(
+            o,
+            "# HELP skua_agent_check_ok 1 while the health check passes (after fall/rise).\n# TYPE skua_agent_check_ok gauge"
+        );
+        for c in hc {
+            let _ = writeln!(
+                o,
+                "skua_agent_check_ok{{check=\"{}\",kind=\"{}\"}} {}",
+                c.name,
+                c.kind,
+                u8::from(c.ok)
+            );
+        }
+        let _ = writeln!(
+            o,
+            "# HELP skua_agent_check_transitions_total Times the check changed between passing and failing.\n# TYPE skua_agent_check_transitions_total counter"
+        );
+        for c in hc {
+            let _ = writeln!(
+                o,
+                "skua_agent_check_transitions_total{{check=\"{}\"}} {}",
+                c.name, c.transitions
+            );
+        }
+        let _ = writeln!(
+            o,
+            "# HELP skua_agent_check_duration_seconds The last run's duration.\n# TYPE skua_agent_check_duration_seconds gauge"
+        );
+        for c in hc {
+            if let Some(ms) = c.last_ms {
+                let _ = writeln!(
+                    o,
+                    "skua_agent_check_duration_seconds{{check=\"{}\"}} {}",
+                    c.name,
+                    ms / 1000.0
+                );
+            }
+        }
+    }
     let states = ["initialize", "backup", "master", "fault"];
     let _ = writeln!(
         o,
