@@ -5,7 +5,8 @@ client's packet socket sees each reply's Ethernet source).
 
 Usage (root): ha.py BINDIR WORKDIR SCENARIO... [--repeat N] [--json OUT]
   BINDIR has skuad and skua-agent; WORKDIR is scratch space.
-  SCENARIOS: kill-agent, kill-skuad, link-down, partition, failback, stop-agent, all.
+  SCENARIOS: kill-agent, kill-skuad, stop-agent, link-down, partition, partition-kill,
+  failback, all.
 
 Topology (198.18.53.0/24, namespaces ha-sw, ha-n1, ha-n2, ha-c):
   ha-n1 eth0 198.18.53.1  --+
@@ -179,13 +180,44 @@ def query(qid):
     return q + b"\x00" + struct.pack(">HH", 1, 1)
 
 
+def checksum(b):
+    if len(b) % 2:
+        b += b"\x00"
+    s = sum(struct.unpack(f">{len(b) // 2}H", b))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def probe_frame(dst_mac, src_mac, sport, qid):
+    """An Ethernet frame to one node's MAC carrying a DNS query to the VIP: whether that
+    node answers the VIP, whatever the client's ARP cache says."""
+    dns = query(qid)
+    udp = struct.pack(">HHHH", sport, 53, 8 + len(dns), 0) + dns
+    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), qid, 0, 64, 17, 0,
+                     socket.inet_aton(CLIENT), socket.inet_aton(VIP))
+    ip = ip[:10] + struct.pack(">H", checksum(ip)) + ip[12:]
+    return bytes.fromhex(dst_mac.replace(":", "")) + bytes.fromhex(src_mac.replace(":", "")) \
+        + b"\x08\x00" + ip + udp
+
+
+# DNS IDs: ordinary queries below 0x4000, probes to n1 0x4000-0x7fff, to n2 0x8000-0xbfff.
+PROBE_BASE = {"n1": 0x4000, "n2": 0x8000}
+
+
 class Client:
     """Sends a query to the VIP every 10 ms (IDs unique within a run) and records every
-    reply frame's Ethernet source, as seen on the client's interface."""
+    reply frame's Ethernet source, as seen on the client's interface. Every 10 ms it also
+    sends the same query straight to each node's MAC (probes): both nodes answering probes
+    of one round means both answer the VIP at that moment, whichever the clients' ARP
+    caches pick."""
 
-    def __init__(self):
+    def __init__(self, macs):
+        self.macs = macs
         self.sent = {}  # id -> time sent
         self.answers = []  # (time, id, src mac)
+        self.probes = {}  # round -> time sent
+        self.probe_answers = {}  # round -> set of nodes that answered
         self.stop = False
 
     def run(self, period=0.01):
@@ -202,16 +234,26 @@ class Client:
         udp.bind((CLIENT, 0))
         port = udp.getsockname()[1]
         qid = 0
+        rnd = 0
+        my_mac = open("/sys/class/net/eth0/address").read().strip()
         next_send = time.monotonic()
         while not self.stop:
             now = time.monotonic()
             if now >= next_send:
-                qid = (qid + 1) % 65536
+                qid = (qid + 1) % 0x4000
                 self.sent[qid] = now
                 try:
                     udp.sendto(query(qid), (VIP, 53))
                 except OSError:
                     pass
+                rnd = (rnd + 1) % 0x4000
+                self.probes[rnd] = now
+                self.probe_answers[rnd] = set()
+                for n, base in PROBE_BASE.items():
+                    try:
+                        raw.send(probe_frame(self.macs[n], my_mac, port, base + rnd))
+                    except OSError:
+                        pass
                 next_send += period
             try:
                 frame = raw.recv(2048)
@@ -229,6 +271,12 @@ class Client:
             if sport != 53 or dport != port:
                 continue
             rid = struct.unpack(">H", frame[udp_off + 8:udp_off + 10])[0]
+            if rid >= 0x4000:
+                node = "n1" if rid < 0x8000 else "n2"
+                r = rid & 0x3FFF
+                if r in self.probe_answers:
+                    self.probe_answers[r].add(node)
+                continue
             self.answers.append((t, rid, src_mac))
             # Drain the socket's copy too (the kernel also delivers it to `udp`).
             try:
@@ -253,10 +301,14 @@ def analyse(c, macs, t_break, t_end):
     sent_after = [rid for rid, t in c.sent.items() if t_break <= t <= t_end - 0.3]
     lost = [rid for rid in sent_after if rid not in by_id]
     double_ids = [rid for rid, ms in by_id.items() if len(ms) > 1]
+    # Probe rounds (every 10 ms, one probe to each node's MAC) in which both nodes answered.
+    double_intervals = sum(1 for r, t in c.probes.items()
+                           if t_break - 1.0 <= t <= t_end and len(c.probe_answers[r]) > 1)
+    # And, from the ordinary queries, 10 ms intervals with answers from both MACs.
     buckets = {}
     for t, rid, m in c.answers:
         buckets.setdefault(int(t * 100), set()).add(m)
-    double_intervals = sum(1 for ms in buckets.values() if len(ms) > 1)
+    double_intervals += sum(1 for ms in buckets.values() if len(ms) > 1)
     first_n2 = min((t for t, rid, m in c.answers if m == macs["n2"] and t >= t_break),
                    default=None)
     last_n1 = max((t for t, rid, m in c.answers if m == macs["n1"]), default=None)
@@ -318,11 +370,13 @@ def scenario(name):
         time.sleep(1)
         print("  n1", n1.status())
         print("  n2", n2.status())
-    c = Client()
+    c = Client(macs)
     c.start()
     time.sleep(1.0)
     before = len(c.answers)
     seen = sorted({m for _, _, m in c.answers})
+    probed = sorted({n for a in c.probe_answers.values() for n in a})
+    check(probed == ["n1"], f"{name}: before the break only n1 answers probes to its MAC ({probed})")
     if os.environ.get("HA_DEBUG"):
         t0 = min(c.sent.values())
         for t, rid, m in c.answers:
@@ -340,11 +394,18 @@ def scenario(name):
         n1.kill("agent", signal.SIGTERM)
     elif name == "link-down":
         ns("ha-n1", "ip", "link", "set", "eth0", "down")
-    elif name == "partition":
+    elif name in ("partition", "partition-kill"):
         partition(n1, True)
     elif name == "failback":
         n1.kill("agent")
-    if name == "partition":
+    if name == "partition-kill":
+        # Partitioned (n2 holds back, see "partition"), then n1's agent dies: its lease
+        # ends, nobody answers n2's probe any more, n2 takes over.
+        time.sleep(1.0)
+        t_break = time.monotonic()
+        n1.kill("agent")
+        time.sleep(2.0)
+    elif name == "partition":
         # Clients that resolve the address afresh (ARP broadcast) after the takeover must
         # reach only the new master: the old one, which cannot hear it, gave the address
         # up when it saw the new master's announcement.
@@ -357,12 +418,22 @@ def scenario(name):
     r = analyse(c, macs, t_break, t_end)
     r["scenario"] = name
     print(f"   {json.dumps(r)}", flush=True)
-    check(r["failover_s"] is not None, f"{name}: n2 took over")
+    if name == "partition":
+        # n2 hears nothing from n1 and becomes VRRP master, but n1 still answers the VIP:
+        # n2 must not take it (the probe before taking over finds n1 answering).
+        s2 = n2.status()
+        check(r["failover_s"] is None and r["lost"] == 0,
+              f"{name}: n1 keeps answering, n2 does not take over, nothing lost "
+              f"({r['lost']} lost)")
+        check(s2 is not None and s2["state"] == "master" and s2["lease"] == "conflict",
+              f"{name}: n2 is VRRP master but holds back ({s2 and s2['lease']})")
+    else:
+        check(r["failover_s"] is not None, f"{name}: n2 took over")
+        check(wait_for(lambda: master(n2), 3, f"{name}: n2 master with the lease") or False,
+              f"{name}: n2 is master")
     check(r["double_ids"] == 0 and r["double_intervals"] == 0,
           f"{name}: never both nodes answering ({r['double_ids']} queries, "
           f"{r['double_intervals']} 10 ms intervals)")
-    check(wait_for(lambda: master(n2), 3, f"{name}: n2 master with the lease") or False,
-          f"{name}: n2 is master")
     if name in ("link-down", "partition", "failback"):
         # Restore n1: with preemption (priority 150 > 100) it takes the VIP back.
         t_restore = time.monotonic()
@@ -382,7 +453,9 @@ def scenario(name):
         r["failback_double_ids"] = r2["double_ids"]
         r["failback_double_intervals"] = r2["double_intervals"]
         print(f"   failback: {json.dumps(r2)}", flush=True)
-        check(bool(back), f"{name}: n1 answers again after preempting")
+        check(bool(back), f"{name}: n1 answers (again) after the restore")
+        check(wait_for(lambda: backup(n2), 3, f"{name}: n2 back to backup") or False,
+              f"{name}: n2 is backup again")
         check(r2["double_ids"] == 0 and r2["double_intervals"] == 0,
               f"{name}: failback never has both nodes answering")
     c.finish()
@@ -407,7 +480,8 @@ def main():
         else:
             names.append(a)
     if names == ["all"] or not names:
-        names = ["kill-agent", "kill-skuad", "stop-agent", "link-down", "partition", "failback"]
+        names = ["kill-agent", "kill-skuad", "stop-agent", "link-down", "partition",
+                 "partition-kill", "failback"]
     try:
         for _ in range(repeat):
             for n in names:

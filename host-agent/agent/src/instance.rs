@@ -303,11 +303,29 @@ impl Instance {
             }
         }
         if let Hold::Waiting { .. } = self.hold {
-            let at = safe_at(self.router.foreign_master(), self.lease_ns, now);
-            if now >= at {
-                self.take(now, skuad);
-            } else {
+            let foreign = self.router.foreign_master();
+            let at = safe_at(foreign, self.lease_ns, now);
+            if now < at {
                 self.hold = Hold::Waiting { safe_at: at };
+            } else if !foreign.is_some_and(|f| f.released) && self.probe() {
+                // The previous master did not say it left, and somebody still answers the
+                // address: its advertisements do not reach us (a partition), but it
+                // serves. Taking over would make two nodes answer; hold instead.
+                log(
+                    &self.cfg.name,
+                    format_args!(
+                        "another node still answers {}: not taking over (our advertisements or theirs are lost on the way)",
+                        self.vips[0].addr
+                    ),
+                );
+                self.status.conflicts += 1;
+                let interval = u64::from(self.cfg.advert_interval_ms) * 1_000_000;
+                self.hold = Hold::Conflict {
+                    since: now,
+                    probe_at: now + interval,
+                };
+            } else {
+                self.take(now, skuad);
             }
         }
         if let Hold::Conflict { since, probe_at } = self.hold
