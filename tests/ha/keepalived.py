@@ -260,6 +260,24 @@ def case(v6, unicast, skua_master):
         check(until(lambda: sk.state() == "master" and ka.state() == "backup", 5),
               f"{tag}: skua-agent back, preempts keepalived")
         del p
+        if not v6 and not unicast:
+            # VRRP dropped between the two (a partition of adverts only): keepalived does
+            # not probe, takes the VIP and announces it; skua-agent sees the announcement
+            # and gives the VIP and its lease up, so only one node answers.
+            ns("ha-sk", "nft", "add table inet havrrp")
+            ns("ha-sk", "nft", "add chain inet havrrp in { type filter hook input priority 0; }")
+            ns("ha-sk", "nft", "add chain inet havrrp out { type filter hook output priority 0; }")
+            ns("ha-sk", "nft", "add rule inet havrrp in ip protocol vrrp drop")
+            ns("ha-sk", "nft", "add rule inet havrrp out ip protocol vrrp drop")
+            check(until(lambda: ka.state() == "master" and has_addr("ha-ka", vip), 3),
+                  f"{tag}: partitioned, keepalived takes the VIP")
+            check(until(lambda: (sk.status() or {}).get("lease") == "conflict"
+                        and not has_addr("ha-sk", vip), 2),
+                  f"{tag}: skua-agent saw keepalived's announcement and gave the VIP up")
+            ns("ha-sk", "nft", "delete table inet havrrp")
+            check(until(lambda: sk.state() == "master" and sk.status()["lease"] == "held"
+                        and ka.state() == "backup", 5),
+                  f"{tag}: partition over: skua-agent (150) master again, keepalived backup")
     else:
         sk.start()
         check(until(lambda: sk.state() == "master", 8), f"{tag}: skua-agent alone is master")

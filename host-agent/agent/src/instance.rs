@@ -445,7 +445,11 @@ impl Instance {
             match w.recv() {
                 Ok(Some(a)) => {
                     let ours = self.vips.iter().any(|v| v.addr == IpAddr::V4(a.sender_ip));
-                    if ours && a.sender_mac != self.mac {
+                    // Announcements only (sender = target address, RFC 5227 §3): an
+                    // ordinary reply from a node whose kernel still holds the address (its
+                    // agent died, its lease ended) is not another node taking over, e.g.
+                    // the reply to our own probe's ARP request.
+                    if ours && a.sender_ip == a.target_ip && a.sender_mac != self.mac {
                         stolen = Some(a);
                     }
                 }
