@@ -5,8 +5,8 @@ client's packet socket sees each reply's Ethernet source).
 
 Usage (root): ha.py BINDIR WORKDIR SCENARIO... [--repeat N] [--json OUT]
   BINDIR has skuad and skua-agent; WORKDIR is scratch space.
-  SCENARIOS: kill-agent, kill-skuad, stop-agent, link-down, partition, partition-kill,
-  failback, all.
+  SCENARIOS: kill-agent, kill-skuad, stop-agent, release, link-down, partition,
+  partition-kill, failback, all.
 
 Topology (198.18.53.0/24, namespaces ha-sw, ha-n1, ha-n2, ha-c):
   ha-n1 eth0 198.18.53.1  --+
@@ -396,6 +396,10 @@ def scenario(name):
         ns("ha-n1", "ip", "link", "set", "eth0", "down")
     elif name in ("partition", "partition-kill"):
         partition(n1, True)
+    elif name == "release":
+        # A manual failover: the operator revokes n1's lease with skuactl.
+        out = ns("ha-n1", os.path.join(BIN, "skuactl"), "--socket", n1.ctl, "ha", "release")
+        check("released" in out.stdout, f"{name}: skuactl ha release ({out.stdout.strip()})")
     elif name == "failback":
         n1.kill("agent")
     if name == "partition-kill":
@@ -427,6 +431,13 @@ def scenario(name):
               f"({r['lost']} lost)")
         check(s2 is not None and s2["state"] == "master" and s2["lease"] == "conflict",
               f"{name}: n2 is VRRP master but holds back ({s2 and s2['lease']})")
+    elif name == "release":
+        # n2 takes over at once (n1 left with priority 0); n1 rejoins as backup after its
+        # hold-down and, with the higher priority and preemption, takes the VIP back.
+        check(r["failover_s"] is not None and r["failover_s"] < 0.3,
+              f"{name}: n2 took over at once ({r['failover_s']} s)")
+        check(wait_for(lambda: master(n1), 3, f"{name}: n1 master again") or False,
+              f"{name}: n1 preempted back after its hold-down")
     else:
         check(r["failover_s"] is not None, f"{name}: n2 took over")
         check(wait_for(lambda: master(n2), 3, f"{name}: n2 master with the lease") or False,
@@ -458,6 +469,11 @@ def scenario(name):
               f"{name}: n2 is backup again")
         check(r2["double_ids"] == 0 and r2["double_intervals"] == 0,
               f"{name}: failback never has both nodes answering")
+    if name == "kill-agent":
+        out = ns("ha-n2", os.path.join(BIN, "skuactl"), "--socket", n2.ctl, "ha", "status",
+                 check=False).stdout
+        check(f"{VIP}" in out and " yes " in out and "master" in out and "held" in out,
+              f"{name}: skuactl ha status on n2 shows the lease and the master:\n{out}")
     c.finish()
     RESULTS.append(r)
     n1.stop()
@@ -480,8 +496,8 @@ def main():
         else:
             names.append(a)
     if names == ["all"] or not names:
-        names = ["kill-agent", "kill-skuad", "stop-agent", "link-down", "partition",
-                 "partition-kill", "failback"]
+        names = ["kill-agent", "kill-skuad", "stop-agent", "release", "link-down",
+                 "partition", "partition-kill", "failback"]
     try:
         for _ in range(repeat):
             for n in names:

@@ -17,6 +17,9 @@ use crate::api::{self, ApiError, Client};
 /// The API's address unless `--api` or `SKUA_API` says otherwise.
 pub const DEFAULT_API: &str = "http://127.0.0.1:8053";
 
+/// The host agent's status address unless `--agent` says otherwise.
+pub const DEFAULT_AGENT: &str = "http://127.0.0.1:9853";
+
 /// Usage of the API commands.
 pub const USAGE: &str = "\
 commands over skuad's REST API:
@@ -42,6 +45,13 @@ commands over skuad's REST API:
                                       FILE - reads standard input)
        skuactl upstreams              the forwarder's upstreams: state, RTT, replies,
                                       timeouts, errors
+       skuactl ha status [--agent URL] skuad's leases on its ha: addresses, and the host
+                                      agent's VRRP instances and health checks (its
+                                      /status, default http://127.0.0.1:9853)
+       skuactl ha release             stop answering the ha: addresses now (role operator):
+                                      the agent's next renewal fails, it leaves with
+                                      priority 0 and the backup takes over (a manual
+                                      failover); it rejoins as backup a second later
    where: skuad's local control socket when there is one (no token: skuad knows you by
        your user: root and skuad's user are admin, members of api: control-socket-group:
        get its role), else the HTTP API with a token
@@ -80,8 +90,9 @@ fn usage(why: impl Into<String>) -> Fail {
 }
 
 /// Options that take a value.
-const VALUE_OPTIONS: [&str; 6] = [
+const VALUE_OPTIONS: [&str; 7] = [
     "--api",
+    "--agent",
     "--socket",
     "--token-file",
     "--ca-file",
@@ -105,7 +116,7 @@ pub fn is_api_command(args: &[String]) -> bool {
         } else {
             return match a {
                 "status" | "stats" | "reload" | "zone" | "record" | "metrics" | "cache"
-                | "upstreams" => true,
+                | "upstreams" | "ha" => true,
                 "audit" => args.get(i + 1).is_some_and(|s| s == "tail"),
                 _ => false,
             };
@@ -122,6 +133,8 @@ fn is_inline(arg: &str, option: &str) -> bool {
 #[derive(Debug, Default, PartialEq)]
 struct Line {
     api: Option<String>,
+    /// `--agent URL` (ha status).
+    agent: Option<String>,
     socket: Option<PathBuf>,
     token_file: Option<PathBuf>,
     ca_file: Option<PathBuf>,
@@ -158,6 +171,7 @@ fn parse(args: &[String]) -> Result<Line, Fail> {
         };
         match name {
             "--api" => l.api = Some(value(&mut i)?),
+            "--agent" => l.agent = Some(value(&mut i)?),
             "--socket" => l.socket = Some(value(&mut i)?.into()),
             "--token-file" => l.token_file = Some(value(&mut i)?.into()),
             "--ca-file" => l.ca_file = Some(value(&mut i)?.into()),
@@ -481,6 +495,18 @@ fn run(c: &Client, l: &Line) -> Result<String, Fail> {
              cache flush --negative | cache flush --all | cache dump | cache load FILE",
         )),
         ["upstreams"] => show(c, l, "/resolver/upstreams", upstreams_text),
+        ["ha", "status"] => ha_status(c, l),
+        ["ha", "release"] => {
+            let url = c.url("/ha/release");
+            let body = json!({"reason": "skuactl ha release"});
+            let v = c.post("/ha/release", Some(&body))?.json(&url)?;
+            Ok(if l.json {
+                pretty(&v)
+            } else {
+                format!("released; {}", leases_text(&v))
+            })
+        }
+        ["ha", ..] => Err(usage("ha status | ha release")),
         _ => Err(usage(format!("unknown command '{}'", w.join(" ")))),
     }
 }
@@ -820,6 +846,125 @@ fn lookup_text(v: &Value) -> String {
         for r in s["records"].as_array().into_iter().flatten() {
             o += &format!("  {}\n", text(r));
         }
+    }
+    o
+}
+
+/// `ha status`: skuad's leases, then the host agent's instances and checks (its `/status`
+/// at `--agent URL`, default http://127.0.0.1:9853; an agent that does not answer is
+/// reported, not an error: skuad may run without one).
+fn ha_status(c: &Client, l: &Line) -> Result<String, Fail> {
+    let leases = c.get("/ha")?.json(&c.url("/ha"))?;
+    let base = l.agent.clone().unwrap_or_else(|| DEFAULT_AGENT.to_string());
+    let agent = Client::new(&base, None, None, std::time::Duration::from_secs(3))
+        .map_err(|e| usage(format!("--agent: {e}")))?;
+    let st = agent
+        .get("/status")
+        .and_then(|r| r.json(&agent.url("/status")));
+    if l.json {
+        let a = st.as_ref().map_or(Value::Null, Clone::clone);
+        return Ok(pretty(&json!({"skuad": leases, "agent": a})));
+    }
+    let mut o = leases_text(&leases);
+    match st {
+        Ok(v) => o += &agent_text(&v),
+        Err(e) => o += &format!("agent at {base}: {e}\n"),
+    }
+    Ok(o)
+}
+
+fn leases_text(v: &Value) -> String {
+    let list = v["addresses"].as_array().cloned().unwrap_or_default();
+    if list.is_empty() {
+        return "skuad: no ha: address (no address is served under a lease)\n".into();
+    }
+    let mut rows = vec![
+        ["ADDRESS", "SERVING", "LEFT", "UNLEASED QUERIES"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for a in &list {
+        rows.push(vec![
+            text(&a["address"]).to_string(),
+            if a["serving"] == true { "yes" } else { "no" }.to_string(),
+            format!("{} ms", num(&a["remaining_ms"])),
+            num(&a["unleased_queries"]).to_string(),
+        ]);
+    }
+    format!(
+        "skuad leases (max {} ms): taken {}, renewed {}, released {}, expired {}\n{}",
+        num(&v["lease_max_ms"]),
+        num(&v["taken"]),
+        num(&v["renewed"]),
+        num(&v["released"]),
+        num(&v["expired"]),
+        table(&rows)
+    )
+}
+
+fn agent_text(v: &Value) -> String {
+    let mut rows = vec![
+        [
+            "INSTANCE",
+            "IF",
+            "VRID",
+            "STATE",
+            "PRIO",
+            "LEASE",
+            "PEER",
+            "ADVERTS S/R/D",
+            "TRANSITIONS",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for i in v["instances"].as_array().into_iter().flatten() {
+        let peer = match i["peer"].as_array() {
+            Some(p) if p.len() == 2 => format!("{} ({})", text(&p[0]), num(&p[1])),
+            _ => "-".into(),
+        };
+        let lease = match i["lease_age_ms"].as_u64() {
+            Some(ms) => format!("{} ({ms} ms ago)", text(&i["lease"])),
+            None => text(&i["lease"]).to_string(),
+        };
+        rows.push(vec![
+            text(&i["name"]).to_string(),
+            text(&i["interface"]).to_string(),
+            num(&i["vrid"]).to_string(),
+            text(&i["state"]).to_string(),
+            num(&i["priority"]).to_string(),
+            lease,
+            peer,
+            format!(
+                "{}/{}/{}",
+                num(&i["adverts_sent"]),
+                num(&i["adverts_received"]),
+                num(&i["adverts_dropped"])
+            ),
+            num(&i["transitions"]).to_string(),
+        ]);
+    }
+    let mut o = format!("agent:\n{}", table(&rows));
+    let checks = v["checks"].as_array().cloned().unwrap_or_default();
+    if !checks.is_empty() {
+        let mut rows = vec![
+            ["CHECK", "KIND", "OK", "WEIGHT", "LAST", "ERROR"]
+                .map(String::from)
+                .to_vec(),
+        ];
+        for c in &checks {
+            rows.push(vec![
+                text(&c["name"]).to_string(),
+                text(&c["kind"]).to_string(),
+                if c["ok"] == true { "yes" } else { "NO" }.to_string(),
+                c["weight"].as_i64().unwrap_or(0).to_string(),
+                c["last_ms"]
+                    .as_f64()
+                    .map_or("-".into(), |m| format!("{m:.1} ms")),
+                c["last_error"].as_str().unwrap_or("").to_string(),
+            ]);
+        }
+        o += &table(&rows);
     }
     o
 }
