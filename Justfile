@@ -100,3 +100,14 @@ bench-cache *args:
 # SR-IOV control path (skua-sriov) on QEMU's emulated igb behind an emulated IOMMU, two boots under TCG (~2 min; downloads a Debian kernel): qemu/sriov-igb.sh.
 sriov-qemu:
     bash qemu/sriov-igb.sh
+
+# Two nodes (skuad + skua-agent) in network namespaces on a bridge, a client asking the VIP every 10 ms: the master's agent killed, then its link, then a failback; skuactl ha status shown (root, ~1 min; tests/ha/ha.py, docs/ha.md).
+ha-demo:
+    cargo build --release -p skuad -p skua-agent -p skuactl
+    python3 tests/ha/ha.py target/release "${TMPDIR:-/tmp}/skua-ha-demo" kill-agent link-down failback
+
+# Failover benchmark (root): N kills (kill -9) of the master's agent for skua-agent and for keepalived + Unbound, interleaved on the same topology, then each one's CPU at 10 adverts/s; failover p50/p99/max, queries lost, intervals where both nodes answer (docs/ha.md, docs/benchmarks.md section 7). Default 50 kills each, ~12 min.
+bench-ha n="50":
+    cargo build --release -p skuad -p skua-agent -p skuactl
+    mkdir -p docs/bench-results
+    python3 tests/ha/ha.py target/release "${TMPDIR:-/tmp}/skua-bench-ha" --bench {{n}} --json docs/bench-results/ha-$(date +%Y-%m-%d).json

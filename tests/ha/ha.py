@@ -4,6 +4,8 @@ service address (VIP) every 10 ms; answers are counted per node **on the wire** 
 client's packet socket sees each reply's Ethernet source).
 
 Usage (root): ha.py BINDIR WORKDIR SCENARIO... [--repeat N] [--json OUT]
+              ha.py BINDIR WORKDIR --bench N [--json OUT]   (just bench-ha: N kills each of
+              skua-agent and keepalived, interleaved, then their CPU at 10 adverts/s)
   BINDIR has skuad and skua-agent; WORKDIR is scratch space.
   SCENARIOS: kill-agent, kill-skuad, stop-agent, release, link-down, partition,
   partition-kill, failback, all.
@@ -43,6 +45,9 @@ CLIENT = "198.18.53.100"
 ADVERT_MS = 100
 FAILED = []
 RESULTS = []
+# "skua" (skuad + skua-agent) or "keepalived" (Unbound with ip-freebind + keepalived, the
+# usual setup today), for the benchmark's side-by-side runs.
+PEER = "skua"
 
 
 def check(ok, what):
@@ -134,6 +139,8 @@ addresses = ["{VIP}/32"]
 """)
 
     def start_skuad(self):
+        if PEER == "keepalived":
+            return self.start_unbound()
         log = open(os.path.join(self.dir, "skuad.log"), "a")
         self.skuad = subprocess.Popen(
             ["ip", "netns", "exec", self.ns, os.path.join(BIN, "skuad"), "--no-xdp",
@@ -146,7 +153,67 @@ addresses = ["{VIP}/32"]
             time.sleep(0.05)
         raise RuntimeError(f"{self.name}: skuad did not start")
 
+    def start_unbound(self):
+        conf = os.path.join(self.dir, "unbound.conf")
+        with open(conf, "w") as f:
+            f.write(f"""server:
+  interface: {self.addr}
+  interface: {VIP}
+  ip-freebind: yes
+  port: 53
+  access-control: 198.18.0.0/15 allow
+  local-zone: "example." static
+  local-data: "a.example. 60 IN A 198.18.0.{1 if self.name == 'n1' else 2}"
+  username: ""
+  chroot: ""
+  directory: "{self.dir}"
+  pidfile: "{self.dir}/unbound.pid"
+  do-daemonize: no
+  use-syslog: no
+  num-threads: 1
+remote-control:
+  control-enable: no
+""")
+        log = open(os.path.join(self.dir, "unbound.log"), "a")
+        self.skuad = subprocess.Popen(["ip", "netns", "exec", self.ns, "unbound", "-d", "-c", conf],
+                                      stdout=log, stderr=log)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            r = ns(self.ns, "dig", "+short", "+tries=1", "+time=1", f"@{self.addr}",
+                   "a.example.", check=False)
+            if r.stdout.strip():
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"{self.name}: unbound did not start")
+
+    def start_keepalived(self):
+        conf = os.path.join(self.dir, "keepalived.conf")
+        with open(conf, "w") as f:
+            f.write(f"""global_defs {{
+  vrrp_version 3
+}}
+vrrp_instance VI_1 {{
+  interface eth0
+  state BACKUP
+  virtual_router_id 51
+  priority {self.prio}
+  advert_int {ADVERT_MS / 1000}
+  virtual_ipaddress {{
+    {VIP}/32
+  }}
+}}
+""")
+        self.ka_log = os.path.join(self.dir, "keepalived.log")
+        log = open(self.ka_log, "a")
+        # Its own process group: kill -9 reaches the parent and its VRRP child at once.
+        self.agent = subprocess.Popen(
+            ["ip", "netns", "exec", self.ns, "keepalived", "-n", "-l", "-D", "-f", conf,
+             "-p", os.path.join(self.dir, "k.pid"), "-r", os.path.join(self.dir, "v.pid")],
+            stdout=log, stderr=log, start_new_session=True)
+
     def start_agent(self):
+        if PEER == "keepalived":
+            return self.start_keepalived()
         log = open(os.path.join(self.dir, "agent.log"), "a")
         self.agent = subprocess.Popen(
             ["ip", "netns", "exec", self.ns, os.path.join(BIN, "skua-agent"),
@@ -154,6 +221,12 @@ addresses = ["{VIP}/32"]
             stdout=log, stderr=log)
 
     def status(self):
+        if PEER == "keepalived":
+            # keepalived: master while the VIP is on its interface.
+            if self.agent is None:
+                return None
+            held = f" {VIP}/" in ns(self.ns, "ip", "-o", "addr", "show", "dev", "eth0").stdout
+            return {"state": "master" if held else "backup", "lease": "held" if held else "idle"}
         r = ns(self.ns, "curl", "-s", "-m", "1", "http://127.0.0.1:9853/status", check=False)
         try:
             return json.loads(r.stdout)["instances"][0]
@@ -161,6 +234,17 @@ addresses = ["{VIP}/32"]
             return None
 
     def kill(self, which, sig=signal.SIGKILL):
+        if PEER == "keepalived" and which == "agent":
+            # keepalived forks its VRRP child: the whole process group at once (a parent
+            # killed first would let the child see it die and leave gracefully).
+            if self.agent and self.agent.poll() is None:
+                try:
+                    os.killpg(self.agent.pid, sig)
+                except ProcessLookupError:
+                    pass
+                self.agent.wait(timeout=10)
+            self.agent = None
+            return
         p = getattr(self, which)
         if p and p.poll() is None:
             # `ip netns exec` execs the program: the pid is the program's.
@@ -421,6 +505,7 @@ def scenario(name):
     t_end = time.monotonic()
     r = analyse(c, macs, t_break, t_end)
     r["scenario"] = name
+    r["peer"] = PEER
     print(f"   {json.dumps(r)}", flush=True)
     if name == "partition":
         # n2 hears nothing from n1 and becomes VRRP master, but n1 still answers the VIP:
@@ -480,6 +565,88 @@ def scenario(name):
     n2.stop()
 
 
+def cpu_ticks(nsname, comm):
+    """utime + stime of every process named `comm` in the namespace, in clock ticks."""
+    total = 0
+    for pid in sh("ip", "netns", "pids", nsname).stdout.split():
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() != comm:
+                    continue
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+def cpu(secs):
+    """The agents' CPU at 10 adverts/s: master and backup, % of one core over `secs`."""
+    out = {}
+    topology()
+    n1, n2 = Node("n1"), Node("n2")
+    for n in (n1, n2):
+        n.start_skuad()
+    n1.start_agent()
+    wait_for(lambda: master(n1), 10, "cpu: n1 master")
+    n2.start_agent()
+    wait_for(lambda: backup(n2), 10, "cpu: n2 backup")
+    comm = "skua-agent" if PEER == "skua" else "keepalived"
+    hz = os.sysconf("SC_CLK_TCK")
+    a = {n: cpu_ticks(f"ha-{n}", comm) for n in NODES}
+    time.sleep(secs)
+    b = {n: cpu_ticks(f"ha-{n}", comm) for n in NODES}
+    for n, role in (("n1", "master"), ("n2", "backup")):
+        out[role] = round(100.0 * (b[n] - a[n]) / hz / secs, 3)
+    n1.stop()
+    n2.stop()
+    return out
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    if not xs:
+        return None
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def bench(n, out):
+    """`just bench-ha`: n kills of the master's agent (kill -9) for skua and keepalived,
+    interleaved, then each one's CPU at 10 adverts/s."""
+    global PEER
+    runs = []
+    for i in range(n):
+        for peer in ("skua", "keepalived"):
+            PEER = peer
+            before = len(RESULTS)
+            scenario("kill-agent")
+            if len(RESULTS) > before:
+                runs.append(RESULTS[-1])
+            print(f"-- {i + 1}/{n} {peer}", flush=True)
+    summary = {"kills_per_peer": n, "advert_ms": ADVERT_MS, "peers": {}}
+    for peer in ("skua", "keepalived"):
+        rs = [r for r in runs if r["peer"] == peer]
+        fo = [r["failover_s"] for r in rs if r["failover_s"] is not None]
+        PEER = peer
+        summary["peers"][peer] = {
+            "runs": len(rs),
+            "no_takeover": len(rs) - len(fo),
+            "failover_s": {"p50": pct(fo, 0.5), "p99": pct(fo, 0.99), "max": max(fo, default=None),
+                           "min": min(fo, default=None)},
+            "lost_per_failover": {"mean": round(sum(r["lost"] for r in rs) / max(1, len(rs)), 2),
+                                  "max": max((r["lost"] for r in rs), default=None)},
+            "double_intervals": {"total": sum(r["double_intervals"] for r in rs),
+                                 "runs_with_any": sum(1 for r in rs if r["double_intervals"])},
+            "cpu_percent_of_one_core": cpu(30),
+        }
+    text = json.dumps(summary, indent=1)
+    print(text)
+    if out:
+        with open(out, "w") as f:
+            json.dump({"summary": summary, "runs": runs}, f, indent=1)
+
+
 def main():
     if os.geteuid() != 0:
         print("ha.py needs root (network namespaces, raw sockets)", file=sys.stderr)
@@ -488,13 +655,22 @@ def main():
     out = None
     names = []
     it = iter(ARGS)
+    bench_n = None
     for a in it:
-        if a == "--repeat":
+        if a == "--bench":
+            bench_n = int(next(it))
+        elif a == "--repeat":
             repeat = int(next(it))
         elif a == "--json":
             out = next(it)
         else:
             names.append(a)
+    if bench_n is not None:
+        try:
+            bench(bench_n, out)
+        finally:
+            teardown()
+        return
     if names == ["all"] or not names:
         names = ["kill-agent", "kill-skuad", "stop-agent", "release", "link-down",
                  "partition", "partition-kill", "failback"]

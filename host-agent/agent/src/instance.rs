@@ -25,6 +25,8 @@ use crate::config::{self, Vip};
 use crate::net::{self, VrrpSocket};
 use crate::skuad::Client;
 
+/// How often the link state is read.
+const LINK_POLL_NS: u64 = 20_000_000;
 /// How long a step-down holds the router in Initialize before it tries again.
 const HOLD_DOWN_NS: u64 = 1_000_000_000;
 /// Announcements are repeated once, this long after the first (a neighbour that missed
@@ -126,6 +128,7 @@ pub struct Instance {
     lease_ns: u64,
     hold: Hold,
     link: bool,
+    link_checked: u64,
     /// In Initialize after a step-down: try again after this.
     held_down_until: Option<u64>,
     reannounce_at: Option<u64>,
@@ -216,6 +219,7 @@ impl Instance {
             vips,
             ll,
             hold: Hold::Idle,
+            link_checked: 0,
             held_down_until: None,
             reannounce_at: None,
             renewed_for: None,
@@ -264,7 +268,13 @@ impl Instance {
 
     /// Timers, link state, the lease wait.
     pub fn tick(&mut self, now: u64, skuad: &mut Client) {
-        let up = net::link_up(&self.cfg.interface);
+        // The link state (a sysfs read) at most every 20 ms, not at every wake-up.
+        let up = if now >= self.link_checked + LINK_POLL_NS {
+            self.link_checked = now;
+            net::link_up(&self.cfg.interface)
+        } else {
+            self.link
+        };
         if up != self.link {
             self.link = up;
             log(

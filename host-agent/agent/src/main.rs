@@ -132,6 +132,7 @@ fn run(cfg: config::Config) -> Result<(), String> {
     for i in &mut instances {
         i.start(t, &mut client);
     }
+    let mut published = 0u64;
     while !STOP.load(Ordering::Relaxed) {
         let now = now_ns();
         let v = health::verdict(&checks.lock().unwrap_or_else(|e| e.into_inner()));
@@ -139,12 +140,18 @@ fn run(cfg: config::Config) -> Result<(), String> {
             i.apply_health(now, &v, &mut client);
             i.tick(now, &mut client);
         }
-        *shared.lock().unwrap_or_else(|e| e.into_inner()) =
-            instances.iter().map(|i| i.status(now)).collect();
-        // Sleep until the next deadline (at most 20 ms: the link state and the stop flag
-        // are looked at that often).
+        // The status for /status and /metrics, at most every 100 ms.
+        if now >= published + 100_000_000 {
+            published = now;
+            *shared.lock().unwrap_or_else(|e| e.into_inner()) =
+                instances.iter().map(|i| i.status(now)).collect();
+        }
+        // Sleep until the next deadline, at most 20 ms (the link state is looked at that
+        // often; a signal ends the wait at once).
         let next = instances.iter().filter_map(Instance::deadline).min();
-        let wait_ms = next.map_or(20, |t| (t.saturating_sub(now_ns()) / 1_000_000).min(20));
+        let wait_ms = next.map_or(20, |t| {
+            t.saturating_sub(now_ns()).div_ceil(1_000_000).min(20)
+        });
         // (instance, socket index) of every descriptor polled.
         let mut owners = Vec::new();
         let mut fds: Vec<nix::poll::PollFd<'_>> = Vec::new();
