@@ -26,6 +26,10 @@ pub struct Config {
     /// `[[check]]`: health checks (every instance follows all of them).
     #[serde(default)]
     pub check: Vec<crate::health::CheckConfig>,
+    /// `[[sriov]]`: physical functions whose VFs the agent sets up (docs/ha.md, "NIC
+    /// passthrough").
+    #[serde(default)]
+    pub sriov: Vec<skua_sriov::PfConfig>,
 }
 
 /// `[agent]`.
@@ -259,6 +263,7 @@ pub fn parse(text: &str, name: &str) -> Result<Config, String> {
             ));
         }
     }
+    skua_sriov::validate(&cfg.sriov).map_err(|e| format!("{name}: [[sriov]]: {e}"))?;
     if cfg.agent.skuad.strip_prefix("unix:").is_none()
         && cfg.agent.skuad.strip_prefix("http://").is_none()
     {
@@ -321,6 +326,19 @@ unicast_peers = ["fe80::2"]
         );
         assert_eq!(c.vrrp[1].priority, 100);
         assert_eq!(c.vrrp[1].vips().unwrap()[0].prefix, 64);
+    }
+
+    #[test]
+    fn sriov_tables_are_read_and_checked_with_the_rest() {
+        let ok = "[[sriov]]\npf = \"enp3s0\"\nnumvfs = 2\n[[sriov.vf]]\nindex = 0\nmac = \"02:00:00:00:53:01\"\nvfio = true\n";
+        let c = parse(ok, "a.toml").unwrap();
+        assert_eq!((c.sriov.len(), c.sriov[0].vfs.len()), (1, 1));
+        let bad = ok.replace("index = 0", "index = 0\nvlan = 4095");
+        let e = parse(&bad, "a.toml").unwrap_err();
+        assert!(
+            e.starts_with("a.toml: [[sriov]]:") && e.contains("vlan = 4095"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -43,7 +43,11 @@ fn now_ns() -> u64 {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: skua-agent --config FILE [--check]");
+    eprintln!(
+        "usage: skua-agent [--config FILE] [--check]      run (or only read the file)\n       \
+         skua-agent [--config FILE] sriov status|plan|apply [--force]\n                       \
+         the [[sriov]] tables: what is there, what apply would do, do it (JSON)"
+    );
     std::process::exit(2)
 }
 
@@ -51,10 +55,14 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let mut path = None;
     let mut check = false;
+    let mut sriov: Option<String> = None;
+    let mut force = false;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--config" | "-c" => path = Some(args.next().unwrap_or_else(|| usage())),
             "--check" => check = true,
+            "--force" => force = true,
+            "sriov" => sriov = Some(args.next().unwrap_or_else(|| usage())),
             "--version" => {
                 println!("skua-agent {}", env!("CARGO_PKG_VERSION"));
                 return;
@@ -71,8 +79,23 @@ fn main() {
         }
     };
     if check {
-        println!("{path}: OK ({} VRRP instances)", cfg.vrrp.len());
+        println!(
+            "{path}: OK ({} VRRP instances, {} checks, {} SR-IOV functions)",
+            cfg.vrrp.len(),
+            cfg.check.len(),
+            cfg.sriov.len()
+        );
         return;
+    }
+    if let Some(cmd) = sriov {
+        let opts = skua_sriov::PlanOptions { force };
+        let Some((out, ok)) =
+            skua_sriov::command(&skua_sriov::Host::system(), &cfg.sriov, &cmd, opts)
+        else {
+            usage()
+        };
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        std::process::exit(if ok { 0 } else { 1 });
     }
     if let Err(e) = run(cfg) {
         eprintln!("skua-agent: {e}");
@@ -99,6 +122,29 @@ fn run(cfg: config::Config) -> Result<(), String> {
             .name("checks".into())
             .spawn(move || health::run(c, endpoint, token, s))
             .map_err(|e| e.to_string())?;
+    }
+    // NIC passthrough first: the VFs exist before anything uses them. A failure is logged,
+    // not fatal: failover must not depend on a VF's settings.
+    if !cfg.sriov.is_empty() {
+        let opts = skua_sriov::PlanOptions::default();
+        match skua_sriov::reconcile(&skua_sriov::Host::system(), &cfg.sriov, opts) {
+            Ok(outcomes) => {
+                for o in outcomes {
+                    match o.result {
+                        Ok(done) if done.is_empty() => {
+                            eprintln!("skua-agent: sriov {}: as configured", o.pf);
+                        }
+                        Ok(done) => {
+                            for a in done {
+                                eprintln!("skua-agent: sriov {}: {a}", o.pf);
+                            }
+                        }
+                        Err(e) => eprintln!("skua-agent: sriov {}: {e}", o.pf),
+                    }
+                }
+            }
+            Err(e) => eprintln!("skua-agent: sriov: {e}"),
+        }
     }
     let mut instances = Vec::new();
     for i in cfg.vrrp {

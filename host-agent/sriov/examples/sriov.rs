@@ -6,8 +6,7 @@
 use std::process::ExitCode;
 
 use serde::Deserialize;
-use serde_json::json;
-use skua_sriov::{Host, PfConfig, PlanOptions, observe, plan, reconcile, status, validate};
+use skua_sriov::{Host, PfConfig, PlanOptions, validate};
 
 #[derive(Deserialize)]
 struct File {
@@ -45,47 +44,10 @@ fn main() -> ExitCode {
         eprintln!("{path}: {e}");
         return ExitCode::FAILURE;
     }
-    let host = Host::system();
-    let opts = PlanOptions { force };
-    let (out, ok) = match *cmd {
-        "status" => {
-            let st = status(&host, &config, opts);
-            let ok = st.iter().all(|p| p.error.is_none());
-            (json!(st), ok)
-        }
-        "plan" => {
-            let plans: Vec<_> = config
-                .iter()
-                .map(
-                    |pf| match observe(&host, pf).and_then(|o| plan(pf, &o, opts)) {
-                        Ok(steps) => json!({"pf": pf.pf, "plan": steps,
-                        "steps": steps.iter().map(|s| s.to_string()).collect::<Vec<_>>()}),
-                        Err(e) => json!({"pf": pf.pf, "error": e.to_string()}),
-                    },
-                )
-                .collect();
-            let ok = plans.iter().all(|p| p.get("error").is_none());
-            (json!(plans), ok)
-        }
-        "apply" => match reconcile(&host, &config, opts) {
-            Ok(outcomes) => {
-                let ok = outcomes.iter().all(|o| o.result.is_ok());
-                let v: Vec<_> = outcomes
-                    .iter()
-                    .map(|o| match &o.result {
-                        Ok(done) => json!({"pf": o.pf, "applied": done,
-                            "steps": done.iter().map(|s| s.to_string()).collect::<Vec<_>>()}),
-                        Err(e) => json!({"pf": o.pf, "error": e.to_string()}),
-                    })
-                    .collect();
-                (json!(v), ok)
-            }
-            Err(e) => (json!({"error": e.to_string()}), false),
-        },
-        other => {
-            eprintln!("unknown command {other:?}: status, plan or apply");
-            return ExitCode::from(2);
-        }
+    let Some((out, ok)) = skua_sriov::command(&Host::system(), &config, cmd, PlanOptions { force })
+    else {
+        eprintln!("unknown command {cmd:?}: status, plan or apply");
+        return ExitCode::from(2);
     };
     println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
     if ok {

@@ -54,3 +54,51 @@ pub use status::{
     Passthrough, PfStatus, VfStatus, passthrough_lines, proxmox_command, qemu_device_arg, status,
 };
 pub use sysfs::{GroupUser, KernelWriter, SysfsWriter};
+
+/// The operator commands (`skua-agent sriov status|plan|apply`, the `sriov` example):
+/// their JSON output and whether everything went through; `None` for an unknown command.
+pub fn command(
+    host: &Host,
+    config: &[PfConfig],
+    cmd: &str,
+    opts: PlanOptions,
+) -> Option<(serde_json::Value, bool)> {
+    use serde_json::json;
+    Some(match cmd {
+        "status" => {
+            let st = status(host, config, opts);
+            let ok = st.iter().all(|p| p.error.is_none());
+            (json!(st), ok)
+        }
+        "plan" => {
+            let plans: Vec<_> = config
+                .iter()
+                .map(
+                    |pf| match observe(host, pf).and_then(|o| plan(pf, &o, opts)) {
+                        Ok(steps) => json!({"pf": pf.pf, "plan": steps,
+                            "steps": steps.iter().map(|s| s.to_string()).collect::<Vec<_>>()}),
+                        Err(e) => json!({"pf": pf.pf, "error": e.to_string()}),
+                    },
+                )
+                .collect();
+            let ok = plans.iter().all(|p| p.get("error").is_none());
+            (json!(plans), ok)
+        }
+        "apply" => match reconcile(host, config, opts) {
+            Ok(outcomes) => {
+                let ok = outcomes.iter().all(|o| o.result.is_ok());
+                let v: Vec<_> = outcomes
+                    .iter()
+                    .map(|o| match &o.result {
+                        Ok(done) => json!({"pf": o.pf, "applied": done,
+                            "steps": done.iter().map(|s| s.to_string()).collect::<Vec<_>>()}),
+                        Err(e) => json!({"pf": o.pf, "error": e.to_string()}),
+                    })
+                    .collect();
+                (json!(v), ok)
+            }
+            Err(e) => (json!({"error": e.to_string()}), false),
+        },
+        _ => return None,
+    })
+}
