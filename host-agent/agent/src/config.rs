@@ -329,6 +329,12 @@ unicast_peers = ["fe80::2"]
     }
 
     #[test]
+    fn the_shipped_example_is_valid() {
+        let c = parse(include_str!("../../agent.example.toml"), "agent.example.toml").unwrap();
+        assert_eq!((c.vrrp.len(), c.check.len()), (2, 2));
+    }
+
+    #[test]
     fn sriov_tables_are_read_and_checked_with_the_rest() {
         let ok = "[[sriov]]\npf = \"enp3s0\"\nnumvfs = 2\n[[sriov.vf]]\nindex = 0\nmac = \"02:00:00:00:53:01\"\nvfio = true\n";
         let c = parse(ok, "a.toml").unwrap();
