@@ -106,8 +106,8 @@ ha-demo:
     cargo build --release -p skuad -p skua-agent -p skuactl
     python3 tests/ha/ha.py target/release "${TMPDIR:-/tmp}/skua-ha-demo" kill-agent link-down failback
 
-# Failover benchmark (root): N kills (kill -9) of the master's agent for skua-agent and for keepalived + Unbound, interleaved on the same topology, then each one's CPU at 10 adverts/s; failover p50/p99/max, queries lost, intervals where both nodes answer (docs/ha.md, docs/benchmarks.md section 7). Default 50 kills each, ~12 min.
-bench-ha n="50":
+# Failover benchmark (root): N kills (kill -9) of the master's agent for skua-agent and for keepalived + Unbound, interleaved on the same topology, then each one's CPU at 10 adverts/s; failover p50/p99/max, queries lost, intervals where both nodes answer (docs/ha.md, docs/benchmarks.md section 7). Default 50 kills each with priorities 200/190 (the backup's priority sets the master-down interval), ~10 min.
+bench-ha n="50" priorities="200,190":
     cargo build --release -p skuad -p skua-agent -p skuactl
     mkdir -p docs/bench-results
-    python3 tests/ha/ha.py target/release "${TMPDIR:-/tmp}/skua-bench-ha" --bench {{n}} --json docs/bench-results/ha-$(date +%Y-%m-%d).json
+    python3 tests/ha/ha.py target/release "${TMPDIR:-/tmp}/skua-bench-ha" --bench {{n}} --priorities {{priorities}} --json docs/bench-results/ha-$(date +%Y-%m-%d)-$(echo {{priorities}} | tr , -).json

@@ -6,6 +6,7 @@ client's packet socket sees each reply's Ethernet source).
 Usage (root): ha.py BINDIR WORKDIR SCENARIO... [--repeat N] [--json OUT]
               ha.py BINDIR WORKDIR --bench N [--json OUT]   (just bench-ha: N kills each of
               skua-agent and keepalived, interleaved, then their CPU at 10 adverts/s)
+  --priorities M,B: the two nodes' priorities (default 150,100).
   BINDIR has skuad and skua-agent; WORKDIR is scratch space.
   SCENARIOS: kill-agent, kill-skuad, stop-agent, release, link-down, partition,
   partition-kill, failback, all.
@@ -624,7 +625,8 @@ def bench(n, out):
             if len(RESULTS) > before:
                 runs.append(RESULTS[-1])
             print(f"-- {i + 1}/{n} {peer}", flush=True)
-    summary = {"kills_per_peer": n, "advert_ms": ADVERT_MS, "peers": {}}
+    summary = {"kills_per_peer": n, "advert_ms": ADVERT_MS,
+               "priorities": [NODES["n1"][1], NODES["n2"][1]], "peers": {}}
     for peer in ("skua", "keepalived"):
         rs = [r for r in runs if r["peer"] == peer]
         fo = [r["failover_s"] for r in rs if r["failover_s"] is not None]
@@ -659,6 +661,12 @@ def main():
     for a in it:
         if a == "--bench":
             bench_n = int(next(it))
+        elif a == "--priorities":
+            # --priorities MASTER,BACKUP (default 150,100): the backup's priority sets its
+            # skew time, hence the master-down interval (RFC 9568 §6.1).
+            p1, p2 = (int(x) for x in next(it).split(","))
+            NODES["n1"] = (NODES["n1"][0], p1)
+            NODES["n2"] = (NODES["n2"][0], p2)
         elif a == "--repeat":
             repeat = int(next(it))
         elif a == "--json":

@@ -330,7 +330,11 @@ unicast_peers = ["fe80::2"]
 
     #[test]
     fn the_shipped_example_is_valid() {
-        let c = parse(include_str!("../../agent.example.toml"), "agent.example.toml").unwrap();
+        let c = parse(
+            include_str!("../../agent.example.toml"),
+            "agent.example.toml",
+        )
+        .unwrap();
         assert_eq!((c.vrrp.len(), c.check.len()), (2, 2));
     }
 

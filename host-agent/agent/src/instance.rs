@@ -25,6 +25,8 @@ use crate::config::{self, Vip};
 use crate::net::{self, VrrpSocket};
 use crate::skuad::Client;
 
+/// Attempts at taking the lease (20 ms apart) before a silent skuad counts as gone.
+const TAKE_TRIES: u32 = 5;
 /// How often the link state is read.
 const LINK_POLL_NS: u64 = 20_000_000;
 /// How long a step-down holds the router in Initialize before it tries again.
@@ -136,6 +138,10 @@ pub struct Instance {
     renewed_for: Option<u64>,
     /// A critical health check fails: out of the election (Initialize) until it passes.
     health_blocked: Option<String>,
+    /// The early probe: (the other master's last advertisement it followed, answered?).
+    early_probe: Option<(u64, bool)>,
+    /// Takes in a row that skuad did not answer in time.
+    take_failures: u32,
     status: Status,
 }
 
@@ -224,6 +230,8 @@ impl Instance {
             reannounce_at: None,
             renewed_for: None,
             health_blocked: None,
+            early_probe: None,
+            take_failures: 0,
             status,
         })
     }
@@ -260,6 +268,7 @@ impl Instance {
             w,
             self.held_down_until,
             self.reannounce_at,
+            self.early_probe_at(),
         ]
         .into_iter()
         .flatten()
@@ -312,12 +321,29 @@ impl Instance {
                 _ => self.held_down_until = Some(now + HOLD_DOWN_NS),
             }
         }
+        if let Some(at) = self.early_probe_at()
+            && now >= at
+            && let Some(f) = self.router.foreign_master()
+        {
+            // The master has been silent for longer than a lease: its lease is over, so
+            // whether anybody answers now is what the takeover will need to know. Asked
+            // here, before the master-down interval ends, it costs the failover nothing.
+            let answered = self.probe();
+            self.early_probe = Some((f.last_advert_ns, answered));
+        }
         if let Hold::Waiting { .. } = self.hold {
             let foreign = self.router.foreign_master();
             let at = safe_at(foreign, self.lease_ns, now);
+            // An early probe made after the same silence (see above).
+            let early = match (foreign, self.early_probe) {
+                (Some(f), Some((last, answered))) if f.last_advert_ns == last => Some(answered),
+                _ => None,
+            };
             if now < at {
                 self.hold = Hold::Waiting { safe_at: at };
-            } else if !foreign.is_some_and(|f| f.released) && self.probe() {
+            } else if !foreign.is_some_and(|f| f.released)
+                && early.map_or_else(|| self.probe(), |answered| answered && self.probe())
+            {
                 // The previous master did not say it left, and somebody still answers the
                 // address: its advertisements do not reach us (a partition), but it
                 // serves. Taking over would make two nodes answer; hold instead.
@@ -495,6 +521,23 @@ impl Instance {
         };
     }
 
+    /// When to probe the address early (Backup, the master silent for a lease and 5 ms):
+    /// once per silence.
+    fn early_probe_at(&self) -> Option<u64> {
+        if self.router.state() != State::Backup || self.hold != Hold::Idle {
+            return None;
+        }
+        let f = self.router.foreign_master()?;
+        if f.released
+            || self
+                .early_probe
+                .is_some_and(|(last, _)| last == f.last_advert_ns)
+        {
+            return None;
+        }
+        Some(f.last_advert_ns + self.lease_ns + 5_000_000)
+    }
+
     /// Whether some node answers DNS on the first virtual address (one query from our
     /// primary address, 30 ms to answer; any DNS reply counts).
     fn probe(&self) -> bool {
@@ -609,6 +652,7 @@ impl Instance {
     fn take(&mut self, now: u64, skuad: &mut Client) {
         match skuad.call("POST", "/ha/lease", Some(&self.lease_body(false))) {
             Ok(r) if r.status == 200 => {
+                self.take_failures = 0;
                 self.hold = Hold::Held { renewed_at: now };
                 self.renewed_for = Some(now);
                 self.status.lease_takes += 1;
@@ -631,6 +675,21 @@ impl Instance {
                 skuad,
                 &format!("skuad refused the lease: {} {}", r.status, r.body.trim()),
             ),
+            // A slow skuad (a loaded host) is not a dead one: try again shortly, and give
+            // mastership up only when it keeps failing. Taking twice is harmless (a
+            // running lease is extended, never shortened).
+            Err(e) if slow(&e) && self.take_failures + 1 < TAKE_TRIES => {
+                self.take_failures += 1;
+                log(
+                    &self.cfg.name,
+                    format_args!(
+                        "taking the lease: skuad did not answer in time ({e}); again in 20 ms"
+                    ),
+                );
+                self.hold = Hold::Waiting {
+                    safe_at: now + 20_000_000,
+                };
+            }
             Err(e) => self.step_down(now, skuad, &format!("skuad unreachable: {e}")),
         }
     }
@@ -651,9 +710,30 @@ impl Instance {
                 );
                 false
             }
+            // No answer in time: skuad may be slow (a loaded host) rather than gone. While
+            // the lease still outlasts the next interval, go on: sending this advertisement
+            // without a renewal is safe (the lease then ends *earlier* than a lease after
+            // it, never later). Give mastership up only when the lease would lapse.
             Err(e) => {
-                self.step_down(now, skuad, &format!("skuad unreachable: {e}"));
-                false
+                let Hold::Held { renewed_at } = self.hold else {
+                    return false;
+                };
+                let interval = u64::from(self.cfg.advert_interval_ms) * 1_000_000;
+                if slow(&e) && now + interval + 10_000_000 < renewed_at + self.lease_ns {
+                    self.status.lease_failures += 1;
+                    log(
+                        &self.cfg.name,
+                        format_args!(
+                            "renewal: skuad did not answer in time ({e}); the lease still runs, trying again at the next advertisement"
+                        ),
+                    );
+                    // One attempt per advertisement.
+                    self.renewed_for = Some(now);
+                    true
+                } else {
+                    self.step_down(now, skuad, &format!("skuad unreachable: {e}"));
+                    false
+                }
             }
         }
     }
@@ -749,6 +829,15 @@ impl Instance {
         s.adverts_dropped = st.dropped.total();
         s
     }
+}
+
+/// skuad did not answer in time (as opposed to: it is not there, the connection was
+/// refused or its socket is gone, which is certain).
+fn slow(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
 }
 
 /// One log line, prefixed with the instance.
