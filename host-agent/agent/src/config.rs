@@ -13,6 +13,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use crate::addr::{Vip, parse_vips};
+
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -30,6 +32,10 @@ pub struct Config {
     /// passthrough").
     #[serde(default)]
     pub sriov: Vec<skua_sriov::PfConfig>,
+    /// `[[anycast]]`: service prefixes announced through the routing daemon while the
+    /// critical checks pass.
+    #[serde(default)]
+    pub anycast: Vec<crate::anycast::AnycastConfig>,
 }
 
 /// `[agent]`.
@@ -136,15 +142,6 @@ fn yes() -> bool {
     true
 }
 
-/// One virtual address with its prefix length.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Vip {
-    /// The address.
-    pub addr: IpAddr,
-    /// Its prefix length on the interface (32/128 when not given, as keepalived).
-    pub prefix: u8,
-}
-
 impl Instance {
     /// The lease in milliseconds (default 2.5 intervals).
     pub fn lease(&self) -> u32 {
@@ -154,28 +151,7 @@ impl Instance {
 
     /// The virtual addresses, parsed.
     pub fn vips(&self) -> Result<Vec<Vip>, String> {
-        self.addresses
-            .iter()
-            .map(|s| {
-                let (a, p) = match s.split_once('/') {
-                    Some((a, p)) => (a, Some(p)),
-                    None => (s.as_str(), None),
-                };
-                let addr: IpAddr = a
-                    .parse()
-                    .map_err(|_| format!("address '{s}' is not an IP address"))?;
-                let max = if addr.is_ipv4() { 32 } else { 128 };
-                let prefix = match p {
-                    None => max,
-                    Some(p) => p
-                        .parse::<u8>()
-                        .ok()
-                        .filter(|p| *p <= max)
-                        .ok_or_else(|| format!("address '{s}': bad prefix length"))?,
-                };
-                Ok(Vip { addr, prefix })
-            })
-            .collect()
+        parse_vips(&self.addresses)
     }
 
     fn check(&self) -> Result<(), String> {
@@ -264,6 +240,24 @@ pub fn parse(text: &str, name: &str) -> Result<Config, String> {
         }
     }
     skua_sriov::validate(&cfg.sriov).map_err(|e| format!("{name}: [[sriov]]: {e}"))?;
+    for (i, a) in cfg.anycast.iter().enumerate() {
+        a.check()
+            .map_err(|e| format!("{name}: [[anycast]] #{} ({}): {e}", i + 1, a.name))?;
+        if cfg.anycast[..i].iter().any(|o| o.name == a.name) {
+            return Err(format!(
+                "{name}: [[anycast]] #{} ({}): same name as an earlier one",
+                i + 1,
+                a.name
+            ));
+        }
+        let vrrp: Vec<(&str, Vec<Vip>)> = cfg
+            .vrrp
+            .iter()
+            .map(|v| (v.name.as_str(), v.vips().unwrap_or_default()))
+            .collect();
+        crate::anycast::check_against(a, &cfg.anycast[..i], &vrrp, &cfg.check)
+            .map_err(|e| format!("{name}: [[anycast]] #{} ({}): {e}", i + 1, a.name))?;
+    }
     if cfg.agent.skuad.strip_prefix("unix:").is_none()
         && cfg.agent.skuad.strip_prefix("http://").is_none()
     {
@@ -401,5 +395,121 @@ unicast_peers = ["fe80::2"]
             "{GOOD}\n[[vrrp]]\nname = \"dns4\"\ninterface = \"eth1\"\nvrid = 9\naddresses = [\"198.18.0.9\"]\n"
         );
         assert!(parse(&dup, "a.toml").unwrap_err().contains("same name"));
+    }
+
+    const CANARY: &str = r#"
+[[check]]
+name = "canary"
+kind = "dns-udp"
+target = "127.0.0.1:53"
+query = "a.example. A"
+"#;
+
+    #[test]
+    fn anycast_sections_with_defaults() {
+        let text = format!(
+            "{CANARY}\n[[anycast]]\nname = \"dns\"\naddresses = [\"198.18.99.53/32\", \"fd00:99::53\", \"198.18.100.0/24\"]\n"
+        );
+        let c = parse(&text, "a.toml").unwrap();
+        let a = &c.anycast[0];
+        assert_eq!(a.interface, "skua-any0");
+        let p = a.prefixes().unwrap();
+        assert_eq!(
+            p.iter().map(|v| v.prefix).collect::<Vec<_>>(),
+            [32, 128, 24]
+        );
+    }
+
+    #[test]
+    fn anycast_errors_name_the_section_and_the_reason() {
+        let any = |body: &str| format!("[[anycast]]\nname = \"dns\"\n{body}\n");
+        for (text, want) in [
+            (
+                format!("{CANARY}{}", any("addresses = []")),
+                "addresses is empty",
+            ),
+            (
+                format!("{CANARY}{}", any("addresses = [\"224.0.0.53\"]")),
+                "not a routable unicast address",
+            ),
+            (
+                format!("{CANARY}{}", any("addresses = [\"fe80::53\"]")),
+                "not a routable unicast address",
+            ),
+            (
+                format!(
+                    "{CANARY}{}",
+                    any("addresses = [\"198.18.99.53\", \"198.18.99.53/32\"]")
+                ),
+                "listed twice",
+            ),
+            (
+                format!(
+                    "{CANARY}{}",
+                    any("interface = \"a-very-long-name0\"\naddresses = [\"198.18.99.53\"]")
+                ),
+                "not a valid interface name",
+            ),
+            (
+                any("addresses = [\"198.18.99.53\"]"),
+                "no critical [[check]] (weight = 0)",
+            ),
+            (
+                format!(
+                    "{CANARY}weight = -10\n{}",
+                    any("addresses = [\"198.18.99.53\"]")
+                ),
+                "no critical [[check]]",
+            ),
+            (
+                format!(
+                    "{}{}",
+                    CANARY.replace("127.0.0.1:53", "198.18.99.53:53"),
+                    any("addresses = [\"198.18.99.53\"]")
+                ),
+                "check canary asks 198.18.99.53:53, inside the anycast prefix 198.18.99.53/32",
+            ),
+            (
+                format!(
+                    "{}{}",
+                    CANARY.replace("127.0.0.1:53", "[fd00:99::1]:53"),
+                    any("addresses = [\"fd00:99::53/64\"]")
+                ),
+                "inside the anycast prefix fd00:99::53/64",
+            ),
+            (
+                format!("{GOOD}{CANARY}{}", any("addresses = [\"198.18.53.54\"]")),
+                "also a VRRP address of [[vrrp]] dns4",
+            ),
+            (
+                format!(
+                    "{CANARY}{}{}",
+                    any("addresses = [\"198.18.99.53\"]"),
+                    any("addresses = [\"198.18.99.54\"]")
+                ),
+                "same name as an earlier one",
+            ),
+            (
+                format!(
+                    "{CANARY}{}[[anycast]]\nname = \"other\"\naddresses = [\"198.18.99.53\"]\n",
+                    any("addresses = [\"198.18.99.53\"]")
+                ),
+                "address 198.18.99.53 is also in [[anycast]] dns",
+            ),
+        ] {
+            let e = parse(&text, "a.toml").unwrap_err();
+            assert!(
+                e.contains(want) && e.contains("[[anycast]] #"),
+                "{text}\n=> {e}"
+            );
+        }
+        let e = parse(
+            &format!(
+                "{CANARY}[[anycast]]\nname = \"x\"\naddresses = [\"198.18.99.53\"]\nbgp = 1\n"
+            ),
+            "a.toml",
+        )
+        .unwrap_err();
+        assert!(e.contains("unknown field `bgp`"), "{e}");
     }
 }

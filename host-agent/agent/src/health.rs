@@ -173,6 +173,10 @@ pub struct CheckState {
     pub last_ms: Option<f64>,
     /// Why the last run failed.
     pub last_error: Option<String>,
+    /// Has passed `rise` runs in a row since the agent started (a check is passing until
+    /// proven otherwise, but the anycast prefixes are first announced only once every
+    /// critical check has proven itself: see [`Verdict::unproven`]).
+    pub proven: bool,
 }
 
 /// What the checks say now.
@@ -182,6 +186,10 @@ pub struct Verdict {
     pub priority_delta: i32,
     /// A critical check fails: give mastership up, withdraw anycast.
     pub critical: Option<String>,
+    /// A critical check has not passed `rise` runs in a row since the agent started: the
+    /// anycast prefixes are not announced yet (a node just booted announces only once it
+    /// has shown that it answers).
+    pub unproven: Option<String>,
 }
 
 /// Every check's state (shared with the VRRP loop and the status server).
@@ -198,6 +206,9 @@ pub fn verdict(states: &[CheckState]) -> Verdict {
                     s.name,
                     s.last_error.as_deref().unwrap_or("?")
                 ));
+            }
+            (true, 0) if !s.proven && v.unproven.is_none() => {
+                v.unproven = Some(format!("check {} has not passed yet", s.name));
             }
             (false, w) if w < 0 => v.priority_delta += w,
             (true, w) if w > 0 => v.priority_delta += w,
@@ -221,6 +232,9 @@ pub fn record(s: &mut CheckState, cfg: &CheckConfig, result: Result<(), String>)
             s.successes = 0;
             s.last_error = Some(e);
         }
+    }
+    if s.successes >= cfg.rise {
+        s.proven = true;
     }
     let now_ok = if s.ok {
         s.failures < cfg.fall
@@ -359,7 +373,7 @@ pub fn run(cfgs: Vec<CheckConfig>, skuad: Endpoint, token: Option<String>, share
             let s = &mut st[i];
             s.last_ms = Some((ms * 1000.0).round() / 1000.0);
             if record(s, c, r) {
-                crate::instance::log(
+                crate::logging::log(
                     "health",
                     format_args!(
                         "check {} {}{}",
@@ -450,6 +464,40 @@ mod tests {
         assert!(v.critical.is_none());
         let v = verdict(&[mk(true, 0), mk(false, 0)]);
         assert_eq!(v.critical.as_deref(), Some("check w0 fails: timeout"));
+        assert_eq!(
+            v.unproven.as_deref(),
+            Some("check w0 has not passed yet"),
+            "passing by default, not proven"
+        );
+    }
+
+    #[test]
+    fn a_critical_check_proves_itself_with_rise_successes_in_a_row() {
+        let c = cfg(2, 3, 0);
+        let mut st = initial(std::slice::from_ref(&c));
+        assert!(st[0].ok && verdict(&st).critical.is_none());
+        assert!(verdict(&st).unproven.is_some(), "not run yet");
+        record(&mut st[0], &c, Ok(()));
+        record(&mut st[0], &c, Ok(()));
+        record(&mut st[0], &c, Err("x".into()));
+        record(&mut st[0], &c, Ok(()));
+        assert!(verdict(&st).unproven.is_some(), "3 in a row needed");
+        record(&mut st[0], &c, Ok(()));
+        record(&mut st[0], &c, Ok(()));
+        assert!(verdict(&st).unproven.is_none());
+        // Proven for good: a later failure is a critical failure, not "unproven".
+        for _ in 0..2 {
+            record(&mut st[0], &c, Err("x".into()));
+        }
+        let v = verdict(&st);
+        assert!(v.critical.is_some() && v.unproven.is_none());
+        // Weighted checks never hold the announcement back.
+        let w = cfg(2, 2, -10);
+        assert!(
+            verdict(&initial(std::slice::from_ref(&w)))
+                .unproven
+                .is_none()
+        );
     }
 
     #[test]

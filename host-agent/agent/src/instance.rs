@@ -21,7 +21,9 @@ use std::net::{IpAddr, Ipv6Addr};
 use skua_vrrp::packet::ChecksumMode;
 use skua_vrrp::router::{self, ForeignMaster, Output, Reason, Router, State};
 
-use crate::config::{self, Vip};
+use crate::addr::Vip;
+use crate::config;
+use crate::logging::log;
 use crate::net::{self, VrrpSocket};
 use crate::skuad::Client;
 
@@ -838,19 +840,6 @@ fn slow(e: &std::io::Error) -> bool {
         e.kind(),
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
     )
-}
-
-/// One log line, prefixed with the instance.
-pub fn log(name: &str, msg: std::fmt::Arguments<'_>) {
-    // Seconds.milliseconds of the Unix time: lines of several nodes line up.
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    eprintln!(
-        "{}.{:03} skua-agent [{name}]: {msg}",
-        t.as_secs(),
-        t.subsec_millis()
-    );
 }
 
 #[cfg(test)]

@@ -9,8 +9,12 @@
 //! renews the lease before every advertisement and gives everything back when it leaves.
 //! It serves `/metrics` and `/status` for Prometheus and `skuactl ha status`.
 //!
-//! What it does not do (yet): health checks beyond "skuad answers", zone transfer sync,
-//! SR-IOV and BGP announcements are further parts of the host agent (docs/ha.md).
+//! It runs the health checks (`[[check]]`, [`health`]) and follows their verdict: VRRP
+//! priority and mastership, and the anycast prefixes (`[[anycast]]`, [`anycast`]) that an
+//! existing routing daemon announces by BGP while this node is healthy.
+//!
+//! What it does not do (yet): zone transfer sync; SR-IOV is `skua-sriov`; BGP itself is
+//! the routing daemon's (BIRD 2 or FRR, docs/ha-anycast.md).
 //!
 //! Usage: `skua-agent --config /etc/skua/agent.toml` (`--check` only reads the file).
 
@@ -20,13 +24,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod addr;
+mod anycast;
 mod config;
 mod health;
 mod instance;
+mod logging;
 mod net;
 mod skuad;
 
-use instance::{Instance, Status, log};
+use instance::{Instance, Status};
+use logging::log;
 
 /// Set by SIGTERM / SIGINT.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -80,10 +88,11 @@ fn main() {
     };
     if check {
         println!(
-            "{path}: OK ({} VRRP instances, {} checks, {} SR-IOV functions)",
+            "{path}: OK ({} VRRP instances, {} checks, {} SR-IOV functions, {} anycast sections)",
             cfg.vrrp.len(),
             cfg.check.len(),
-            cfg.sriov.len()
+            cfg.sriov.len(),
+            cfg.anycast.len()
         );
         return;
     }
@@ -150,6 +159,13 @@ fn run(cfg: config::Config) -> Result<(), String> {
     for i in cfg.vrrp {
         instances.push(Instance::open(i, &name)?);
     }
+    let mut kernel = anycast::System;
+    let mut anycasts = Vec::new();
+    for a in cfg.anycast {
+        let mut a = anycast::Anycast::new(a)?;
+        a.start(now_ns(), &mut kernel)?;
+        anycasts.push(a);
+    }
     for sig in [nix::sys::signal::SIGTERM, nix::sys::signal::SIGINT] {
         let act = nix::sys::signal::SigAction::new(
             nix::sys::signal::SigHandler::Handler(on_signal),
@@ -160,18 +176,20 @@ fn run(cfg: config::Config) -> Result<(), String> {
         unsafe { nix::sys::signal::sigaction(sig, &act) }.map_err(|e| format!("sigaction: {e}"))?;
     }
     let shared: Arc<Mutex<Vec<Status>>> = Arc::new(Mutex::new(Vec::new()));
+    let any_shared: Arc<Mutex<Vec<anycast::AnycastStatus>>> = Arc::new(Mutex::new(Vec::new()));
     if cfg.agent.listen != "off" {
         let l = TcpListener::bind(&cfg.agent.listen)
             .map_err(|e| format!("[agent] listen = {}: {e}", cfg.agent.listen))?;
-        let (s, h) = (shared.clone(), checks.clone());
+        let (s, h, a) = (shared.clone(), checks.clone(), any_shared.clone());
         std::thread::Builder::new()
             .name("status".into())
-            .spawn(move || serve_status(&l, &s, &h))
+            .spawn(move || serve_status(&l, &s, &h, &a))
             .map_err(|e| e.to_string())?;
     }
     eprintln!(
-        "skua-agent: {name}: {} VRRP instances, skuad at {}",
+        "skua-agent: {name}: {} VRRP instances, {} anycast sections, skuad at {}",
         instances.len(),
+        anycasts.len(),
         cfg.agent.skuad
     );
     let t = now_ns();
@@ -179,6 +197,7 @@ fn run(cfg: config::Config) -> Result<(), String> {
         i.start(t, &mut client);
     }
     let mut published = 0u64;
+    let mut result = Ok(());
     while !STOP.load(Ordering::Relaxed) {
         let now = now_ns();
         let v = health::verdict(&checks.lock().unwrap_or_else(|e| e.into_inner()));
@@ -186,11 +205,18 @@ fn run(cfg: config::Config) -> Result<(), String> {
             i.apply_health(now, &v, &mut client);
             i.tick(now, &mut client);
         }
+        for a in &mut anycasts {
+            a.apply(now, &v, &mut kernel);
+        }
         // The status for /status and /metrics, at most every 100 ms.
         if now >= published + 100_000_000 {
             published = now;
             *shared.lock().unwrap_or_else(|e| e.into_inner()) =
                 instances.iter().map(|i| i.status(now)).collect();
+            if !anycasts.is_empty() {
+                *any_shared.lock().unwrap_or_else(|e| e.into_inner()) =
+                    anycasts.iter().map(|a| a.status(now)).collect();
+            }
         }
         // Sleep until the next deadline, at most 20 ms (the link state is looked at that
         // often; a signal ends the wait at once).
@@ -211,7 +237,10 @@ fn run(cfg: config::Config) -> Result<(), String> {
             .unwrap_or(nix::poll::PollTimeout::ZERO);
         match nix::poll::poll(&mut fds, timeout) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => return Err(format!("poll: {e}")),
+            Err(e) => {
+                result = Err(format!("poll: {e}"));
+                break;
+            }
         }
         let ready: Vec<(usize, usize)> = fds
             .iter()
@@ -236,11 +265,19 @@ fn run(cfg: config::Config) -> Result<(), String> {
         );
         i.stop(now, &mut client);
     }
-    Ok(())
+    for a in &mut anycasts {
+        a.withdraw(now, "the agent is stopping", &mut kernel);
+    }
+    result
 }
 
 /// `GET /status` (JSON) and `GET /metrics` (Prometheus text), one request per connection.
-fn serve_status(l: &TcpListener, shared: &Mutex<Vec<Status>>, checks: &health::Shared) {
+fn serve_status(
+    l: &TcpListener,
+    shared: &Mutex<Vec<Status>>,
+    checks: &health::Shared,
+    anycast: &Mutex<Vec<anycast::AnycastStatus>>,
+) {
     for conn in l.incoming() {
         let Ok(mut c) = conn else { continue };
         let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
@@ -259,15 +296,22 @@ fn serve_status(l: &TcpListener, shared: &Mutex<Vec<Status>>, checks: &health::S
         }
         let st = shared.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let hc = checks.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let any = anycast.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let path = line.split(' ').nth(1).unwrap_or("");
         let (code, ctype, body) = match path {
             "/status" => (
                 "200 OK",
                 "application/json",
-                serde_json::to_string_pretty(&serde_json::json!({"instances": st}))
-                    .unwrap_or_default(),
+                serde_json::to_string_pretty(
+                    &serde_json::json!({"instances": st, "checks": hc, "anycast": any}),
+                )
+                .unwrap_or_default(),
             ),
-            "/metrics" => ("200 OK", "text/plain; version=0.0.4", metrics(&st, &hc)),
+            "/metrics" => (
+                "200 OK",
+                "text/plain; version=0.0.4",
+                metrics(&st, &hc, &any),
+            ),
             _ => (
                 "404 Not Found",
                 "text/plain",
@@ -283,9 +327,37 @@ fn serve_status(l: &TcpListener, shared: &Mutex<Vec<Status>>, checks: &health::S
 }
 
 /// The Prometheus exposition of every instance.
-fn metrics(st: &[Status], hc: &[health::CheckState]) -> String {
+fn metrics(st: &[Status], hc: &[health::CheckState], any: &[anycast::AnycastStatus]) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
+    if !any.is_empty() {
+        let _ = writeln!(
+            o,
+            "# HELP skua_agent_anycast_announced 1 while the prefix is on the anycast interface (announced by the routing daemon).\n# TYPE skua_agent_anycast_announced gauge"
+        );
+        for a in any {
+            for p in &a.prefixes {
+                let _ = writeln!(
+                    o,
+                    "skua_agent_anycast_announced{{anycast=\"{}\",prefix=\"{}\"}} {}",
+                    a.name,
+                    p.prefix,
+                    u8::from(p.announced)
+                );
+            }
+        }
+        let _ = writeln!(
+            o,
+            "# HELP skua_agent_anycast_transitions_total Announce/withdraw transitions.\n# TYPE skua_agent_anycast_transitions_total counter"
+        );
+        for a in any {
+            let _ = writeln!(
+                o,
+                "skua_agent_anycast_transitions_total{{anycast=\"{}\"}} {}",
+                a.name, a.transitions
+            );
+        }
+    }
     if !hc.is_empty() {
         let _ = writeln!(
             o,

@@ -1,6 +1,7 @@
 //! The agent's kernel I/O: VRRP's raw sockets (IP protocol 112), takeover announcements
 //! (gratuitous ARP on a packet socket, unsolicited Neighbor Advertisement on an ICMPv6
-//! socket), the interface's addresses (rtnetlink) and its link state.
+//! socket), the interface's addresses (rtnetlink) and its link state, and the dummy
+//! interface the anycast prefixes live on (rtnetlink).
 //!
 //! The protocol itself is skua-vrrp's (sans-IO); this module only moves its bytes. The
 //! crate's only `unsafe` is here, for the packet socket (`sockaddr_ll`), each block with
@@ -12,17 +13,18 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
 use netlink_packet_core::{
-    NLM_F_ACK, NLM_F_CREATE, NLM_F_REPLACE, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage,
-    NetlinkPayload,
+    NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST, NetlinkHeader,
+    NetlinkMessage, NetlinkPayload,
 };
 use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage, AddressScope};
+use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use nix::sys::socket::{
     ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg, setsockopt, sockopt,
 };
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use crate::config::Vip;
+use crate::addr::Vip;
 
 /// The interface's index, or an error naming it.
 pub fn if_index(name: &str) -> io::Result<u32> {
@@ -359,6 +361,35 @@ fn send_frame(ifindex: u32, frame: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Sends one rtnetlink request and reads the kernel's answer: `Some(message)` for a request
+/// answered by a message (a `Get`), `None` for an acknowledged change; a refusal as the
+/// kernel's errno.
+fn rtnl(payload: RouteNetlinkMessage, flags: u16) -> io::Result<Option<RouteNetlinkMessage>> {
+    let mut nl = NetlinkMessage::new(NetlinkHeader::default(), NetlinkPayload::from(payload));
+    nl.header.flags = flags;
+    nl.header.sequence_number = 1;
+    nl.finalize();
+    let mut buf = vec![0u8; nl.buffer_len()];
+    nl.serialize(&mut buf);
+    let mut s = netlink_sys::Socket::new(netlink_sys::protocols::NETLINK_ROUTE)?;
+    s.bind_auto()?;
+    s.connect(&netlink_sys::SocketAddr::new(0, 0))?;
+    s.send(&buf, 0)?;
+    // A link message with its statistics is a few kilobytes.
+    let mut rx = vec![0u8; 65536];
+    let n = s.recv(&mut &mut rx[..], 0)?;
+    let reply = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&rx[..n])
+        .map_err(|e| io::Error::other(format!("netlink reply: {e}")))?;
+    match reply.payload {
+        NetlinkPayload::Error(e) => match e.code {
+            None => Ok(None),
+            Some(code) => Err(io::Error::from_raw_os_error(-code.get())),
+        },
+        NetlinkPayload::InnerMessage(m) => Ok(Some(m)),
+        _ => Ok(None),
+    }
+}
+
 /// Adds (`add`) or removes a virtual address on the interface (rtnetlink). IPv6 addresses
 /// are added without duplicate address detection (`IFA_F_NODAD`): the address moves
 /// between routers by design, and DAD would hold it tentative (unusable) for a second.
@@ -379,46 +410,99 @@ pub fn set_address(ifindex: u32, vip: Vip, add: bool) -> io::Result<()> {
         msg.attributes
             .push(AddressAttribute::Flags(AddressFlags::Nodad));
     }
-    let (payload, flags) = if add {
-        (
+    let r = if add {
+        rtnl(
             RouteNetlinkMessage::NewAddress(msg),
             NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE,
         )
     } else {
-        (
+        rtnl(
             RouteNetlinkMessage::DelAddress(msg),
             NLM_F_REQUEST | NLM_F_ACK,
         )
     };
-    let mut nl = NetlinkMessage::new(NetlinkHeader::default(), NetlinkPayload::from(payload));
-    nl.header.flags = flags;
-    nl.header.sequence_number = 1;
-    nl.finalize();
-    let mut buf = vec![0u8; nl.buffer_len()];
-    nl.serialize(&mut buf);
-    let mut s = netlink_sys::Socket::new(netlink_sys::protocols::NETLINK_ROUTE)?;
-    s.bind_auto()?;
-    s.connect(&netlink_sys::SocketAddr::new(0, 0))?;
-    s.send(&buf, 0)?;
-    let mut rx = vec![0u8; 8192];
-    let n = s.recv(&mut &mut rx[..], 0)?;
-    let reply = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&rx[..n])
-        .map_err(|e| io::Error::other(format!("netlink reply: {e}")))?;
-    match reply.payload {
-        NetlinkPayload::Error(e) => match e.code {
-            None => Ok(()),
-            Some(code) => {
-                let errno = -code.get();
-                // EEXIST on add, EADDRNOTAVAIL on remove: already as wanted.
-                if (!add && errno == libc::EADDRNOTAVAIL) || (add && errno == libc::EEXIST) {
-                    Ok(())
-                } else {
-                    Err(io::Error::from_raw_os_error(errno))
-                }
-            }
-        },
-        _ => Ok(()),
+    match r {
+        Ok(_) => Ok(()),
+        // EEXIST on add, EADDRNOTAVAIL on remove: already as wanted.
+        Err(e)
+            if (add && e.raw_os_error() == Some(libc::EEXIST))
+                || (!add && e.raw_os_error() == Some(libc::EADDRNOTAVAIL)) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e),
     }
+}
+
+/// An interface as rtnetlink describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    /// Its index.
+    pub index: u32,
+    /// Administratively up (`IFF_UP`).
+    pub up: bool,
+}
+
+/// The interface named `name`, or `None` when there is none.
+pub fn link(name: &str) -> io::Result<Option<Link>> {
+    let mut msg = LinkMessage::default();
+    msg.attributes.push(LinkAttribute::IfName(name.to_string()));
+    let m = match rtnl(RouteNetlinkMessage::GetLink(msg), NLM_F_REQUEST) {
+        Ok(Some(RouteNetlinkMessage::NewLink(m))) => m,
+        Ok(_) => return Err(io::Error::other(format!("{name}: no link in the reply"))),
+        Err(e) if e.raw_os_error() == Some(libc::ENODEV) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    Ok(Some(Link {
+        index: m.header.index,
+        up: m.header.flags.contains(LinkFlags::Up),
+    }))
+}
+
+/// Makes sure the interface `name` exists and is up: an existing one (of any kind: a
+/// dummy, `lo`, one the operator made) is used as it is; an absent one is created as a
+/// dummy. Returns its index.
+pub fn ensure_dummy(name: &str) -> io::Result<u32> {
+    let l = match link(name)? {
+        Some(l) => l,
+        None => {
+            let mut msg = LinkMessage::default();
+            msg.attributes.push(LinkAttribute::IfName(name.to_string()));
+            msg.attributes
+                .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(
+                    InfoKind::Dummy,
+                )]));
+            match rtnl(
+                RouteNetlinkMessage::NewLink(msg),
+                NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+            ) {
+                Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                    return Err(io::Error::other(format!(
+                        "creating dummy interface {name}: this kernel has no dummy driver \
+                         (CONFIG_DUMMY); create the interface before the agent starts \
+                         (`ip link add {name} type ifb`) or name an existing one"
+                    )));
+                }
+                // EEXIST: created meanwhile by someone else, which is as good.
+                Err(e) if e.raw_os_error() != Some(libc::EEXIST) => {
+                    return Err(io::Error::other(format!(
+                        "creating dummy interface {name}: {e}"
+                    )));
+                }
+                _ => {}
+            }
+            link(name)?.ok_or_else(|| io::Error::other(format!("{name}: gone after creation")))?
+        }
+    };
+    if !l.up {
+        let mut msg = LinkMessage::default();
+        msg.header.index = l.index;
+        msg.header.flags = LinkFlags::Up;
+        msg.header.change_mask = LinkFlags::Up;
+        rtnl(RouteNetlinkMessage::SetLink(msg), NLM_F_REQUEST | NLM_F_ACK)
+            .map_err(|e| io::Error::other(format!("setting {name} up: {e}")))?;
+    }
+    Ok(l.index)
 }
 
 #[cfg(test)]

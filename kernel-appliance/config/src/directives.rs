@@ -83,6 +83,7 @@ pub(crate) enum ServerKey {
     DoTcp,
     NumThreads,
     SoReuseport,
+    IpFreebind,
     SoRcvbuf,
     SoSndbuf,
     AccessControl,
@@ -176,6 +177,7 @@ const SERVER: &[(&str, Support<ServerKey>)] = &[
     ("do-tcp", I(ServerKey::DoTcp)),
     ("num-threads", I(ServerKey::NumThreads)),
     ("so-reuseport", I(ServerKey::SoReuseport)),
+    ("ip-freebind", I(ServerKey::IpFreebind)),
     ("so-rcvbuf", I(ServerKey::SoRcvbuf)),
     ("so-sndbuf", I(ServerKey::SoSndbuf)),
     ("access-control", I(ServerKey::AccessControl)),
@@ -291,7 +293,6 @@ const SERVER: &[(&str, Support<ServerKey>)] = &[
     ("wait-limit", U(1)),
     ("wait-limit-netblock", U(2)),
     ("ip-transparent", U(1)),
-    ("ip-freebind", U(1)),
     ("ip-dscp", U(1)),
     ("infra-cache-slabs", U(1)),
     ("infra-cache-numhosts", U(1)),
@@ -756,7 +757,7 @@ mod tests {
                 U(_) => None,
             })
             .collect();
-        assert_eq!(keys.len(), 75, "one table entry per ServerKey variant");
+        assert_eq!(keys.len(), 76, "one table entry per ServerKey variant");
         for (table, want) in [(FORWARD_ZONE, 7), (STUB_ZONE, 8)] {
             let keys: HashSet<String> = table
                 .iter()

@@ -147,6 +147,9 @@ pub struct Server {
     pub num_threads: usize,
     /// `so-reuseport:`. Default yes.
     pub so_reuseport: bool,
+    /// `ip-freebind:`: listen with `IP_FREEBIND`, so that an `interface:` address the host
+    /// does not hold (yet, or at the moment) can be bound. Default no.
+    pub ip_freebind: bool,
     /// `so-rcvbuf:` in bytes (a size: `4m`, `512k`, `1g`, powers of 1024, as Unbound).
     /// `None` when not given or 0 (0 means "system value" in Unbound).
     pub so_rcvbuf: Option<usize>,
@@ -298,6 +301,7 @@ impl Default for Server {
             do_tcp: true,
             num_threads: 1,
             so_reuseport: true,
+            ip_freebind: false,
             so_rcvbuf: None,
             so_sndbuf: None,
             access_control: Vec::new(),

@@ -763,6 +763,7 @@ impl Parser {
                 s.num_threads = to_usize(name, ranged(name, &vals[0], 1, u64::MAX, loc)?, loc)?;
             }
             ServerKey::SoReuseport => s.so_reuseport = parse_bool(name, &vals[0], loc)?,
+            ServerKey::IpFreebind => s.ip_freebind = parse_bool(name, &vals[0], loc)?,
             ServerKey::SoRcvbuf => s.so_rcvbuf = parse_size(name, &vals[0], loc)?,
             ServerKey::SoSndbuf => s.so_sndbuf = parse_size(name, &vals[0], loc)?,
             ServerKey::AccessControl => s.access_control.push(located_pair(&vals[0], &vals[1])),

@@ -73,7 +73,7 @@ fn defaults() {
     assert_eq!(s.port, 53);
     assert!(s.do_ip4 && s.do_ip6 && s.do_udp && s.do_tcp);
     assert_eq!(s.num_threads, 1);
-    assert!(s.so_reuseport);
+    assert!(s.so_reuseport && !s.ip_freebind);
     assert_eq!((s.so_rcvbuf, s.so_sndbuf), (None, None));
     assert!(s.access_control.is_empty() && s.local_zones.is_empty());
     assert!(s.local_data.is_empty() && s.local_data_ptr.is_empty());
@@ -163,6 +163,7 @@ fn every_implemented_server_directive() {
     chroot: ""
     directory: "/etc/unbound"
     pidfile: "/run/unbound.pid"
+    ip-freebind: yes
 "#,
     );
     assert!(c.warnings.is_empty(), "{:?}", c.warnings);
@@ -182,7 +183,7 @@ fn every_implemented_server_directive() {
         (false, false, true, false)
     );
     assert_eq!(s.num_threads, 4);
-    assert!(!s.so_reuseport);
+    assert!(!s.so_reuseport && s.ip_freebind);
     assert_eq!(s.so_rcvbuf, Some(4 * 1024 * 1024));
     assert_eq!(s.so_sndbuf, Some(262_144));
     assert_eq!(s.access_control.len(), 2);

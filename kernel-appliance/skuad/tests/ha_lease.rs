@@ -2,7 +2,8 @@
 //! answers it only while a lease runs, stops by itself when nobody renews it, refuses to
 //! renew a lease that ran out, and audits the transitions. On loopback (127.0.0.0/8 is all
 //! local, so 127.0.0.53 needs no address configured); the two-node VRRP tests with the
-//! agent are in host-agent/ and tests/ha/.
+//! agent are in host-agent/ and tests/ha/. Also: an anycast service address, which the
+//! host holds only while the agent finds it healthy, is listened on with `ip-freebind:`.
 
 mod common;
 
@@ -173,4 +174,47 @@ fn the_service_address_is_answered_only_under_a_running_lease() {
         .map(|e| e["detail"]["event"].as_str().unwrap_or("").to_string())
         .collect();
     assert_eq!(events, ["taken", "expired", "taken", "released"], "{log}");
+}
+
+/// An `interface:` address the host does not hold: refused at start (a typo is caught),
+/// unless `ip-freebind: yes`, as for an anycast address the host agent adds only while the
+/// node is healthy (tests/ha/bgp.py has it with BIRD).
+#[test]
+fn an_address_the_host_lacks_is_listened_on_only_with_ip_freebind() {
+    // 198.18.251.53 is on no interface of a test machine (198.18.0.0/15 is for tests).
+    let absent = "198.18.251.53";
+    let dir = Dir::new("freebind");
+    let (dns, api) = (free_port(), free_port());
+    let conf = config(dns, api, &dir.0, "").replace(
+        "  interface: 127.0.0.1\n",
+        &format!("  interface: 127.0.0.1\n  interface: {absent}\n"),
+    );
+    let path = dir.0.join("strict.conf");
+    std::fs::write(&path, &conf).unwrap();
+    let out = std::process::Command::new(SKUAD)
+        .args(["--no-xdp", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "started without the address: {err}");
+    assert!(
+        err.contains(&format!("{absent}:{dns}")) && err.contains("annot assign"),
+        "{err}"
+    );
+    let conf = conf.replace("server:\n", "server:\n  ip-freebind: yes\n");
+    let d = start(&dir.0, &conf, dns, api);
+    assert_eq!(try_ask(d.dns, Duration::from_millis(500)), Some(0));
+    let c = http(&d, "GET", "/config", Some(tok("operator")), None)
+        .unwrap()
+        .json();
+    assert_eq!(c["effective"]["server"]["ip-freebind"], true, "{c}");
+    assert!(
+        c["effective"]["server"]["udp"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == &format!("{absent}:{dns}")),
+        "{c}"
+    );
 }

@@ -17,6 +17,10 @@ pub struct Settings {
     pub threads: usize,
     /// Use SO_REUSEPORT.
     pub reuseport: bool,
+    /// `ip-freebind:`: bind every listener with `IP_FREEBIND`, so that an address the host
+    /// does not hold can be listened on (an anycast service address the host agent adds
+    /// and removes as health allows, docs/ha-anycast.md). Leased addresses always are.
+    pub freebind: bool,
     /// SO_RCVBUF request.
     pub rcvbuf: Option<usize>,
     /// SO_SNDBUF request.

@@ -350,6 +350,7 @@ pub fn load_config(cfg: Config, base: Option<PathBuf>) -> Result<Loaded, LoadErr
         tcp,
         threads: s.num_threads.max(1),
         reuseport: s.so_reuseport,
+        freebind: s.ip_freebind,
         rcvbuf: s.so_rcvbuf,
         sndbuf: s.so_sndbuf,
         tcp_idle: Duration::from_millis(s.tcp_idle_timeout_ms.max(1)),

@@ -447,6 +447,7 @@ fn effective_config(cfg: &skua_config::Config, l: &Loaded) -> serde_json::Value 
             "tcp": st.tcp.iter().map(SocketAddr::to_string).collect::<Vec<_>>(),
             "num-threads": st.threads,
             "so-reuseport": st.reuseport,
+            "ip-freebind": st.freebind,
             "so-rcvbuf": st.rcvbuf,
             "so-sndbuf": st.sndbuf,
             "tcp-idle-timeout": st.tcp_idle.as_millis() as u64,

@@ -143,7 +143,7 @@ impl Listeners {
         }
         for &a in &s.tcp {
             let t = l
-                .bind_tcp(a)
+                .bind_tcp(a, s.freebind)
                 .map_err(|e| format!("cannot listen: tcp {a}: {e}"))?;
             l.tcp.push(t);
         }
@@ -175,7 +175,7 @@ impl Listeners {
                 s.rcvbuf,
                 s.sndbuf,
                 0,
-                gate.is_some(),
+                gate.is_some() || s.freebind,
             )?;
             bound.push(UdpSocket::from(fd));
         }
@@ -205,7 +205,7 @@ impl Listeners {
         })
     }
 
-    fn bind_tcp(&self, addr: SocketAddr) -> io::Result<TcpEntry> {
+    fn bind_tcp(&self, addr: SocketAddr, freebind: bool) -> io::Result<TcpEntry> {
         let gate = self.shared.leases.get(addr.ip());
         let fd = skua_netio::bind_socket(
             addr,
@@ -214,7 +214,7 @@ impl Listeners {
             None,
             None,
             256,
-            gate.is_some(),
+            gate.is_some() || freebind,
         )?;
         let l = std::net::TcpListener::from(fd);
         l.set_nonblocking(true)?;
@@ -345,7 +345,7 @@ impl Listeners {
             if self.tcp.iter().any(|t| t.addr == a) {
                 continue;
             }
-            match self.bind_tcp(a) {
+            match self.bind_tcp(a, s.freebind) {
                 Ok(t) => {
                     log::info(format_args!("listening on {a} tcp"));
                     self.tcp.push(t);
