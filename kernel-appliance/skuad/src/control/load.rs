@@ -241,6 +241,12 @@ pub fn load_config(cfg: Config, base: Option<PathBuf>) -> Result<Loaded, LoadErr
                 p.loc, p.value
             ));
         }
+        for l in z.provide_xfr.iter().chain(&z.notify) {
+            warnings.push(format!(
+                "{}: zone transfers are not served yet; '{} {}' is ignored",
+                l.loc, l.value.0, l.value.1
+            ));
+        }
         if !z.for_downstream {
             warnings.push(format!("{}: auth-zone '{}' has for-downstream: no; only downstream service is implemented, so it is not served", z.loc, z.name.value));
             continue;
