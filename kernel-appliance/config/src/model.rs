@@ -632,7 +632,7 @@ pub struct AuthZone {
     /// `fallback-enabled:`. Default no.
     pub fallback_enabled: bool,
     /// `primary:` (alias `master:`) as written, in order. Kept so that the daemon can say
-    /// that zone transfers are not supported.
+    /// that it is not a secondary yet.
     pub primaries: Vec<Located<String>>,
     /// `provide-xfr:` (NETBLOCK, KEY) as written, in order: who may transfer the zone, with
     /// a `tsig-key:` name, `NOKEY` or `BLOCKED`. **skuad only** (NSD's directive).

@@ -40,7 +40,7 @@ pub enum Records<'a> {
 
 impl<'a> Records<'a> {
     /// The records, in order.
-    pub fn iter(&self) -> alloc::boxed::Box<dyn Iterator<Item = &'a Rr> + 'a> {
+    pub fn iter(&self) -> alloc::boxed::Box<dyn Iterator<Item = &'a Rr> + Send + 'a> {
         match self {
             Records::Full(v) => {
                 let v: &'a Version = v;
@@ -100,7 +100,7 @@ pub struct Question {
 /// Yields the messages of a transfer.
 pub struct Responder<'a> {
     question: Question,
-    records: core::iter::Peekable<alloc::boxed::Box<dyn Iterator<Item = &'a Rr> + 'a>>,
+    records: core::iter::Peekable<alloc::boxed::Box<dyn Iterator<Item = &'a Rr> + Send + 'a>>,
     signer: Option<StreamSigner<'a>>,
     first: bool,
     failed: bool,

@@ -312,6 +312,11 @@ impl Journal {
         self.diffs.is_empty()
     }
 
+    /// The bounds it was made with: (diffs, bytes).
+    pub fn bounds(&self) -> (usize, usize) {
+        (self.max_number, self.max_bytes)
+    }
+
     /// Bytes held.
     pub fn bytes(&self) -> usize {
         self.bytes

@@ -23,6 +23,7 @@ pub mod ha;
 pub mod load;
 pub mod source;
 pub mod state;
+pub mod xfr;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -360,6 +361,8 @@ pub struct Control {
     pub writes_failed: AtomicU64,
     /// Refused API requests waiting to be summarised in the audit log.
     refusals: RefusalLog,
+    /// Refused zone transfer requests, likewise (`xfr-refused`).
+    xfr_refusals: RefusalLog,
     /// The host agent's leases: counters and what the expiry watcher reports.
     leases: ha::LeaseBook,
 }
@@ -487,6 +490,7 @@ pub struct Boot {
     rrl: Option<RrlTable>,
     audit: Option<Audit>,
     resolver: Option<ResolverSettings>,
+    xfr: Option<load::XfrLoaded>,
 }
 
 impl Boot {
@@ -529,6 +533,7 @@ impl Boot {
             settings,
             rrl,
             resolver,
+            xfr,
             ..
         } = loaded;
         let rrl = rrl_table(None, rrl);
@@ -545,6 +550,7 @@ impl Boot {
             rrl,
             audit,
             resolver,
+            xfr: Some(xfr),
         })
     }
 
@@ -561,15 +567,16 @@ impl Control {
         source: Source,
         serving: Arc<Serving>,
         planes: Arc<dyn Dataplanes>,
-        boot: Boot,
+        mut boot: Boot,
         started: Instant,
     ) -> Self {
+        let xfr = boot.xfr.take();
         // The resolver starts with the control core: the engine in force already sends
         // names outside local data to it.
         if let Err(e) = planes.resolver(&serving, boot.resolver.as_ref()) {
             log::error(format_args!("resolver: {e}"));
         }
-        Control {
+        let ctl = Control {
             source,
             serving,
             planes,
@@ -591,8 +598,13 @@ impl Control {
             writes_ok: AtomicU64::new(0),
             writes_failed: AtomicU64::new(0),
             refusals: RefusalLog::new(REFUSAL_WINDOW),
+            xfr_refusals: RefusalLog::new(REFUSAL_WINDOW),
             leases: ha::LeaseBook::default(),
+        };
+        if let Some(x) = xfr {
+            ctl.install_xfr(x);
         }
+        ctl
     }
 
     /// Registers a part whose settings reloads change (see [`Reconfigure`]).
@@ -674,6 +686,12 @@ impl Control {
             self.refusals.due(Instant::now())
         };
         self.record_refusals(due);
+        let due = if all {
+            self.xfr_refusals.drain()
+        } else {
+            self.xfr_refusals.due(Instant::now())
+        };
+        self.record_xfr_refusals(due);
     }
 
     /// The current view.
@@ -760,10 +778,13 @@ impl Control {
             records,
             warnings,
             rrl,
+            xfr,
             ..
         } = loaded;
         self.attach_rrl(&mut engine, rrl);
         self.swap_engine(engine);
+        // After the engine: a transfer never sends a serial the engine does not serve yet.
+        self.install_xfr(xfr);
         self.view.store(Arc::new(view));
         (records, warnings)
     }
@@ -797,6 +818,7 @@ impl Control {
             .iter()
             .filter_map(std::sync::Weak::upgrade)
             .collect();
+        let prev_xfr = self.serving.xfr.state.load_full();
         let res = tokio::task::spawn_blocking(move || -> Result<_, String> {
             let (cfg, dir) = source.parse().map_err(|e| e.to_string())?;
             let state_path = state_path(&cfg, dir.as_deref());
@@ -808,7 +830,8 @@ impl Control {
             if let Some(p) = &state_path {
                 overlay.merge_into(&mut merged.server, p);
             }
-            let loaded = load::load_config(merged.clone(), dir.clone()).map_err(|e| e.0)?;
+            let loaded =
+                load::load_config_after(merged.clone(), dir.clone(), &prev_xfr).map_err(|e| e.0)?;
             let access = Access::from_config(&cfg)?;
             let prepared = hooks
                 .iter()
@@ -981,10 +1004,12 @@ impl Control {
         overlay.merge_into(&mut merged.server, &path);
         let dir = inner.base_dir.clone();
         let m2 = merged.clone();
-        let loaded = tokio::task::spawn_blocking(move || load::load_config(m2, dir))
-            .await
-            .map_err(|e| unrecorded(CtlError::Internal(format!("compile task: {e}"))))?
-            .map_err(|e| unrecorded(CtlError::Invalid(e.0)))?;
+        let prev_xfr = self.serving.xfr.state.load_full();
+        let loaded =
+            tokio::task::spawn_blocking(move || load::load_config_after(m2, dir, &prev_xfr))
+                .await
+                .map_err(|e| unrecorded(CtlError::Internal(format!("compile task: {e}"))))?
+                .map_err(|e| unrecorded(CtlError::Invalid(e.0)))?;
         // Audited before anything changes (the engine swaps happen under `inner`, so the
         // generation this write will serve is known).
         let generation = self.generation() + 1;

@@ -221,6 +221,12 @@ async fn tcp_conn(
             l.count_unleased(1);
             break;
         }
+        if skua_xfr::server::is_transfer_request(&q[..n]) {
+            if !transfer(&shared, peer, &q[..n], &tx, idle).await {
+                break;
+            }
+            continue;
+        }
         let engine = shared.engine.load();
         let resolver = shared.resolver.load();
         let req = Request {
@@ -263,6 +269,81 @@ async fn tcp_conn(
     }
     drop(tx);
     let _ = writer.await;
+}
+
+/// Answers an AXFR or IXFR request (RFC 5936, RFC 1995) from the transfer state in force
+/// (docs/zone-transfer.md): the messages go to the connection's writer one by one (its
+/// channel and write timeout pace a slow reader), and the control core gets a report of
+/// the transfer or the refusal. `false` when the connection is to be closed (a message
+/// could not be queued, or nothing could be answered).
+async fn transfer(
+    shared: &Serving,
+    peer: SocketAddr,
+    query: &[u8],
+    tx: &mpsc::Sender<Vec<u8>>,
+    idle: Duration,
+) -> bool {
+    use crate::base::xfr::Event;
+    use skua_xfr::server::{Answer, ZoneRef, answer};
+    let client = peer.ip().to_canonical();
+    let state = shared.xfr.state.load_full();
+    let now = crate::base::clock::unix_secs();
+    let framed = |m: &[u8]| {
+        let mut b = Vec::with_capacity(2 + m.len());
+        // Cannot truncate: messages are at most 65535 bytes.
+        b.extend_from_slice(&(m.len() as u16).to_be_bytes());
+        b.extend_from_slice(m);
+        b
+    };
+    let a = answer(query, client, &state.keys, now, |apex| {
+        state.zones.get(apex.as_bytes()).map(|z| ZoneRef {
+            version: &z.version,
+            journal: &z.journal,
+            allow: &z.allow,
+        })
+    });
+    match a {
+        Answer::Refused { message, refusal } => {
+            shared.xfr.report(Event::Refused { client, refusal });
+            if message.is_empty() {
+                return false;
+            }
+            matches!(
+                tokio::time::timeout(idle, tx.send(framed(&message))).await,
+                Ok(Ok(()))
+            )
+        }
+        Answer::Transfer(t) => {
+            let mut messages = 0usize;
+            let mut complete = true;
+            let mut stream = t.messages;
+            for m in stream.by_ref() {
+                if !matches!(
+                    tokio::time::timeout(idle, tx.send(framed(&m))).await,
+                    Ok(Ok(()))
+                ) {
+                    complete = false;
+                    break;
+                }
+                messages += 1;
+            }
+            if stream.failed() {
+                complete = false;
+            }
+            shared.xfr.report(Event::Served {
+                client,
+                zone: t.zone,
+                kind: t.kind,
+                from: t.from,
+                to: t.to,
+                key: t.key,
+                records: t.records,
+                messages,
+                complete,
+            });
+            complete
+        }
+    }
 }
 
 /// Accepts TCP connections on `listener` until aborted, with the parameters in force at
