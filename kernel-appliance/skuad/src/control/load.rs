@@ -198,16 +198,30 @@ impl IncludeLoader for FileLoader {
 /// Converts a parsed configuration; `base` is the directory of the main file (relative
 /// zone files are looked up in the working directory first, then there).
 pub fn load_config(cfg: Config, base: Option<PathBuf>) -> Result<Loaded, LoadError> {
-    load_config_after(cfg, base, &crate::base::xfr::Transfers::default())
+    load_config_after(cfg, base, &After::default())
 }
 
-/// As [`load_config`], after the zones of `prev` (the transfer state in force): the serial
-/// of each zone that may be transferred follows [`zone_serial`].
+/// What a load knows besides the configuration: the transfer state in force and the API's
+/// state file (docs/zone-transfer.md, "Where new versions come from").
+#[derive(Clone, Copy, Debug, Default)]
+pub struct After<'a> {
+    /// The transfer state in force: each zone's serial follows [`zone_serial`].
+    pub prev: Option<&'a crate::base::xfr::Transfers>,
+    /// The state file: its `local-data:` records under an auth zone with `provide-xfr:`
+    /// or `notify:` are zone data of that zone, not local data.
+    pub state: Option<&'a Path>,
+    /// Serials persisted with the state file: no zone is served below its own.
+    pub serials: Option<&'a std::collections::BTreeMap<String, u32>>,
+}
+
+/// As [`load_config`], after `after` (see [`After`]).
 pub fn load_config_after(
     cfg: Config,
     base: Option<PathBuf>,
-    prev: &crate::base::xfr::Transfers,
+    after: &After<'_>,
 ) -> Result<Loaded, LoadError> {
+    let empty = crate::base::xfr::Transfers::default();
+    let prev = after.prev.unwrap_or(&empty);
     let start = Instant::now();
     let s = &cfg.server;
     let mut warnings: Vec<String> = cfg.warnings.iter().map(ToString::to_string).collect();
@@ -260,10 +274,36 @@ pub fn load_config_after(
     // Tags index this table so that engine build errors can name the line.
     let mut locs: Vec<Loc> = Vec::new();
     let mut records = 0usize;
+    // Transferred auth zones (lower-cased apex): API records under one are its zone data.
+    let transferred: Vec<WireName> = cfg
+        .auth_zones
+        .iter()
+        .filter(|z| z.for_downstream && (!z.provide_xfr.is_empty() || !z.notify.is_empty()))
+        .filter_map(|z| WireName::parse(&z.name.value, None).ok())
+        .map(|n| n.to_lowercase())
+        .collect();
+    let mut zone_data: std::collections::HashMap<Vec<u8>, Vec<(skua_engine::rr::Rr, u32)>> =
+        std::collections::HashMap::new();
     for l in &s.local_data {
         let rr = text::parse_rr(&l.value, None, 3600)
             .map_err(|e| at(&l.loc, format!("local-data '{}': {e}", l.value)))?;
-        b.local_data(rr, tag(&mut locs, &l.loc));
+        let from_api = after.state.is_some_and(|p| *l.loc.file == *p);
+        let zone = transferred
+            .iter()
+            .filter(|z| from_api && rr.owner.is_subdomain_of(z))
+            .max_by_key(|z| z.len());
+        match zone {
+            Some(z) => {
+                let t = tag(&mut locs, &l.loc);
+                zone_data
+                    .entry(z.as_bytes().to_vec())
+                    .or_default()
+                    .push((rr, t));
+            }
+            None => {
+                b.local_data(rr, tag(&mut locs, &l.loc));
+            }
+        }
         records += 1;
     }
     for l in &s.local_data_ptr {
@@ -322,7 +362,13 @@ pub fn load_config_after(
         .map_err(|e| LoadError(e.to_string()))?;
         records += n;
         if !z.provide_xfr.is_empty() || !z.notify.is_empty() {
-            let x = xfr_zone(z, &name, &mut recs, &keys, prev)?;
+            if let Some(api) = zone_data.remove(name.to_lowercase().as_bytes()) {
+                recs.extend(api);
+            }
+            let floor = after
+                .serials
+                .and_then(|m| m.get(&name.to_lowercase().to_string()).copied());
+            let x = xfr_zone(z, &name, &mut recs, &keys, prev, floor)?;
             xfr_zones.push(x);
         }
         b.auth_zone(AuthZoneSpec {
@@ -536,6 +582,7 @@ fn xfr_zone(
     recs: &mut [(skua_engine::rr::Rr, u32)],
     keys: &[skua_xfr::tsig::Key],
     prev: &crate::base::xfr::Transfers,
+    floor: Option<u32>,
 ) -> Result<XfrZoneLoaded, LoadError> {
     use skua_xfr::server::{Allow, KeyRule};
     let mut allow = Vec::new();
@@ -566,7 +613,13 @@ fn xfr_zone(
     let version = skua_xfr::zone::Version::new(name, recs.iter().map(|(r, _)| r.clone()).collect())
         .map_err(|e| at(&z.loc, format!("auth-zone '{}': {e}", z.name.value)))?;
     let apex = name.to_lowercase().as_bytes().to_vec();
-    let serial = zone_serial(prev.zones.get(&apex).map(|p| &*p.version), &version);
+    let mut serial = zone_serial(prev.zones.get(&apex).map(|p| &*p.version), &version);
+    if let Some(f) = floor
+        && skua_xfr::zone::serial_lt(serial, f)
+    {
+        // Served before (with API data) at this serial: never go back.
+        serial = f;
+    }
     let version = if serial == version.serial() {
         version
     } else {

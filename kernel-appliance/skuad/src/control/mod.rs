@@ -311,6 +311,8 @@ struct Inner {
     overlay: Overlay,
     state_path: Option<PathBuf>,
     settings: Settings,
+    /// Serials persisted next to the state file (`state::load_serials`).
+    serials: std::collections::BTreeMap<String, u32>,
 }
 
 /// A part of the process above the control core whose settings come from the
@@ -491,6 +493,7 @@ pub struct Boot {
     audit: Option<Audit>,
     resolver: Option<ResolverSettings>,
     xfr: Option<load::XfrLoaded>,
+    serials: std::collections::BTreeMap<String, u32>,
 }
 
 impl Boot {
@@ -507,12 +510,23 @@ impl Boot {
             }
             None => Overlay::default(),
         };
+        let serials = match &state_path {
+            Some(p) => state::load_serials(p)?,
+            None => Default::default(),
+        };
         let mut merged = cfg.clone();
         if let Some(p) = &state_path {
             overlay.merge_into(&mut merged.server, p);
         }
-        let loaded = load::load_config(merged.clone(), dir.clone())
+        let after = load::After {
+            prev: None,
+            state: state_path.as_deref(),
+            serials: Some(&serials),
+        };
+        let loaded = load::load_config_after(merged.clone(), dir.clone(), &after)
             .map_err(|e| format!("cannot load configuration: {e}"))?;
+        let serials =
+            xfr::keep_serials(&loaded.xfr, &serials, state_path.as_deref()).unwrap_or(serials);
         let access = Access::from_config(&cfg).map_err(|e| format!("api: {e}"))?;
         let audit = Audit::open(&cfg.audit, dir.as_deref())?;
         log::set_verbosity(loaded.settings.verbosity);
@@ -551,6 +565,7 @@ impl Boot {
             audit,
             resolver,
             xfr: Some(xfr),
+            serials,
         })
     }
 
@@ -588,6 +603,7 @@ impl Control {
                 overlay: boot.overlay,
                 state_path: boot.state_path,
                 settings: boot.settings,
+                serials: std::mem::take(&mut boot.serials),
             }),
             view: ArcSwap::from_pointee(boot.view),
             access: ArcSwap::from_pointee(boot.access),
@@ -826,24 +842,38 @@ impl Control {
                 Some(p) => Overlay::load(p)?,
                 None => Overlay::default(),
             };
+            let serials = match &state_path {
+                Some(p) => state::load_serials(p)?,
+                None => Default::default(),
+            };
             let mut merged = cfg.clone();
             if let Some(p) = &state_path {
                 overlay.merge_into(&mut merged.server, p);
             }
+            let after = load::After {
+                prev: Some(&prev_xfr),
+                state: state_path.as_deref(),
+                serials: Some(&serials),
+            };
             let loaded =
-                load::load_config_after(merged.clone(), dir.clone(), &prev_xfr).map_err(|e| e.0)?;
+                load::load_config_after(merged.clone(), dir.clone(), &after).map_err(|e| e.0)?;
+            // Serials a reload raised (a changed zone file without a higher serial) are
+            // kept before they serve, so a restart does not go back (best effort here:
+            // the zone file is the operator's to fix).
+            let serials =
+                xfr::keep_serials(&loaded.xfr, &serials, state_path.as_deref()).unwrap_or(serials);
             let access = Access::from_config(&cfg)?;
             let prepared = hooks
                 .iter()
                 .map(|h| h.prepare(&cfg))
                 .collect::<Result<Vec<_>, _>>()?;
             Ok((
-                cfg, dir, state_path, overlay, merged, loaded, access, prepared,
+                cfg, dir, state_path, overlay, merged, loaded, access, prepared, serials,
             ))
         })
         .await
         .map_err(|e| CtlError::Internal(format!("reload task: {e}")))?;
-        let (cfg, dir, state_path, overlay, merged, loaded, access, prepared) = match res {
+        let (cfg, dir, state_path, overlay, merged, loaded, access, prepared, serials) = match res {
             Ok(v) => v,
             Err(e) => {
                 self.reloads_failed.fetch_add(1, Ordering::Relaxed);
@@ -892,6 +922,7 @@ impl Control {
         inner.base_dir = dir;
         inner.overlay = overlay;
         inner.state_path = state_path;
+        inner.serials = serials;
         if let Some(e) = listener_error {
             // The configuration serves; a listener it names could not be bound.
             self.reloads_failed.fetch_add(1, Ordering::Relaxed);
@@ -1005,20 +1036,32 @@ impl Control {
         let dir = inner.base_dir.clone();
         let m2 = merged.clone();
         let prev_xfr = self.serving.xfr.state.load_full();
-        let loaded =
-            tokio::task::spawn_blocking(move || load::load_config_after(m2, dir, &prev_xfr))
-                .await
-                .map_err(|e| unrecorded(CtlError::Internal(format!("compile task: {e}"))))?
-                .map_err(|e| unrecorded(CtlError::Invalid(e.0)))?;
+        let (p3, s3) = (path.clone(), inner.serials.clone());
+        let loaded = tokio::task::spawn_blocking(move || {
+            let after = load::After {
+                prev: Some(&prev_xfr),
+                state: Some(&p3),
+                serials: Some(&s3),
+            };
+            load::load_config_after(m2, dir, &after)
+        })
+        .await
+        .map_err(|e| unrecorded(CtlError::Internal(format!("compile task: {e}"))))?
+        .map_err(|e| unrecorded(CtlError::Invalid(e.0)))?;
         // Audited before anything changes (the engine swaps happen under `inner`, so the
         // generation this write will serve is known).
         let generation = self.generation() + 1;
-        let detail = serde_json::json!({
+        // Transferred zones whose serial this write moves (their secondaries follow by IXFR).
+        let moved = xfr::moved_serials(&self.serving.xfr.state.load(), &loaded.xfr);
+        let mut detail = serde_json::json!({
             "changes": pre.changes,
             "request_sha256": pre.requests,
             "result": "ok",
             "generation": generation,
         });
+        if !moved.is_empty() {
+            detail["zone_serials"] = serde_json::json!(moved);
+        }
         tokio::task::block_in_place(|| {
             self.append_required(skua_audit::kind::API_WRITE, pre.actor, pre.source, detail)
         })
@@ -1026,17 +1069,26 @@ impl Control {
         .map_err(|e| (e, true))?;
         let o2 = overlay.clone();
         let p2 = path.clone();
-        let saved = tokio::task::spawn_blocking(move || o2.save(&p2))
-            .await
-            .map_err(|e| CtlError::Internal(format!("save task: {e}")))
-            .and_then(|r| {
-                r.map_err(|e| {
-                    CtlError::Internal(format!(
-                        "cannot write the state file {}: {e}; nothing changed",
-                        path.display()
-                    ))
-                })
-            });
+        // The serials first: a crash between the two files leaves a serial too high, which
+        // only makes the next change's serial jump.
+        let serials = xfr::keep_serials(&loaded.xfr, &inner.serials, None);
+        let s2 = serials.clone();
+        let saved = tokio::task::spawn_blocking(move || {
+            if let Some(s) = &s2 {
+                state::save_serials(&p2, s)?;
+            }
+            o2.save(&p2)
+        })
+        .await
+        .map_err(|e| CtlError::Internal(format!("save task: {e}")))
+        .and_then(|r| {
+            r.map_err(|e| {
+                CtlError::Internal(format!(
+                    "cannot write the state file {}: {e}; nothing changed",
+                    path.display()
+                ))
+            })
+        });
         if let Err(e) = saved {
             // The entry above said "ok"; this one says it did not happen.
             let detail = serde_json::json!({
@@ -1053,6 +1105,9 @@ impl Control {
         let view = make_view(&merged, &loaded, Some(&path));
         let (records, warnings) = self.install(loaded, view);
         inner.overlay = overlay;
+        if let Some(s) = serials {
+            inner.serials = s;
+        }
         Ok(Applied {
             generation: self.generation(),
             records,

@@ -65,6 +65,64 @@ pub fn next(prev: &Transfers, loaded: XfrLoaded) -> (Transfers, Vec<NotifyJob>) 
     )
 }
 
+/// The serials to persist after a load (docs/zone-transfer.md): `kept` with every
+/// transferred zone's serial where it is new or higher; `None` when nothing changes. With
+/// `save_to`, they are written there too (best effort, logged).
+pub fn keep_serials(
+    loaded: &XfrLoaded,
+    kept: &std::collections::BTreeMap<String, u32>,
+    save_to: Option<&std::path::Path>,
+) -> Option<std::collections::BTreeMap<String, u32>> {
+    let mut out = kept.clone();
+    let mut changed = false;
+    for z in &loaded.zones {
+        let name = z.version.apex().to_lowercase().to_string();
+        let s = z.version.serial();
+        if kept
+            .get(&name)
+            .is_none_or(|&k| skua_xfr::zone::serial_lt(k, s))
+        {
+            out.insert(name, s);
+            changed = true;
+        }
+    }
+    if !changed {
+        return None;
+    }
+    if let Some(p) = save_to
+        && let Err(e) = super::state::save_serials(p, &out)
+    {
+        log::warn(format_args!(
+            "xfr: cannot keep the zones' serials in {}: {e}",
+            super::state::serials_path(p).display()
+        ));
+        return None;
+    }
+    Some(out)
+}
+
+/// The transferred zones whose serial differs between `prev` and `loaded`: zone → serial.
+pub fn moved_serials(
+    prev: &Transfers,
+    loaded: &XfrLoaded,
+) -> std::collections::BTreeMap<String, u32> {
+    loaded
+        .zones
+        .iter()
+        .filter(|z| {
+            prev.zones
+                .get(&z.apex)
+                .is_none_or(|p| p.version.serial() != z.version.serial())
+        })
+        .map(|z| {
+            (
+                z.version.apex().to_lowercase().to_string(),
+                z.version.serial(),
+            )
+        })
+        .collect()
+}
+
 impl super::Control {
     /// Puts a load's transfer state in force (after its engine, which serves the same
     /// serials) and queues its NOTIFY jobs.
@@ -286,5 +344,56 @@ mod tests {
         // Without notify: targets, no job.
         let (_, jobs) = next(&t3, loaded(3, "c.example. A 198.18.0.3", false));
         assert!(jobs.is_empty());
+    }
+
+    #[test]
+    fn serials_follow_the_file_or_go_up_and_are_kept() {
+        use crate::control::load::zone_serial;
+        let v = |serial, extra| {
+            let l = loaded(serial, extra, false);
+            l.zones.into_iter().next().unwrap().version
+        };
+        let a = v(10, "a.example. A 198.18.0.1");
+        assert_eq!(zone_serial(None, &a), 10);
+        assert_eq!(zone_serial(Some(&a), &v(10, "a.example. A 198.18.0.1")), 10);
+        assert_eq!(
+            zone_serial(Some(&a), &v(10, "a.example. A 198.18.0.2")),
+            11,
+            "same serial, other data"
+        );
+        assert_eq!(
+            zone_serial(Some(&a), &v(7, "a.example. A 198.18.0.2")),
+            11,
+            "lower serial"
+        );
+        assert_eq!(
+            zone_serial(Some(&a), &v(20, "a.example. A 198.18.0.1")),
+            20,
+            "higher file serial"
+        );
+        let bumped = a.with_serial(11);
+        assert_eq!(
+            zone_serial(Some(&bumped), &v(10, "a.example. A 198.18.0.1")),
+            11,
+            "kept"
+        );
+
+        let dir = std::env::temp_dir().join(format!("skuad-serials-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let state = dir.join("state.conf");
+        let l = loaded(12, "a.example. A 198.18.0.1", false);
+        let kept = keep_serials(&l, &Default::default(), Some(&state)).unwrap();
+        assert_eq!(kept, [("example.".to_string(), 12)].into());
+        assert_eq!(crate::control::state::load_serials(&state).unwrap(), kept);
+        assert_eq!(keep_serials(&l, &kept, None), None, "nothing new");
+        let l = loaded(9, "a.example. A 198.18.0.1", false);
+        assert_eq!(keep_serials(&l, &kept, None), None, "never lower");
+        std::fs::write(crate::control::state::serials_path(&state), "example. x\n").unwrap();
+        assert!(
+            crate::control::state::load_serials(&state)
+                .unwrap_err()
+                .contains(":1: expected")
+        );
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
