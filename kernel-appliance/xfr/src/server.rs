@@ -371,6 +371,84 @@ pub fn answer<'a>(
     })
 }
 
+/// A query (not a transfer) that carries a TSIG record, checked (RFC 8945 §5.2): a
+/// secondary's SOA probe, signed with the key it shares with the primary.
+#[derive(Debug)]
+pub enum SignedQuery {
+    /// The MAC verified: answer `query` (the request without its TSIG record, with its
+    /// original ID) as usual, then sign the response with [`sign_response`].
+    Verified {
+        /// The query without its TSIG record.
+        query: Vec<u8>,
+        /// Index of the key in the keys given.
+        key: usize,
+        /// The request's MAC.
+        mac: Vec<u8>,
+    },
+    /// The TSIG failed: send `response` (NOTAUTH with the TSIG error).
+    Rejected {
+        /// The response.
+        response: Vec<u8>,
+        /// Why, for the log.
+        refusal: Refusal,
+    },
+}
+
+/// Checks a query that carries a TSIG record; `None` when it carries none or is too
+/// malformed to answer (the engine answers it as any other).
+pub fn check_signed_query(msg: &[u8], keys: &[Key], now: u64) -> Option<SignedQuery> {
+    let t = tsig::find(msg).ok()??;
+    let (name, qtype, qclass, _) = wire::read_question(msg, wire::HEADER_LEN).ok()?;
+    let fl = wire::be16(msg, 2).ok()?;
+    let q = Question {
+        id: wire::be16(msg, 0).ok()?,
+        name,
+        qtype,
+        qclass,
+        rd: fl & flags::RD != 0,
+    };
+    match tsig::check_request(msg, keys, now) {
+        Ok(Checked::Signed(s)) => {
+            let mut query = msg[..t.start].to_vec();
+            query[..2].copy_from_slice(&t.original_id.to_be_bytes());
+            let ar = wire::be16(&query, 10).ok()?.saturating_sub(1);
+            query[10..12].copy_from_slice(&ar.to_be_bytes());
+            Some(SignedQuery::Verified {
+                query,
+                key: s.key,
+                mac: s.mac,
+            })
+        }
+        Ok(Checked::Rejected(r)) => {
+            let mut m = reply(&q, rcode::NOTAUTH);
+            // Keep the opcode (a signed NOTIFY is answered in kind).
+            m[2] |= msg[2] & 0x78;
+            tsig::append_error(&mut m, &r, keys, now);
+            let reason = match r.error {
+                tsig::error::BADKEY => Reason::BadKey,
+                tsig::error::BADSIG => Reason::BadSig,
+                tsig::error::BADTIME => Reason::BadTime,
+                _ => Reason::BadTrunc,
+            };
+            Some(SignedQuery::Rejected {
+                response: m,
+                refusal: Refusal {
+                    reason,
+                    zone: Some(q.name.to_lowercase().to_string()),
+                    key: Some(r.key_name.to_string()),
+                    qtype: Some(q.qtype),
+                },
+            })
+        }
+        Ok(Checked::Unsigned) | Err(_) => None,
+    }
+}
+
+/// Signs the response to a query [`check_signed_query`] verified.
+pub fn sign_response(response: &mut Vec<u8>, key: &Key, request_mac: &[u8], now: u64) {
+    StreamSigner::new(key, request_mac, now).sign(response);
+}
+
 /// A response with the question and no records.
 fn reply(q: &Question, code: u8) -> Vec<u8> {
     let fl = flags::QR | if q.rd { flags::RD } else { 0 } | u16::from(code);
@@ -634,6 +712,47 @@ mod tests {
             assert_eq!(t.kind, Kind::UpToDate);
             assert_eq!(t.messages.count(), 1);
         }
+    }
+
+    #[test]
+    fn signed_soa_queries_are_stripped_and_their_answers_signed() {
+        let f = fixture();
+        let mut w = MessageWriter::new(0x7777, flags::RD);
+        w.question(&WireName::parse("example.", None).unwrap(), rtype::SOA, 1);
+        let plain = w.finish();
+        let mut q = plain.clone();
+        let mac = sign_request(&mut q, &f.keys[0], NOW);
+        let Some(SignedQuery::Verified {
+            query,
+            key: k,
+            mac: m,
+        }) = check_signed_query(&q, &f.keys, NOW)
+        else {
+            panic!("not verified")
+        };
+        assert_eq!((query, k, &m), (plain.clone(), 0, &mac));
+        // The answer (here: the query with QR set) signed verifies at the client.
+        let mut resp = plain.clone();
+        resp[2] |= 0x80;
+        sign_response(&mut resp, &f.keys[0], &mac, NOW);
+        assert_eq!(
+            StreamVerifier::new(&f.keys[0], &mac).verify(&resp, NOW),
+            Ok(true)
+        );
+        // A wrong secret: NOTAUTH with BADSIG.
+        let mut q = plain.clone();
+        sign_request(&mut q, &key("xfr.example.", b"not the secret!!"), NOW);
+        let Some(SignedQuery::Rejected { response, refusal }) =
+            check_signed_query(&q, &f.keys, NOW)
+        else {
+            panic!("not rejected")
+        };
+        assert_eq!(
+            (rcode_of(&response), refusal.reason),
+            (rcode::NOTAUTH, Reason::BadSig)
+        );
+        // Unsigned: not ours.
+        assert!(check_signed_query(&plain, &f.keys, NOW).is_none());
     }
 
     #[test]

@@ -103,6 +103,13 @@ pub(crate) fn udp_worker(
         let now = crate::base::clock::now_secs();
         let engine = shared.engine.load();
         let resolver = shared.resolver.load();
+        // TSIG keys (zone transfers): signed queries are checked and answered signed.
+        let xfr = shared.xfr.state.load();
+        let unix = if xfr.keys.is_empty() {
+            0
+        } else {
+            crate::base::clock::unix_secs()
+        };
         for i in 0..n {
             let Some((q, peer)) = rx.get(i) else { continue };
             let Some(out) = tx.next_buf() else { break };
@@ -111,6 +118,18 @@ pub(crate) fn udp_worker(
                 transport: Transport::Udp,
                 now,
             };
+            if !xfr.keys.is_empty()
+                && q.len() >= 12
+                && q[10..12] != [0, 0]
+                && let Some(sq) = skua_xfr::server::check_signed_query(q, &xfr.keys, unix)
+            {
+                if let Some(len) =
+                    signed_reply(&engine, &req, sq, out, &xfr.keys, unix, &shared, peer)
+                {
+                    tx.push(len, peer);
+                }
+                continue;
+            }
             let o = match resolver.as_deref() {
                 Some(r) => engine.handle_query_with(&req, q, out, &*r.cache),
                 None => engine.handle_query(&req, q, out),
@@ -234,6 +253,30 @@ async fn tcp_conn(
             transport: Transport::Tcp,
             now: crate::base::clock::now_secs(),
         };
+        let xfr = shared.xfr.state.load_full();
+        if !xfr.keys.is_empty() && n >= 12 && q[10..12] != [0, 0] {
+            let unix = crate::base::clock::unix_secs();
+            if let Some(sq) = skua_xfr::server::check_signed_query(&q[..n], &xfr.keys, unix) {
+                if let Some(len) = signed_reply(
+                    &engine,
+                    &req,
+                    sq,
+                    &mut out[2..],
+                    &xfr.keys,
+                    unix,
+                    &shared,
+                    peer,
+                ) {
+                    // Cannot truncate: replies are at most 65535 bytes.
+                    out[..2].copy_from_slice(&(len as u16).to_be_bytes());
+                    match tokio::time::timeout(idle, tx.send(out[..2 + len].to_vec())).await {
+                        Ok(Ok(())) => {}
+                        _ => break,
+                    }
+                }
+                continue;
+            }
+        }
         let o = match resolver.as_deref() {
             Some(r) => engine.handle_query_with(&req, &q[..n], &mut out[2..], &*r.cache),
             None => engine.handle_query(&req, &q[..n], &mut out[2..]),
@@ -269,6 +312,49 @@ async fn tcp_conn(
     }
     drop(tx);
     let _ = writer.await;
+}
+
+/// The answer to a query that carried a TSIG record (RFC 8945): the engine's answer to the
+/// query without it, signed with the request's key, or the TSIG error (reported to the
+/// control core). Written into `out`; `None` when nothing is to be sent (the engine drops
+/// the query or hands it to the resolver: signed queries are answered from local data
+/// only, or the answer does not fit).
+#[allow(clippy::too_many_arguments)] // the query's whole context
+fn signed_reply(
+    engine: &skua_engine::Engine,
+    req: &Request,
+    sq: skua_xfr::server::SignedQuery,
+    out: &mut [u8],
+    keys: &[skua_xfr::tsig::Key],
+    unix: u64,
+    shared: &Serving,
+    peer: SocketAddr,
+) -> Option<usize> {
+    use skua_xfr::server::SignedQuery;
+    let resp = match sq {
+        SignedQuery::Rejected { response, refusal } => {
+            shared.xfr.report(crate::base::xfr::Event::Refused {
+                client: peer.ip().to_canonical(),
+                refusal,
+            });
+            response
+        }
+        SignedQuery::Verified { query, key, mac } => {
+            let mut buf = vec![0u8; out.len()];
+            match engine.handle_query(req, &query, &mut buf) {
+                Outcome::Reply { len, .. } => {
+                    let mut v = buf[..len].to_vec();
+                    let k = keys.get(key)?;
+                    skua_xfr::server::sign_response(&mut v, k, &mac, unix);
+                    v
+                }
+                _ => return None,
+            }
+        }
+    };
+    let dst = out.get_mut(..resp.len())?;
+    dst.copy_from_slice(&resp);
+    Some(resp.len())
 }
 
 /// Answers an AXFR or IXFR request (RFC 5936, RFC 1995) from the transfer state in force
