@@ -11,7 +11,7 @@ FUZZ_SECS="${FUZZ_SECS:-60}"
 
 # --- system packages -------------------------------------------------------------------
 missing=()
-for pair in unbound:unbound nsd:nsd dig:bind9-dnsutils kdig:knot-dnsutils ip:iproute2 \
+for pair in unbound:unbound nsd:nsd knotd:knot dig:bind9-dnsutils kdig:knot-dnsutils ip:iproute2 \
     clang:clang llvm-strip:llvm dnsperf:dnsperf sha256sum:coreutils curl:curl openssl:openssl \
     ethtool:ethtool ping:iputils-ping python3:python3 nft:nftables keepalived:keepalived bird:bird2; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
@@ -30,7 +30,7 @@ if ((${#missing[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-    systemctl stop unbound nsd keepalived 2>/dev/null || true
+    systemctl stop unbound nsd knot keepalived 2>/dev/null || true
     # tests/ha/bgp.py runs its own BIRD instances in namespaces: never the packaged one.
     systemctl disable --now bird 2>/dev/null || true
 fi

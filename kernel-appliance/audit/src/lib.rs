@@ -101,6 +101,10 @@ pub mod kind {
     pub const API_WRITE: &str = "api-write";
     /// A request that failed authentication.
     pub const AUTH_FAILURE: &str = "auth-failure";
+    /// A zone transfer served to a secondary (AXFR, IXFR).
+    pub const XFR_OUT: &str = "xfr-out";
+    /// A zone transfer request refused (TSIG, `provide-xfr:`), aggregated per source.
+    pub const XFR_REFUSED: &str = "xfr-refused";
 
     /// Reserved: the chain moves to another key.
     pub const KEY_ROTATION: &str = "key-rotation";

@@ -43,6 +43,8 @@ pub(crate) enum ClauseKind {
     Audit,
     /// `ha:` (addresses served only under the host agent's lease; not an Unbound clause).
     Ha,
+    /// `tsig-key:` (a TSIG key for zone transfers; not an Unbound clause, NSD's `key:`).
+    TsigKey,
     /// A clause that exists in Unbound but is not supported here.
     Unsupported,
 }
@@ -56,6 +58,7 @@ const CLAUSES: &[(&str, ClauseKind)] = &[
     ("api", ClauseKind::Api),
     ("audit", ClauseKind::Audit),
     ("ha", ClauseKind::Ha),
+    ("tsig-key", ClauseKind::TsigKey),
     ("remote-control", ClauseKind::Unsupported),
     ("view", ClauseKind::Unsupported),
     ("python", ClauseKind::Unsupported),
@@ -504,6 +507,24 @@ pub(crate) enum AuthKey {
     ForUpstream,
     FallbackEnabled,
     Primary,
+    /// `provide-xfr: NETBLOCK KEY` (NSD's; skuad only).
+    ProvideXfr,
+    /// `notify: ADDR[@PORT] KEY` (NSD's; skuad only).
+    Notify,
+    /// `ixfr-number:` (NSD's; skuad only).
+    IxfrNumber,
+    /// `ixfr-size:` (NSD's; skuad only).
+    IxfrSize,
+}
+
+impl AuthKey {
+    /// How many values it takes.
+    pub(crate) fn arity(self) -> usize {
+        match self {
+            AuthKey::ProvideXfr | AuthKey::Notify => 2,
+            _ => 1,
+        }
+    }
 }
 
 /// Every `auth-zone:` directive of unbound.conf(5).
@@ -515,6 +536,11 @@ const AUTH_ZONE: &[(&str, Support<AuthKey>)] = &[
     ("fallback-enabled", I(AuthKey::FallbackEnabled)),
     ("primary", I(AuthKey::Primary)),
     ("master", I(AuthKey::Primary)),
+    // Not Unbound's: zone transfers as NSD names them (docs/zone-transfer.md).
+    ("provide-xfr", I(AuthKey::ProvideXfr)),
+    ("notify", I(AuthKey::Notify)),
+    ("ixfr-number", I(AuthKey::IxfrNumber)),
+    ("ixfr-size", I(AuthKey::IxfrSize)),
     ("url", U(1)),
     ("allow-notify", U(1)),
     ("zonemd-check", U(1)),
@@ -664,6 +690,26 @@ pub(crate) enum HaKey {
 
 /// Every `ha:` directive.
 const HA: &[(&str, HaKey)] = &[("address", HaKey::Address), ("lease-max", HaKey::LeaseMax)];
+
+/// The `tsig-key:` directives (skuad's own clause: all implemented, one value each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TsigKeyKey {
+    Name,
+    Algorithm,
+    Secret,
+}
+
+/// Every `tsig-key:` directive.
+const TSIG_KEY: &[(&str, TsigKeyKey)] = &[
+    ("name", TsigKeyKey::Name),
+    ("algorithm", TsigKeyKey::Algorithm),
+    ("secret", TsigKeyKey::Secret),
+];
+
+/// The `tsig-key:` directive named `name`, if known.
+pub(crate) fn tsig_key(name: &str) -> Option<TsigKeyKey> {
+    TSIG_KEY.iter().find(|(n, _)| *n == name).map(|&(_, k)| k)
+}
 
 /// The `ha:` directive named `name`, if known.
 pub(crate) fn ha(name: &str) -> Option<HaKey> {

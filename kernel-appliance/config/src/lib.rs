@@ -4,8 +4,8 @@
 //! located** data model: [`Config`] with the merged `server:` clauses ([`Server`], with the
 //! response rate limiting directives in [`Rrl`]), the `auth-zone:` clauses ([`AuthZone`]),
 //! the `forward-zone:` and `stub-zone:` clauses ([`ForwardZone`], one list for both),
-//! skuad's own `api:` ([`Api`]) and `audit:` ([`Audit`]) clauses, merged like `server:`, and a
-//! list of [`Warning`]s. Every value that another
+//! skuad's own `api:` ([`Api`]) and `audit:` ([`Audit`]) clauses, merged like `server:`, its
+//! `tsig-key:` clauses ([`TsigKey`], NSD's `key:`), and a list of [`Warning`]s. Every value that another
 //! crate interprets keeps the place it was written ([`Located`], [`Loc`]), so that crate can
 //! report its own errors as `file:line: ...`.
 //!
@@ -47,7 +47,11 @@
 //!   of range, an `api:` `token:` that is not `"NAME ROLE SECRET"` with a known role and a
 //!   secret given as `sha256:HEX`, `env:VAR` or `file:PATH`, `tls-cert:` without `tls-key:`
 //!   (or the reverse), an `audit:` `key:` that is not `file:PATH` or `env:VAR`, an audit
-//!   `log:` without any `key:`.
+//!   `log:` without any `key:`; a `tsig-key:` without `name:` or `secret:`, with a second
+//!   one, with a `secret:` that is not `file:PATH` or `env:VAR` (never repeated in the
+//!   error), with an algorithm other than `hmac-sha256`, or with the name of another one;
+//!   an auth-zone `provide-xfr:`/`notify:` without its two values, an `ixfr-number:` above
+//!   10000.
 //!
 //! # What it does not do
 //!
@@ -73,8 +77,11 @@
 //! - Unknown directives are warnings, not errors.
 //! - `cpu-affinity:` and the `rrl-*:` directives are accepted in `server:` (skuad directives;
 //!   Unbound rejects them).
-//! - The `api:` and `audit:` clauses are skuad's (Unbound rejects them as unknown clauses).
-//!   A directive they do not know is a warning, as in `server:` and `auth-zone:`.
+//! - The `api:`, `audit:` and `tsig-key:` clauses are skuad's (Unbound rejects them as
+//!   unknown clauses). A directive they do not know is a warning, as in `server:` and
+//!   `auth-zone:`. In `auth-zone:`, `provide-xfr:`, `notify:`, `ixfr-number:` and
+//!   `ixfr-size:` are NSD's directives, skuad's only (docs/zone-transfer.md); netblocks,
+//!   addresses and key names in them are kept as written.
 //! - A directive and its values must be on one line (Unbound lets values continue on the
 //!   next lines); an unquoted `local-data:`/`local-data-ptr:` value takes the rest of the
 //!   line.
@@ -124,7 +131,7 @@ use std::path::{Path, PathBuf};
 
 pub use model::{
     Api, Audit, AuditFsync, AuthZone, Config, Error, ForwardZone, Ha, Loc, Located, PortAction,
-    PortRule, Rrl, Server, UpstreamAddr, UpstreamHost, Warning, ZoneKind,
+    PortRule, Rrl, Server, TsigKey, UpstreamAddr, UpstreamHost, Warning, ZoneKind,
 };
 
 /// The local control socket skuad makes when `control-socket:` is not set, and where

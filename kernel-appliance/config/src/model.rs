@@ -113,6 +113,8 @@ pub struct Config {
     pub audit: Audit,
     /// All `ha:` clauses, merged in file order like `server:`. **Not an Unbound clause.**
     pub ha: Ha,
+    /// The `tsig-key:` clauses, in file order, names distinct. **Not an Unbound clause.**
+    pub tsig_keys: Vec<TsigKey>,
     /// Everything that was ignored or looked wrong, in file order (includes followed).
     pub warnings: Vec<Warning>,
     /// Every file read from disk, in the order first read, each once: the file given to
@@ -634,8 +636,18 @@ pub struct AuthZone {
     /// `fallback-enabled:`. Default no.
     pub fallback_enabled: bool,
     /// `primary:` (alias `master:`) as written, in order. Kept so that the daemon can say
-    /// that zone transfers are not supported.
+    /// that it is not a secondary yet.
     pub primaries: Vec<Located<String>>,
+    /// `provide-xfr:` (NETBLOCK, KEY) as written, in order: who may transfer the zone, with
+    /// a `tsig-key:` name, `NOKEY` or `BLOCKED`. **skuad only** (NSD's directive).
+    pub provide_xfr: Vec<Located<(String, String)>>,
+    /// `notify:` (ADDR[@PORT], KEY) as written, in order: secondaries to NOTIFY, with a
+    /// `tsig-key:` name or `NOKEY`. **skuad only** (NSD's directive).
+    pub notify: Vec<Located<(String, String)>>,
+    /// `ixfr-number:` 0-10000: diffs kept for IXFR. Default 100.
+    pub ixfr_number: u32,
+    /// `ixfr-size:` bytes of records kept for IXFR. Default 1 MiB.
+    pub ixfr_size: usize,
     /// Where the `auth-zone:` line is.
     pub loc: Loc,
 }
@@ -650,9 +662,29 @@ impl AuthZone {
             for_upstream: true,
             fallback_enabled: false,
             primaries: Vec::new(),
+            provide_xfr: Vec::new(),
+            notify: Vec::new(),
+            ixfr_number: 100,
+            ixfr_size: 1 << 20,
             loc,
         }
     }
+}
+
+/// One `tsig-key:` clause: a shared key for TSIG (RFC 8945). **Not an Unbound clause**
+/// (NSD's `key:`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TsigKey {
+    /// `name:` as written (a domain name). Required; no two clauses share one (compared
+    /// case-insensitively, trailing dot optional).
+    pub name: Located<String>,
+    /// `algorithm:`, lower case without a trailing dot: `hmac-sha256` (the default and the
+    /// only one accepted).
+    pub algorithm: String,
+    /// `secret:` as written, `file:PATH` or `env:VAR` (never the secret itself). Required.
+    pub secret: Located<String>,
+    /// Where the `tsig-key:` line is.
+    pub loc: Loc,
 }
 
 /// Whether a [`ForwardZone`] came from `forward-zone:` or `stub-zone:`.

@@ -5,11 +5,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::directives::{
-    self, ApiKey, Arity, AuditKey, AuthKey, ClauseKind, HaKey, ServerKey, Support, ZoneKey,
+    self, ApiKey, Arity, AuditKey, AuthKey, ClauseKind, HaKey, ServerKey, Support, TsigKeyKey,
+    ZoneKey,
 };
 use crate::lexer::{Token, tokenize};
 use crate::model::{
-    AuditFsync, AuthZone, Config, Error, ForwardZone, Loc, Located, PortAction, PortRule,
+    AuditFsync, AuthZone, Config, Error, ForwardZone, Loc, Located, PortAction, PortRule, TsigKey,
     UpstreamAddr, UpstreamHost, Warning, ZoneKind,
 };
 
@@ -33,6 +34,18 @@ struct PendingAuthZone {
     for_upstream: bool,
     fallback_enabled: bool,
     primaries: Vec<Located<String>>,
+    provide_xfr: Vec<Located<(String, String)>>,
+    notify: Vec<Located<(String, String)>>,
+    ixfr_number: u32,
+    ixfr_size: usize,
+}
+
+/// A `tsig-key:` clause being read.
+struct PendingTsigKey {
+    loc: Loc,
+    name: Option<Located<String>>,
+    algorithm: Option<Located<String>>,
+    secret: Option<Located<String>>,
 }
 
 /// A `forward-zone:` or `stub-zone:` clause being read.
@@ -59,6 +72,8 @@ enum Clause {
     Audit(Loc),
     /// `ha:` (merged into [`Config::ha`] as it is read).
     Ha,
+    /// `tsig-key:`.
+    TsigKey(PendingTsigKey),
     /// An unsupported clause: its directives are counted, the count goes into the warning
     /// pushed when it opened.
     Unsupported {
@@ -276,6 +291,7 @@ impl Parser {
             Clause::Api => self.api_directive(name, vals, loc),
             Clause::Audit(_) => self.audit_directive(name, vals, loc),
             Clause::Ha => self.ha_directive(name, vals, loc),
+            Clause::TsigKey(_) => self.tsig_key_directive(name, vals, loc),
             Clause::Unsupported { count, .. } => {
                 let n = loose_count(vals, 1);
                 if n == 0 {
@@ -298,6 +314,10 @@ impl Parser {
                 for_upstream: true,
                 fallback_enabled: false,
                 primaries: Vec::new(),
+                provide_xfr: Vec::new(),
+                notify: Vec::new(),
+                ixfr_number: 100,
+                ixfr_size: 1 << 20,
             }),
             ClauseKind::ForwardZone | ClauseKind::StubZone => {
                 let kind = if kind == ClauseKind::ForwardZone {
@@ -318,6 +338,12 @@ impl Parser {
             ClauseKind::Api => Clause::Api,
             ClauseKind::Audit => Clause::Audit(loc.clone()),
             ClauseKind::Ha => Clause::Ha,
+            ClauseKind::TsigKey => Clause::TsigKey(PendingTsigKey {
+                loc: loc.clone(),
+                name: None,
+                algorithm: None,
+                secret: None,
+            }),
             ClauseKind::Unsupported => {
                 // The message is completed with the directive count when the clause ends.
                 self.config.warnings.push(Warning {
@@ -346,7 +372,59 @@ impl Parser {
                 zone.for_upstream = p.for_upstream;
                 zone.fallback_enabled = p.fallback_enabled;
                 zone.primaries = p.primaries;
+                zone.provide_xfr = p.provide_xfr;
+                zone.notify = p.notify;
+                zone.ixfr_number = p.ixfr_number;
+                zone.ixfr_size = p.ixfr_size;
                 self.config.auth_zones.push(zone);
+            }
+            Clause::TsigKey(p) => {
+                let Some(name) = p.name else {
+                    return Err(Error::at(&p.loc, "tsig-key: clause without 'name:'"));
+                };
+                let Some(secret) = p.secret else {
+                    return Err(Error::at(
+                        &p.loc,
+                        "tsig-key: clause without 'secret:' (file:PATH or env:VAR)",
+                    ));
+                };
+                let norm = |n: &str| n.trim_end_matches('.').to_ascii_lowercase();
+                if let Some(first) = self
+                    .config
+                    .tsig_keys
+                    .iter()
+                    .find(|k| norm(&k.name.value) == norm(&name.value))
+                {
+                    return Err(Error::at(
+                        &name.loc,
+                        format!(
+                            "tsig-key '{}' is defined twice (first at {})",
+                            name.value, first.name.loc
+                        ),
+                    ));
+                }
+                let algorithm = match p.algorithm {
+                    None => "hmac-sha256".to_owned(),
+                    Some(a) => {
+                        let v = a.value.trim_end_matches('.').to_ascii_lowercase();
+                        if v != "hmac-sha256" {
+                            return Err(Error::at(
+                                &a.loc,
+                                format!(
+                                    "'algorithm:' '{}' is not implemented (hmac-sha256 is)",
+                                    a.value
+                                ),
+                            ));
+                        }
+                        v
+                    }
+                };
+                self.config.tsig_keys.push(TsigKey {
+                    name,
+                    algorithm,
+                    secret,
+                    loc: p.loc,
+                });
             }
             Clause::Zone(p) => {
                 let mut zone = p.zone;
@@ -434,8 +512,9 @@ impl Parser {
     ) -> Result<usize, Error> {
         match directives::auth_zone(name) {
             Some(Support::Implemented(key)) => {
-                need(name, vals, 1, loc)?;
-                no_more(name, vals, 1, loc)?;
+                let n = key.arity();
+                need(name, vals, n, loc)?;
+                no_more(name, vals, n, loc)?;
                 let Clause::AuthZone(zone) = &mut self.clause else {
                     unreachable!("auth_zone_directive is called in auth-zone: clauses only")
                 };
@@ -466,8 +545,23 @@ impl Parser {
                     AuthKey::FallbackEnabled => {
                         zone.fallback_enabled = parse_bool(name, &vals[0], loc)?;
                     }
+                    AuthKey::ProvideXfr => zone.provide_xfr.push(Located {
+                        value: (vals[0].text.clone(), vals[1].text.clone()),
+                        loc: loc.clone(),
+                    }),
+                    AuthKey::Notify => zone.notify.push(Located {
+                        value: (vals[0].text.clone(), vals[1].text.clone()),
+                        loc: loc.clone(),
+                    }),
+                    AuthKey::IxfrNumber => {
+                        // Within 0..=10000 by the check: fits a u32.
+                        zone.ixfr_number = ranged(name, &vals[0], 0, 10_000, loc)? as u32;
+                    }
+                    AuthKey::IxfrSize => {
+                        zone.ixfr_size = parse_size(name, &vals[0], loc)?.unwrap_or(0);
+                    }
                 }
-                Ok(1)
+                Ok(n)
             }
             Some(Support::Unsupported(arity)) => {
                 need(name, vals, arity, loc)?;
@@ -711,6 +805,54 @@ impl Parser {
                 };
             }
         }
+        Ok(n)
+    }
+
+    fn tsig_key_directive(
+        &mut self,
+        name: &str,
+        vals: &[Token],
+        loc: &Loc,
+    ) -> Result<usize, Error> {
+        let Some(key) = directives::tsig_key(name) else {
+            return self.misplaced(name, "tsig-key:", vals, loc);
+        };
+        let n = take(name, vals, Arity::Exactly(1), loc)?;
+        let Clause::TsigKey(k) = &mut self.clause else {
+            unreachable!("tsig_key_directive is called in tsig-key: clauses only")
+        };
+        let value = Located {
+            value: vals[0].text.clone(),
+            loc: loc.clone(),
+        };
+        let slot = match key {
+            TsigKeyKey::Name => &mut k.name,
+            TsigKeyKey::Algorithm => &mut k.algorithm,
+            TsigKeyKey::Secret => {
+                let ok = ["file:", "env:"]
+                    .iter()
+                    .any(|p| value.value.strip_prefix(p).is_some_and(|r| !r.is_empty()));
+                if !ok {
+                    // The value is not repeated: it may be the secret written by mistake.
+                    return Err(Error::at(
+                        loc,
+                        "'secret:' must be file:PATH or env:VAR (the secret itself is never \
+                         written in the configuration)",
+                    ));
+                }
+                &mut k.secret
+            }
+        };
+        if let Some(first) = slot {
+            return Err(Error::at(
+                loc,
+                format!(
+                    "second '{name}:' in this tsig-key: clause (the first is at {})",
+                    first.loc
+                ),
+            ));
+        }
+        *slot = Some(value);
         Ok(n)
     }
 
@@ -1141,6 +1283,7 @@ fn owner_clause(name: &str, except: &str) -> Option<&'static str> {
         ("api:", directives::api(name).is_some()),
         ("audit:", directives::audit(name).is_some()),
         ("ha:", directives::ha(name).is_some()),
+        ("tsig-key:", directives::tsig_key(name).is_some()),
     ]
     .into_iter()
     .find(|&(clause, known)| known && clause != except)

@@ -2665,3 +2665,114 @@ ha:
     assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
     assert!(c.warnings[0].msg.contains("server:"), "{:?}", c.warnings);
 }
+
+#[test]
+fn tsig_keys_and_transfer_directives() {
+    let c = parse(
+        "tsig-key:
+  name: xfr.example.
+  algorithm: HMAC-SHA256.
+  secret: file:/etc/skua/xfr.key
+tsig-key:
+  name: other
+  secret: env:OTHER_KEY
+auth-zone:
+  name: example.
+  zonefile: example.zone
+  provide-xfr: 198.18.0.0/15 xfr.example.
+  provide-xfr: 198.18.0.66 BLOCKED
+  notify: 198.18.0.2@5300 xfr.example.
+  notify: fd00::2 NOKEY
+  ixfr-number: 7
+  ixfr-size: 64k
+",
+    );
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    assert_eq!(c.tsig_keys.len(), 2);
+    let k = &c.tsig_keys[0];
+    assert_eq!(
+        (
+            k.name.value.as_str(),
+            k.algorithm.as_str(),
+            k.secret.value.as_str()
+        ),
+        ("xfr.example.", "hmac-sha256", "file:/etc/skua/xfr.key")
+    );
+    assert_eq!((k.loc.line, k.name.loc.line, k.secret.loc.line), (1, 2, 4));
+    assert_eq!(c.tsig_keys[1].algorithm, "hmac-sha256", "the default");
+    let z = &c.auth_zones[0];
+    let pairs = |v: &[crate::Located<(String, String)>]| {
+        v.iter()
+            .map(|l| (l.value.0.clone(), l.value.1.clone(), l.loc.line))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        pairs(&z.provide_xfr),
+        [
+            ("198.18.0.0/15".into(), "xfr.example.".into(), 11),
+            ("198.18.0.66".into(), "BLOCKED".into(), 12)
+        ]
+    );
+    assert_eq!(
+        pairs(&z.notify),
+        [
+            ("198.18.0.2@5300".into(), "xfr.example.".into(), 13),
+            ("fd00::2".into(), "NOKEY".into(), 14)
+        ]
+    );
+    assert_eq!((z.ixfr_number, z.ixfr_size), (7, 64 * 1024));
+    // Defaults.
+    let c = parse("auth-zone:\n  name: a.\n");
+    assert_eq!(
+        (c.auth_zones[0].ixfr_number, c.auth_zones[0].ixfr_size),
+        (100, 1 << 20)
+    );
+    assert!(c.auth_zones[0].provide_xfr.is_empty());
+}
+
+#[test]
+fn tsig_key_errors_name_the_line_and_never_repeat_a_secret() {
+    let e = err("tsig-key:\n  name: k.\n  secret: c2VjcmV0c2VjcmV0\n");
+    assert_eq!(
+        e,
+        "t.conf:3: 'secret:' must be file:PATH or env:VAR (the secret itself is never written in the configuration)"
+    );
+    assert!(!e.contains("c2VjcmV0"));
+    assert_eq!(
+        err("tsig-key:\n  secret: env:K\n"),
+        "t.conf:1: tsig-key: clause without 'name:'"
+    );
+    assert_eq!(
+        err("tsig-key:\n  name: k.\nserver:\n"),
+        "t.conf:1: tsig-key: clause without 'secret:' (file:PATH or env:VAR)"
+    );
+    assert_eq!(
+        err("tsig-key:\n  name: k.\n  algorithm: hmac-md5\n  secret: env:K\n"),
+        "t.conf:3: 'algorithm:' 'hmac-md5' is not implemented (hmac-sha256 is)"
+    );
+    assert_eq!(
+        err("tsig-key:\n  name: K\n  secret: env:A\ntsig-key:\n  name: k.\n  secret: env:B\n"),
+        "t.conf:5: tsig-key 'k.' is defined twice (first at t.conf:2)"
+    );
+    assert_eq!(
+        err("tsig-key:\n  name: a.\n  name: b.\n"),
+        "t.conf:3: second 'name:' in this tsig-key: clause (the first is at t.conf:2)"
+    );
+    assert_eq!(
+        err("auth-zone:\n  name: a.\n  provide-xfr: 198.18.0.1\n"),
+        "t.conf:3: 'provide-xfr:' needs 2 values, found 1"
+    );
+    assert_eq!(
+        err("auth-zone:\n  name: a.\n  ixfr-number: 10001\n"),
+        "t.conf:3: 'ixfr-number:' value 10001 is out of range (0-10000)"
+    );
+    // A directive of another clause: a warning with the hint.
+    let c = parse("tsig-key:\n  name: k.\n  secret: env:K\n  zonefile: x\n");
+    assert_eq!(
+        warnings(&c),
+        [(
+            4,
+            "'zonefile:' is an auth-zone: directive, not a tsig-key: one; ignored (is an 'auth-zone:' line missing?)"
+        )]
+    );
+}

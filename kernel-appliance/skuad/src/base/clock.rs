@@ -68,6 +68,14 @@ fn timens_monotonic_ns(text: &str) -> Option<i64> {
     })
 }
 
+/// Seconds since the UNIX epoch, wall clock (TSIG's time signed, RFC 8945 §4.2); 0 when the
+/// clock is before 1970.
+pub fn unix_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

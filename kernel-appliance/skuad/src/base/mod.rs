@@ -4,8 +4,8 @@
 //! listener settings ([`settings`]), the interface the control core drives the dataplanes
 //! through ([`planes`]), logging ([`log`]), the clock ([`clock`]), service-manager
 //! notification ([`notify`]), query encoding and names as text ([`query`]), the resolver's
-//! cache and job queue as the dataplanes see them ([`resolving`]) and the service
-//! addresses' leases ([`lease`]).
+//! cache and job queue as the dataplanes see them ([`resolving`]), the service addresses'
+//! leases ([`lease`]) and the zones that may be transferred ([`xfr`]).
 
 pub mod clock;
 pub mod lease;
@@ -16,3 +16,4 @@ pub mod query;
 pub mod resolving;
 pub mod serving;
 pub mod settings;
+pub mod xfr;

@@ -34,6 +34,8 @@ pub struct Serving {
     pub mirrors: crate::base::resolving::Mirrors,
     /// The service addresses answered only under the host agent's lease (`ha:`).
     pub leases: crate::base::lease::Leases,
+    /// Zone transfers: what they are answered from, and the reports of the TCP dataplane.
+    pub xfr: crate::base::xfr::Xfr,
 }
 
 impl Serving {
@@ -47,6 +49,7 @@ impl Serving {
             resolver: arc_swap::ArcSwapOption::empty(),
             mirrors: crate::base::resolving::Mirrors::default(),
             leases: crate::base::lease::Leases::default(),
+            xfr: crate::base::xfr::Xfr::default(),
         }
     }
 

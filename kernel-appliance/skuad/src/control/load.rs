@@ -39,6 +39,52 @@ pub struct Loaded {
     pub rrl: Option<skua_engine::rrl::RrlConfig>,
     /// Forwarding and the cache, when a `forward-zone:` or `stub-zone:` is configured.
     pub resolver: Option<ResolverSettings>,
+    /// The TSIG keys and the auth zones that may be transferred (`provide-xfr:`,
+    /// `notify:`), their versions with the serials the engine serves.
+    pub xfr: XfrLoaded,
+}
+
+/// What a load gives zone transfers: the keys, and each zone with `provide-xfr:` or
+/// `notify:`.
+#[derive(Debug, Default)]
+pub struct XfrLoaded {
+    /// `tsig-key:` keys, in configuration order.
+    pub keys: Vec<skua_xfr::tsig::Key>,
+    /// The zones.
+    pub zones: Vec<XfrZoneLoaded>,
+}
+
+/// One auth zone that may be transferred, as loaded.
+#[derive(Debug)]
+pub struct XfrZoneLoaded {
+    /// Lower-cased apex, wire form.
+    pub apex: Vec<u8>,
+    /// The version the engine serves (its SOA serial decided by [`zone_serial`]).
+    pub version: skua_xfr::zone::Version,
+    /// `provide-xfr:` entries.
+    pub allow: Vec<skua_xfr::server::Allow>,
+    /// `notify:` targets.
+    pub notify: Vec<crate::base::xfr::NotifyTarget>,
+    /// `ixfr-number:`.
+    pub ixfr_number: usize,
+    /// `ixfr-size:`.
+    pub ixfr_size: usize,
+}
+
+/// The serial a zone is served with (docs/zone-transfer.md, "Where new versions come
+/// from"): the zone file's, unless the version served before (`prev`) has the same data
+/// (then its serial, or the file's if higher: RFC 1982) or other data (then the file's if
+/// higher, else the previous + 1, so secondaries see the change even when the file's serial
+/// was not bumped).
+pub fn zone_serial(prev: Option<&skua_xfr::zone::Version>, new: &skua_xfr::zone::Version) -> u32 {
+    use skua_xfr::zone::serial_lt;
+    let file = new.serial();
+    match prev {
+        None => file,
+        Some(p) if serial_lt(p.serial(), file) => file,
+        Some(p) if p.same_data(new) => p.serial(),
+        Some(p) => p.serial().wrapping_add(1),
+    }
 }
 
 /// A configuration that cannot be served, with its location.
@@ -152,6 +198,30 @@ impl IncludeLoader for FileLoader {
 /// Converts a parsed configuration; `base` is the directory of the main file (relative
 /// zone files are looked up in the working directory first, then there).
 pub fn load_config(cfg: Config, base: Option<PathBuf>) -> Result<Loaded, LoadError> {
+    load_config_after(cfg, base, &After::default())
+}
+
+/// What a load knows besides the configuration: the transfer state in force and the API's
+/// state file (docs/zone-transfer.md, "Where new versions come from").
+#[derive(Clone, Copy, Debug, Default)]
+pub struct After<'a> {
+    /// The transfer state in force: each zone's serial follows [`zone_serial`].
+    pub prev: Option<&'a crate::base::xfr::Transfers>,
+    /// The state file: its `local-data:` records under an auth zone with `provide-xfr:`
+    /// or `notify:` are zone data of that zone, not local data.
+    pub state: Option<&'a Path>,
+    /// Serials persisted with the state file: no zone is served below its own.
+    pub serials: Option<&'a std::collections::BTreeMap<String, u32>>,
+}
+
+/// As [`load_config`], after `after` (see [`After`]).
+pub fn load_config_after(
+    cfg: Config,
+    base: Option<PathBuf>,
+    after: &After<'_>,
+) -> Result<Loaded, LoadError> {
+    let empty = crate::base::xfr::Transfers::default();
+    let prev = after.prev.unwrap_or(&empty);
     let start = Instant::now();
     let s = &cfg.server;
     let mut warnings: Vec<String> = cfg.warnings.iter().map(ToString::to_string).collect();
@@ -204,10 +274,36 @@ pub fn load_config(cfg: Config, base: Option<PathBuf>) -> Result<Loaded, LoadErr
     // Tags index this table so that engine build errors can name the line.
     let mut locs: Vec<Loc> = Vec::new();
     let mut records = 0usize;
+    // Transferred auth zones (lower-cased apex): API records under one are its zone data.
+    let transferred: Vec<WireName> = cfg
+        .auth_zones
+        .iter()
+        .filter(|z| z.for_downstream && (!z.provide_xfr.is_empty() || !z.notify.is_empty()))
+        .filter_map(|z| WireName::parse(&z.name.value, None).ok())
+        .map(|n| n.to_lowercase())
+        .collect();
+    let mut zone_data: std::collections::HashMap<Vec<u8>, Vec<(skua_engine::rr::Rr, u32)>> =
+        std::collections::HashMap::new();
     for l in &s.local_data {
         let rr = text::parse_rr(&l.value, None, 3600)
             .map_err(|e| at(&l.loc, format!("local-data '{}': {e}", l.value)))?;
-        b.local_data(rr, tag(&mut locs, &l.loc));
+        let from_api = after.state.is_some_and(|p| *l.loc.file == *p);
+        let zone = transferred
+            .iter()
+            .filter(|z| from_api && rr.owner.is_subdomain_of(z))
+            .max_by_key(|z| z.len());
+        match zone {
+            Some(z) => {
+                let t = tag(&mut locs, &l.loc);
+                zone_data
+                    .entry(z.as_bytes().to_vec())
+                    .or_default()
+                    .push((rr, t));
+            }
+            None => {
+                b.local_data(rr, tag(&mut locs, &l.loc));
+            }
+        }
         records += 1;
     }
     for l in &s.local_data_ptr {
@@ -216,6 +312,8 @@ pub fn load_config(cfg: Config, base: Option<PathBuf>) -> Result<Loaded, LoadErr
         b.local_data(rr, tag(&mut locs, &l.loc));
         records += 1;
     }
+    let keys = tsig_keys(&cfg.tsig_keys, base.as_deref())?;
+    let mut xfr_zones = Vec::new();
     let mut loader = FileLoader { base };
     let mut auth_names: Vec<WireName> = Vec::new();
     for z in &cfg.auth_zones {
@@ -237,7 +335,7 @@ pub fn load_config(cfg: Config, base: Option<PathBuf>) -> Result<Loaded, LoadErr
         auth_names.push(name.clone());
         for p in &z.primaries {
             warnings.push(format!(
-                "{}: zone transfers are not supported yet; primary '{}' is ignored",
+                "{}: skuad is not a secondary yet (it serves transfers as a primary); primary '{}' is ignored",
                 p.loc, p.value
             ));
         }
@@ -249,7 +347,7 @@ pub fn load_config(cfg: Config, base: Option<PathBuf>) -> Result<Loaded, LoadErr
             return Err(at(
                 &z.loc,
                 format!(
-                    "auth-zone '{}' has no zonefile (zone transfers are not supported yet)",
+                    "auth-zone '{}' has no zonefile (skuad is not a secondary yet)",
                     z.name.value
                 ),
             ));
@@ -263,6 +361,16 @@ pub fn load_config(cfg: Config, base: Option<PathBuf>) -> Result<Loaded, LoadErr
         })
         .map_err(|e| LoadError(e.to_string()))?;
         records += n;
+        if !z.provide_xfr.is_empty() || !z.notify.is_empty() {
+            if let Some(api) = zone_data.remove(name.to_lowercase().as_bytes()) {
+                recs.extend(api);
+            }
+            let floor = after
+                .serials
+                .and_then(|m| m.get(&name.to_lowercase().to_string()).copied());
+            let x = xfr_zone(z, &name, &mut recs, &keys, prev, floor)?;
+            xfr_zones.push(x);
+        }
         b.auth_zone(AuthZoneSpec {
             name,
             records: recs,
@@ -369,6 +477,167 @@ pub fn load_config(cfg: Config, base: Option<PathBuf>) -> Result<Loaded, LoadErr
         elapsed: start.elapsed(),
         rrl,
         resolver,
+        xfr: XfrLoaded {
+            keys,
+            zones: xfr_zones,
+        },
+    })
+}
+
+/// The `tsig-key:` keys, their secrets read (`file:PATH`, relative to `base`, a file others
+/// cannot read; or `env:VAR`), base64-decoded, at least 16 bytes. Errors name the line and
+/// never show the secret.
+fn tsig_keys(
+    keys: &[skua_config::TsigKey],
+    base: Option<&Path>,
+) -> Result<Vec<skua_xfr::tsig::Key>, LoadError> {
+    use skua_xfr::tsig::{Algorithm, Key};
+    let mut out = Vec::with_capacity(keys.len());
+    for k in keys {
+        let name = WireName::parse(&k.name.value, None).map_err(|e| {
+            at(
+                &k.name.loc,
+                format!("tsig-key name '{}': {e}", k.name.value),
+            )
+        })?;
+        let s = &k.secret;
+        let text = if let Some(p) = s.value.strip_prefix("file:") {
+            let p = PathBuf::from(p);
+            let p = match base {
+                Some(b) if p.is_relative() => b.join(p),
+                _ => p,
+            };
+            super::auth::read_secret(&p).map_err(|e| at(&s.loc, format!("tsig-key secret: {e}")))?
+        } else if let Some(v) = s.value.strip_prefix("env:") {
+            std::env::var(v).map_err(|_| {
+                at(
+                    &s.loc,
+                    format!("tsig-key secret: environment variable {v} is not set"),
+                )
+            })?
+        } else {
+            return Err(at(&s.loc, "tsig-key secret: must be file:PATH or env:VAR"));
+        };
+        let secret = data_encoding::BASE64
+            .decode(text.trim().as_bytes())
+            .map_err(|_| {
+                at(
+                    &s.loc,
+                    format!(
+                        "tsig-key '{}': the secret is not base64 (as tsig-keygen or keymgr -t print it)",
+                        k.name.value
+                    ),
+                )
+            })?;
+        if secret.len() < 16 {
+            return Err(at(
+                &s.loc,
+                format!(
+                    "tsig-key '{}': the secret has {} bytes; at least 16 (32 from tsig-keygen or keymgr -t)",
+                    k.name.value,
+                    secret.len()
+                ),
+            ));
+        }
+        let alg = Algorithm::parse(&k.algorithm).ok_or_else(|| {
+            at(
+                &k.loc,
+                format!("tsig-key algorithm '{}' is not implemented", k.algorithm),
+            )
+        })?;
+        out.push(Key::new(&name, alg, secret));
+    }
+    Ok(out)
+}
+
+/// The key named `text` in `provide-xfr:`/`notify:`: `None` for `NOKEY`.
+fn key_ref(
+    text: &str,
+    keys: &[skua_xfr::tsig::Key],
+    what: &str,
+    loc: &Loc,
+) -> Result<Option<usize>, LoadError> {
+    if text.eq_ignore_ascii_case("NOKEY") {
+        return Ok(None);
+    }
+    let name = WireName::parse(text, None)
+        .map_err(|e| at(loc, format!("{what}: key '{text}': {e}")))?
+        .to_lowercase();
+    keys.iter()
+        .position(|k| *k.name() == name)
+        .map(Some)
+        .ok_or_else(|| {
+            at(
+                loc,
+                format!("{what}: no tsig-key: clause is named '{text}' (or write NOKEY)"),
+            )
+        })
+}
+
+/// One auth zone with `provide-xfr:` or `notify:`: its entries checked, its version made
+/// from `recs`, whose SOA gets the serial [`zone_serial`] decides (so the engine serves the
+/// serial that transfers send).
+fn xfr_zone(
+    z: &skua_config::AuthZone,
+    name: &WireName,
+    recs: &mut [(skua_engine::rr::Rr, u32)],
+    keys: &[skua_xfr::tsig::Key],
+    prev: &crate::base::xfr::Transfers,
+    floor: Option<u32>,
+) -> Result<XfrZoneLoaded, LoadError> {
+    use skua_xfr::server::{Allow, KeyRule};
+    let mut allow = Vec::new();
+    for l in &z.provide_xfr {
+        let (nb, key) = &l.value;
+        let netblock: Netblock = nb
+            .parse()
+            .map_err(|e| at(&l.loc, format!("provide-xfr: '{nb}': {e}")))?;
+        let rule = if key.eq_ignore_ascii_case("BLOCKED") {
+            KeyRule::Blocked
+        } else {
+            match key_ref(key, keys, "provide-xfr", &l.loc)? {
+                Some(i) => KeyRule::Key(i),
+                None => KeyRule::NoKey,
+            }
+        };
+        allow.push(Allow { netblock, rule });
+    }
+    let mut notify = Vec::new();
+    for l in &z.notify {
+        let (addr, key) = &l.value;
+        let a = parse_addr(addr, 53).map_err(|e| at(&l.loc, format!("notify: {e}")))?;
+        notify.push(crate::base::xfr::NotifyTarget {
+            addr: a,
+            key: key_ref(key, keys, "notify", &l.loc)?,
+        });
+    }
+    let version = skua_xfr::zone::Version::new(name, recs.iter().map(|(r, _)| r.clone()).collect())
+        .map_err(|e| at(&z.loc, format!("auth-zone '{}': {e}", z.name.value)))?;
+    let apex = name.to_lowercase().as_bytes().to_vec();
+    let mut serial = zone_serial(prev.zones.get(&apex).map(|p| &*p.version), &version);
+    if let Some(f) = floor
+        && skua_xfr::zone::serial_lt(serial, f)
+    {
+        // Served before (with API data) at this serial: never go back.
+        serial = f;
+    }
+    let version = if serial == version.serial() {
+        version
+    } else {
+        for (r, _) in recs.iter_mut() {
+            if r.rtype == skua_engine::rr::rtype::SOA {
+                *r = skua_xfr::zone::with_serial(r, serial);
+            }
+        }
+        version.with_serial(serial)
+    };
+    Ok(XfrZoneLoaded {
+        apex,
+        version,
+        allow,
+        notify,
+        ixfr_number: z.ixfr_number as usize,
+        ixfr_size: z.ixfr_size,
     })
 }
 

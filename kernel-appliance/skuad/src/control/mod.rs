@@ -23,6 +23,7 @@ pub mod ha;
 pub mod load;
 pub mod source;
 pub mod state;
+pub mod xfr;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -310,6 +311,8 @@ struct Inner {
     overlay: Overlay,
     state_path: Option<PathBuf>,
     settings: Settings,
+    /// Serials persisted next to the state file (`state::load_serials`).
+    serials: std::collections::BTreeMap<String, u32>,
 }
 
 /// A part of the process above the control core whose settings come from the
@@ -360,6 +363,8 @@ pub struct Control {
     pub writes_failed: AtomicU64,
     /// Refused API requests waiting to be summarised in the audit log.
     refusals: RefusalLog,
+    /// Refused zone transfer requests, likewise (`xfr-refused`).
+    xfr_refusals: RefusalLog,
     /// The host agent's leases: counters and what the expiry watcher reports.
     leases: ha::LeaseBook,
 }
@@ -488,6 +493,8 @@ pub struct Boot {
     rrl: Option<RrlTable>,
     audit: Option<Audit>,
     resolver: Option<ResolverSettings>,
+    xfr: Option<load::XfrLoaded>,
+    serials: std::collections::BTreeMap<String, u32>,
 }
 
 impl Boot {
@@ -504,12 +511,23 @@ impl Boot {
             }
             None => Overlay::default(),
         };
+        let serials = match &state_path {
+            Some(p) => state::load_serials(p)?,
+            None => Default::default(),
+        };
         let mut merged = cfg.clone();
         if let Some(p) = &state_path {
             overlay.merge_into(&mut merged.server, p);
         }
-        let loaded = load::load_config(merged.clone(), dir.clone())
+        let after = load::After {
+            prev: None,
+            state: state_path.as_deref(),
+            serials: Some(&serials),
+        };
+        let loaded = load::load_config_after(merged.clone(), dir.clone(), &after)
             .map_err(|e| format!("cannot load configuration: {e}"))?;
+        let serials =
+            xfr::keep_serials(&loaded.xfr, &serials, state_path.as_deref()).unwrap_or(serials);
         let access = Access::from_config(&cfg).map_err(|e| format!("api: {e}"))?;
         let audit = Audit::open(&cfg.audit, dir.as_deref())?;
         log::set_verbosity(loaded.settings.verbosity);
@@ -530,6 +548,7 @@ impl Boot {
             settings,
             rrl,
             resolver,
+            xfr,
             ..
         } = loaded;
         let rrl = rrl_table(None, rrl);
@@ -546,6 +565,8 @@ impl Boot {
             rrl,
             audit,
             resolver,
+            xfr: Some(xfr),
+            serials,
         })
     }
 
@@ -562,15 +583,16 @@ impl Control {
         source: Source,
         serving: Arc<Serving>,
         planes: Arc<dyn Dataplanes>,
-        boot: Boot,
+        mut boot: Boot,
         started: Instant,
     ) -> Self {
+        let xfr = boot.xfr.take();
         // The resolver starts with the control core: the engine in force already sends
         // names outside local data to it.
         if let Err(e) = planes.resolver(&serving, boot.resolver.as_ref()) {
             log::error(format_args!("resolver: {e}"));
         }
-        Control {
+        let ctl = Control {
             source,
             serving,
             planes,
@@ -582,6 +604,7 @@ impl Control {
                 overlay: boot.overlay,
                 state_path: boot.state_path,
                 settings: boot.settings,
+                serials: std::mem::take(&mut boot.serials),
             }),
             view: ArcSwap::from_pointee(boot.view),
             access: ArcSwap::from_pointee(boot.access),
@@ -592,8 +615,13 @@ impl Control {
             writes_ok: AtomicU64::new(0),
             writes_failed: AtomicU64::new(0),
             refusals: RefusalLog::new(REFUSAL_WINDOW),
+            xfr_refusals: RefusalLog::new(REFUSAL_WINDOW),
             leases: ha::LeaseBook::default(),
+        };
+        if let Some(x) = xfr {
+            ctl.install_xfr(x);
         }
+        ctl
     }
 
     /// Registers a part whose settings reloads change (see [`Reconfigure`]).
@@ -675,6 +703,12 @@ impl Control {
             self.refusals.due(Instant::now())
         };
         self.record_refusals(due);
+        let due = if all {
+            self.xfr_refusals.drain()
+        } else {
+            self.xfr_refusals.due(Instant::now())
+        };
+        self.record_xfr_refusals(due);
     }
 
     /// The current view.
@@ -761,10 +795,13 @@ impl Control {
             records,
             warnings,
             rrl,
+            xfr,
             ..
         } = loaded;
         self.attach_rrl(&mut engine, rrl);
         self.swap_engine(engine);
+        // After the engine: a transfer never sends a serial the engine does not serve yet.
+        self.install_xfr(xfr);
         self.view.store(Arc::new(view));
         (records, warnings)
     }
@@ -798,6 +835,7 @@ impl Control {
             .iter()
             .filter_map(std::sync::Weak::upgrade)
             .collect();
+        let prev_xfr = self.serving.xfr.state.load_full();
         let res = tokio::task::spawn_blocking(move || -> Result<_, String> {
             let (cfg, dir) = source.parse().map_err(|e| e.to_string())?;
             let state_path = state_path(&cfg, dir.as_deref());
@@ -805,23 +843,38 @@ impl Control {
                 Some(p) => Overlay::load(p)?,
                 None => Overlay::default(),
             };
+            let serials = match &state_path {
+                Some(p) => state::load_serials(p)?,
+                None => Default::default(),
+            };
             let mut merged = cfg.clone();
             if let Some(p) = &state_path {
                 overlay.merge_into(&mut merged.server, p);
             }
-            let loaded = load::load_config(merged.clone(), dir.clone()).map_err(|e| e.0)?;
+            let after = load::After {
+                prev: Some(&prev_xfr),
+                state: state_path.as_deref(),
+                serials: Some(&serials),
+            };
+            let loaded =
+                load::load_config_after(merged.clone(), dir.clone(), &after).map_err(|e| e.0)?;
+            // Serials a reload raised (a changed zone file without a higher serial) are
+            // kept before they serve, so a restart does not go back (best effort here:
+            // the zone file is the operator's to fix).
+            let serials =
+                xfr::keep_serials(&loaded.xfr, &serials, state_path.as_deref()).unwrap_or(serials);
             let access = Access::from_config(&cfg)?;
             let prepared = hooks
                 .iter()
                 .map(|h| h.prepare(&cfg))
                 .collect::<Result<Vec<_>, _>>()?;
             Ok((
-                cfg, dir, state_path, overlay, merged, loaded, access, prepared,
+                cfg, dir, state_path, overlay, merged, loaded, access, prepared, serials,
             ))
         })
         .await
         .map_err(|e| CtlError::Internal(format!("reload task: {e}")))?;
-        let (cfg, dir, state_path, overlay, merged, loaded, access, prepared) = match res {
+        let (cfg, dir, state_path, overlay, merged, loaded, access, prepared, serials) = match res {
             Ok(v) => v,
             Err(e) => {
                 self.reloads_failed.fetch_add(1, Ordering::Relaxed);
@@ -870,6 +923,7 @@ impl Control {
         inner.base_dir = dir;
         inner.overlay = overlay;
         inner.state_path = state_path;
+        inner.serials = serials;
         if let Some(e) = listener_error {
             // The configuration serves; a listener it names could not be bound.
             self.reloads_failed.fetch_add(1, Ordering::Relaxed);
@@ -982,19 +1036,33 @@ impl Control {
         overlay.merge_into(&mut merged.server, &path);
         let dir = inner.base_dir.clone();
         let m2 = merged.clone();
-        let loaded = tokio::task::spawn_blocking(move || load::load_config(m2, dir))
-            .await
-            .map_err(|e| unrecorded(CtlError::Internal(format!("compile task: {e}"))))?
-            .map_err(|e| unrecorded(CtlError::Invalid(e.0)))?;
+        let prev_xfr = self.serving.xfr.state.load_full();
+        let (p3, s3) = (path.clone(), inner.serials.clone());
+        let loaded = tokio::task::spawn_blocking(move || {
+            let after = load::After {
+                prev: Some(&prev_xfr),
+                state: Some(&p3),
+                serials: Some(&s3),
+            };
+            load::load_config_after(m2, dir, &after)
+        })
+        .await
+        .map_err(|e| unrecorded(CtlError::Internal(format!("compile task: {e}"))))?
+        .map_err(|e| unrecorded(CtlError::Invalid(e.0)))?;
         // Audited before anything changes (the engine swaps happen under `inner`, so the
         // generation this write will serve is known).
         let generation = self.generation() + 1;
-        let detail = serde_json::json!({
+        // Transferred zones whose serial this write moves (their secondaries follow by IXFR).
+        let moved = xfr::moved_serials(&self.serving.xfr.state.load(), &loaded.xfr);
+        let mut detail = serde_json::json!({
             "changes": pre.changes,
             "request_sha256": pre.requests,
             "result": "ok",
             "generation": generation,
         });
+        if !moved.is_empty() {
+            detail["zone_serials"] = serde_json::json!(moved);
+        }
         tokio::task::block_in_place(|| {
             self.append_required(skua_audit::kind::API_WRITE, pre.actor, pre.source, detail)
         })
@@ -1002,17 +1070,26 @@ impl Control {
         .map_err(|e| (e, true))?;
         let o2 = overlay.clone();
         let p2 = path.clone();
-        let saved = tokio::task::spawn_blocking(move || o2.save(&p2))
-            .await
-            .map_err(|e| CtlError::Internal(format!("save task: {e}")))
-            .and_then(|r| {
-                r.map_err(|e| {
-                    CtlError::Internal(format!(
-                        "cannot write the state file {}: {e}; nothing changed",
-                        path.display()
-                    ))
-                })
-            });
+        // The serials first: a crash between the two files leaves a serial too high, which
+        // only makes the next change's serial jump.
+        let serials = xfr::keep_serials(&loaded.xfr, &inner.serials, None);
+        let s2 = serials.clone();
+        let saved = tokio::task::spawn_blocking(move || {
+            if let Some(s) = &s2 {
+                state::save_serials(&p2, s)?;
+            }
+            o2.save(&p2)
+        })
+        .await
+        .map_err(|e| CtlError::Internal(format!("save task: {e}")))
+        .and_then(|r| {
+            r.map_err(|e| {
+                CtlError::Internal(format!(
+                    "cannot write the state file {}: {e}; nothing changed",
+                    path.display()
+                ))
+            })
+        });
         if let Err(e) = saved {
             // The entry above said "ok"; this one says it did not happen.
             let detail = serde_json::json!({
@@ -1029,6 +1106,9 @@ impl Control {
         let view = make_view(&merged, &loaded, Some(&path));
         let (records, warnings) = self.install(loaded, view);
         inner.overlay = overlay;
+        if let Some(s) = serials {
+            inner.serials = s;
+        }
         Ok(Applied {
             generation: self.generation(),
             records,

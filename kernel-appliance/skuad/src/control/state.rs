@@ -192,6 +192,64 @@ impl Overlay {
     }
 }
 
+/// The file next to the state file that keeps the serials of the transferred auth zones
+/// whose API data the state file holds (docs/zone-transfer.md): `<state file>.serials`.
+pub fn serials_path(state: &Path) -> PathBuf {
+    let mut p = state.as_os_str().to_owned();
+    p.push(".serials");
+    PathBuf::from(p)
+}
+
+/// Reads the serials (a missing file is none): lines `ZONE SERIAL`, `#` comments.
+pub fn load_serials(state: &Path) -> Result<std::collections::BTreeMap<String, u32>, String> {
+    let p = serials_path(state);
+    let text = match std::fs::read_to_string(&p) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Default::default()),
+        Err(e) => return Err(format!("{}: {e}", p.display())),
+    };
+    let mut out = std::collections::BTreeMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad = || format!("{}:{}: expected 'ZONE SERIAL'", p.display(), i + 1);
+        let (zone, serial) = line.split_once(' ').ok_or_else(bad)?;
+        let zone = canonical_zone(zone).map_err(|e| format!("{}:{}: {e}", p.display(), i + 1))?;
+        out.insert(zone, serial.trim().parse::<u32>().map_err(|_| bad())?);
+    }
+    Ok(out)
+}
+
+/// Writes the serials atomically (as [`Overlay::save`]).
+pub fn save_serials(
+    state: &Path,
+    serials: &std::collections::BTreeMap<String, u32>,
+) -> io::Result<()> {
+    let path = serials_path(state);
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".skuad-serials.")
+        .suffix(".tmp")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .tempfile_in(&dir)?;
+    let mut text = String::from(
+        "# skuad: serials of transferred auth zones with API data (never served lower).\n",
+    );
+    for (z, s) in serials {
+        text.push_str(&format!("{z} {s}\n"));
+    }
+    tmp.write_all(text.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(&path).map_err(|e| e.error)?;
+    std::fs::File::open(&dir)?.sync_all()
+}
+
 /// Largest state file read: far above any real one (a million records is ~60 MB), small
 /// enough that a wrong path cannot make a reload read without end.
 const MAX_STATE_FILE: u64 = 256 << 20;

@@ -6,6 +6,7 @@
 //! I/O, DoT/DoH/DoQ listeners) go here, each behind the same interface.
 
 pub mod listeners;
+pub mod notify;
 pub mod sockets;
 pub mod upstream;
 pub mod xdp;

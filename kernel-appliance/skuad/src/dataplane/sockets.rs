@@ -103,6 +103,13 @@ pub(crate) fn udp_worker(
         let now = crate::base::clock::now_secs();
         let engine = shared.engine.load();
         let resolver = shared.resolver.load();
+        // TSIG keys (zone transfers): signed queries are checked and answered signed.
+        let xfr = shared.xfr.state.load();
+        let unix = if xfr.keys.is_empty() {
+            0
+        } else {
+            crate::base::clock::unix_secs()
+        };
         for i in 0..n {
             let Some((q, peer)) = rx.get(i) else { continue };
             let Some(out) = tx.next_buf() else { break };
@@ -111,6 +118,18 @@ pub(crate) fn udp_worker(
                 transport: Transport::Udp,
                 now,
             };
+            if !xfr.keys.is_empty()
+                && q.len() >= 12
+                && q[10..12] != [0, 0]
+                && let Some(sq) = skua_xfr::server::check_signed_query(q, &xfr.keys, unix)
+            {
+                if let Some(len) =
+                    signed_reply(&engine, &req, sq, out, &xfr.keys, unix, &shared, peer)
+                {
+                    tx.push(len, peer);
+                }
+                continue;
+            }
             let o = match resolver.as_deref() {
                 Some(r) => engine.handle_query_with(&req, q, out, &*r.cache),
                 None => engine.handle_query(&req, q, out),
@@ -221,6 +240,12 @@ async fn tcp_conn(
             l.count_unleased(1);
             break;
         }
+        if skua_xfr::server::is_transfer_request(&q[..n]) {
+            if !transfer(&shared, peer, &q[..n], &tx, idle).await {
+                break;
+            }
+            continue;
+        }
         let engine = shared.engine.load();
         let resolver = shared.resolver.load();
         let req = Request {
@@ -228,6 +253,30 @@ async fn tcp_conn(
             transport: Transport::Tcp,
             now: crate::base::clock::now_secs(),
         };
+        let xfr = shared.xfr.state.load_full();
+        if !xfr.keys.is_empty() && n >= 12 && q[10..12] != [0, 0] {
+            let unix = crate::base::clock::unix_secs();
+            if let Some(sq) = skua_xfr::server::check_signed_query(&q[..n], &xfr.keys, unix) {
+                if let Some(len) = signed_reply(
+                    &engine,
+                    &req,
+                    sq,
+                    &mut out[2..],
+                    &xfr.keys,
+                    unix,
+                    &shared,
+                    peer,
+                ) {
+                    // Cannot truncate: replies are at most 65535 bytes.
+                    out[..2].copy_from_slice(&(len as u16).to_be_bytes());
+                    match tokio::time::timeout(idle, tx.send(out[..2 + len].to_vec())).await {
+                        Ok(Ok(())) => {}
+                        _ => break,
+                    }
+                }
+                continue;
+            }
+        }
         let o = match resolver.as_deref() {
             Some(r) => engine.handle_query_with(&req, &q[..n], &mut out[2..], &*r.cache),
             None => engine.handle_query(&req, &q[..n], &mut out[2..]),
@@ -263,6 +312,124 @@ async fn tcp_conn(
     }
     drop(tx);
     let _ = writer.await;
+}
+
+/// The answer to a query that carried a TSIG record (RFC 8945): the engine's answer to the
+/// query without it, signed with the request's key, or the TSIG error (reported to the
+/// control core). Written into `out`; `None` when nothing is to be sent (the engine drops
+/// the query or hands it to the resolver: signed queries are answered from local data
+/// only, or the answer does not fit).
+#[allow(clippy::too_many_arguments)] // the query's whole context
+fn signed_reply(
+    engine: &skua_engine::Engine,
+    req: &Request,
+    sq: skua_xfr::server::SignedQuery,
+    out: &mut [u8],
+    keys: &[skua_xfr::tsig::Key],
+    unix: u64,
+    shared: &Serving,
+    peer: SocketAddr,
+) -> Option<usize> {
+    use skua_xfr::server::SignedQuery;
+    let resp = match sq {
+        SignedQuery::Rejected { response, refusal } => {
+            shared.xfr.report(crate::base::xfr::Event::Refused {
+                client: peer.ip().to_canonical(),
+                refusal,
+            });
+            response
+        }
+        SignedQuery::Verified { query, key, mac } => {
+            let mut buf = vec![0u8; out.len()];
+            match engine.handle_query(req, &query, &mut buf) {
+                Outcome::Reply { len, .. } => {
+                    let mut v = buf[..len].to_vec();
+                    let k = keys.get(key)?;
+                    skua_xfr::server::sign_response(&mut v, k, &mac, unix);
+                    v
+                }
+                _ => return None,
+            }
+        }
+    };
+    let dst = out.get_mut(..resp.len())?;
+    dst.copy_from_slice(&resp);
+    Some(resp.len())
+}
+
+/// Answers an AXFR or IXFR request (RFC 5936, RFC 1995) from the transfer state in force
+/// (docs/zone-transfer.md): the messages go to the connection's writer one by one (its
+/// channel and write timeout pace a slow reader), and the control core gets a report of
+/// the transfer or the refusal. `false` when the connection is to be closed (a message
+/// could not be queued, or nothing could be answered).
+async fn transfer(
+    shared: &Serving,
+    peer: SocketAddr,
+    query: &[u8],
+    tx: &mpsc::Sender<Vec<u8>>,
+    idle: Duration,
+) -> bool {
+    use crate::base::xfr::Event;
+    use skua_xfr::server::{Answer, ZoneRef, answer};
+    let client = peer.ip().to_canonical();
+    let state = shared.xfr.state.load_full();
+    let now = crate::base::clock::unix_secs();
+    let framed = |m: &[u8]| {
+        let mut b = Vec::with_capacity(2 + m.len());
+        // Cannot truncate: messages are at most 65535 bytes.
+        b.extend_from_slice(&(m.len() as u16).to_be_bytes());
+        b.extend_from_slice(m);
+        b
+    };
+    let a = answer(query, client, &state.keys, now, |apex| {
+        state.zones.get(apex.as_bytes()).map(|z| ZoneRef {
+            version: &z.version,
+            journal: &z.journal,
+            allow: &z.allow,
+        })
+    });
+    match a {
+        Answer::Refused { message, refusal } => {
+            shared.xfr.report(Event::Refused { client, refusal });
+            if message.is_empty() {
+                return false;
+            }
+            matches!(
+                tokio::time::timeout(idle, tx.send(framed(&message))).await,
+                Ok(Ok(()))
+            )
+        }
+        Answer::Transfer(t) => {
+            let mut messages = 0usize;
+            let mut complete = true;
+            let mut stream = t.messages;
+            for m in stream.by_ref() {
+                if !matches!(
+                    tokio::time::timeout(idle, tx.send(framed(&m))).await,
+                    Ok(Ok(()))
+                ) {
+                    complete = false;
+                    break;
+                }
+                messages += 1;
+            }
+            if stream.failed() {
+                complete = false;
+            }
+            shared.xfr.report(Event::Served {
+                client,
+                zone: t.zone,
+                kind: t.kind,
+                from: t.from,
+                to: t.to,
+                key: t.key,
+                records: t.records,
+                messages,
+                complete,
+            });
+            complete
+        }
+    }
 }
 
 /// Accepts TCP connections on `listener` until aborted, with the parameters in force at

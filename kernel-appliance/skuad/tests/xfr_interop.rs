@@ -1,0 +1,86 @@
+//! skuad as the primary of NSD 4.6 and Knot 3.2 with TSIG, in a network namespace of its
+//! own with only loopback (tests/xfr/interop.py): the first AXFR of each secondary, an API
+//! write sent by NOTIFY and IXFR, a reload without a serial bump followed as serial + 1,
+//! a wrong secret and an unknown key answered BADSIG/BADKEY and audited, kdig verifying
+//! every message of a signed AXFR. The loopback tests of the primary are in tests/xfr.rs.
+//!
+//! Needs root (a network namespace): it asserts it, never skips.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SKUAD: &str = env!("CARGO_BIN_EXE_skuad");
+
+struct Ns(String);
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.0])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+#[test]
+fn nsd_and_knot_as_secondaries_of_skuad() {
+    let uid = Command::new("id").arg("-u").output().expect("id -u");
+    assert_eq!(
+        String::from_utf8_lossy(&uid.stdout).trim(),
+        "0",
+        "this test needs root (a network namespace); it does not skip"
+    );
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/xfr/interop.py");
+    let ns = Ns(format!("skua-xfr-{}", std::process::id()));
+    let _ = Command::new("ip")
+        .args(["netns", "del", &ns.0])
+        .stderr(Stdio::null())
+        .status();
+    assert!(
+        Command::new("ip")
+            .args(["netns", "add", &ns.0])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(
+        Command::new("ip")
+            .args(["-n", &ns.0, "link", "set", "lo", "up"])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let work = std::env::temp_dir().join(format!("skua-xfr-interop-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let mut child = Command::new("timeout")
+        .args(["300", "ip", "netns", "exec", &ns.0, "/usr/bin/python3"])
+        .arg(&script)
+        .arg(SKUAD)
+        .arg(&work)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the test script");
+    let t0 = Instant::now();
+    let out = loop {
+        if child.try_wait().unwrap().is_some() {
+            break child.wait_with_output().unwrap();
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(310),
+            "interop.py did not end"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    print!("{stdout}");
+    assert!(
+        out.status.success(),
+        "interop.py: checks failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    let _ = std::fs::remove_dir_all(&work);
+}

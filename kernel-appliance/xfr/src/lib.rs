@@ -1,0 +1,47 @@
+//! # skua-xfr: zone transfers, sans-IO
+//!
+//! The protocol side of keeping authoritative zones in step between servers, for skuad as
+//! a primary (and, later, as a secondary). It owns **no socket, clock or file**: callers
+//! pass bytes, addresses and the time, and send what it returns (the quinn-proto style of
+//! skua-engine).
+//!
+//! - [`tsig`]: TSIG (RFC 8945) with HMAC-SHA256: request checks in the order of §5.2
+//!   (BADKEY, BADSIG, BADTIME, BADTRUNC) and the error responses they call for, signing of
+//!   requests and of multi-message responses (§5.3.1), verification of responses and
+//!   streams (unsigned runs included).
+//! - [`zone`]: a zone's [`zone::Version`]s, the [`zone::Diff`] between two, the bounded
+//!   [`zone::Journal`] IXFR answers from, RFC 1982 serial arithmetic.
+//! - [`transfer`]: AXFR (RFC 5936) and IXFR (RFC 1995) responses cut into messages of
+//!   16 KiB and signed one by one.
+//! - [`server`]: the primary's decision for one request: form, TSIG, zone, `provide-xfr:`
+//!   entries, then AXFR, IXFR, the whole zone when the journal does not reach the client's
+//!   serial, or the SOA alone when it is up to date.
+//! - [`notify`]: NOTIFY (RFC 1996) messages, replies, and the reading of one received.
+//! - [`wire`]: the message format as transfers need it: names with compression pointers
+//!   read from untrusted bytes, messages written with compression.
+//!
+//! What it does **not** do: sockets and retries (skuad's control core sends NOTIFY, its
+//! TCP dataplane streams the messages), configuration (skua-config reads `tsig-key:`,
+//! `provide-xfr:` and `notify:`; skuad turns them into [`tsig::Key`] and
+//! [`server::Allow`]), persistence of journals, the secondary's state machine (refresh,
+//! retry, expire), TSIG algorithms other than `hmac-sha256`, TKEY, SIG(0), DNSSEC signing
+//! of the zone, IXFR over UDP.
+//!
+//! Contract: no input from the network can make it panic; malformed messages are errors
+//! ([`wire::WireError`]) or FORMERR answers. `#![forbid(unsafe_code)]`, `no_std` + `alloc`
+//! (not built for `x86_64-unknown-none` yet: sha2 0.11's x86 backends do not compile there).
+
+#![no_std]
+#![forbid(unsafe_code)]
+#![warn(clippy::std_instead_of_core, clippy::std_instead_of_alloc)]
+
+extern crate alloc;
+#[cfg(test)]
+extern crate std;
+
+pub mod notify;
+pub mod server;
+pub mod transfer;
+pub mod tsig;
+pub mod wire;
+pub mod zone;
