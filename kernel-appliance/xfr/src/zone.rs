@@ -281,6 +281,81 @@ impl Diff {
     }
 }
 
+/// Applies `diffs` in order to `old` (one copy of its records, however many diffs): the
+/// new version, or the old serial of the first diff that does not apply (it starts at
+/// another serial, or a record it removes is missing).
+pub fn apply_chain(old: &Version, diffs: &[Diff]) -> Result<Version, u32> {
+    let mut records = old.records.clone();
+    let mut soa = old.soa.clone();
+    for d in diffs {
+        if serial_of(&soa) != d.from_serial() {
+            return Err(d.from_serial());
+        }
+        // Linear merges over sorted lists: a large zone with a large diff stays O(n + k).
+        let removed = sorted_copy(&d.removed);
+        let added = sorted_copy(&d.added);
+        records = remove_sorted(records, &removed).ok_or(d.from_serial())?;
+        records = add_sorted(records, &added);
+        soa = d.to.clone();
+    }
+    Ok(Version {
+        apex: old.apex.clone(),
+        soa,
+        records,
+    })
+}
+
+fn sorted_copy(v: &[Rr]) -> alloc::borrow::Cow<'_, [Rr]> {
+    if v.is_sorted_by(|a, b| canonical_cmp(a, b) != Ordering::Greater) {
+        alloc::borrow::Cow::Borrowed(v)
+    } else {
+        let mut o = v.to_vec();
+        o.sort_by(canonical_cmp);
+        alloc::borrow::Cow::Owned(o)
+    }
+}
+
+/// `records` without `removed` (both in canonical order); `None` when one of `removed` is
+/// not there.
+fn remove_sorted(records: Vec<Rr>, removed: &[Rr]) -> Option<Vec<Rr>> {
+    let mut out = Vec::with_capacity(records.len());
+    let mut j = 0;
+    for x in records {
+        match removed.get(j).map(|r| canonical_cmp(r, &x)) {
+            // Every held record before `x` was passed: this removal is not held.
+            Some(Ordering::Less) => return None,
+            Some(Ordering::Equal) => j += 1,
+            _ => out.push(x),
+        }
+    }
+    (j == removed.len()).then_some(out)
+}
+
+/// `records` with `added` merged in (both in canonical order); an added record equal to a
+/// held one (TTL aside) replaces it.
+fn add_sorted(records: Vec<Rr>, added: &[Rr]) -> Vec<Rr> {
+    let mut out = Vec::with_capacity(records.len() + added.len());
+    let mut j = 0;
+    for x in records {
+        while let Some(a) = added.get(j)
+            && canonical_cmp(a, &x) == Ordering::Less
+        {
+            out.push(a.clone());
+            j += 1;
+        }
+        match added.get(j) {
+            Some(a) if canonical_cmp(a, &x) == Ordering::Equal => {
+                out.push(a.clone());
+                j += 1;
+            }
+            _ => out.push(x),
+        }
+    }
+    out.extend(added[j.min(added.len())..].iter().cloned());
+    out.dedup_by(|b, a| canonical_cmp(a, b) == Ordering::Equal);
+    out
+}
+
 /// The latest diffs of a zone, bounded.
 #[derive(Clone, Debug)]
 pub struct Journal {
@@ -390,6 +465,7 @@ pub fn soa_record(
 mod tests {
     use super::*;
     use alloc::format;
+    use alloc::string::String;
     use alloc::vec;
     use skua_engine::text::parse_rr;
 
@@ -484,6 +560,47 @@ mod tests {
         assert_eq!(d.apply(&b), None, "wrong starting serial");
         assert!(!a.same_data(&b));
         assert!(a.same_data(&a.with_serial(5)));
+    }
+
+    #[test]
+    fn a_chain_of_diffs_applies_in_one_pass() {
+        let v: Vec<Version> = (1..=5u32)
+            .map(|s| {
+                let mut extra: Vec<String> = (0..20)
+                    .filter(|i| (i + s) % 3 != 0)
+                    .map(|i| format!("r{i}.example. {} IN A 198.18.0.{i}", 300 + s % 2))
+                    .collect();
+                extra.push(format!("s{s}.example. 60 IN TXT \"{s}\""));
+                let refs: Vec<&str> = extra.iter().map(String::as_str).collect();
+                zone(s, &refs)
+            })
+            .collect();
+        let diffs: Vec<Diff> = v.windows(2).map(|w| Diff::between(&w[0], &w[1])).collect();
+        assert_eq!(apply_chain(&v[0], &diffs), Ok(v[4].clone()));
+        assert_eq!(
+            apply_chain(&v[0], &diffs[..2]),
+            diffs[1].apply(&v[1]).ok_or(0)
+        );
+        assert_eq!(apply_chain(&v[0], &[]), Ok(v[0].clone()));
+        // Out of order, or from another serial: the serial of the diff that fails.
+        assert_eq!(apply_chain(&v[0], &diffs[1..]), Err(2));
+        // A removal that is not held.
+        let mut bad = diffs[0].clone();
+        bad.removed.push(rr("zz.example. 300 IN A 198.18.9.9"));
+        assert_eq!(apply_chain(&v[0], &[bad.clone()]), Err(1));
+        assert_eq!(bad.apply(&v[0]), None, "as Diff::apply says");
+        // A removal listed twice.
+        let mut twice = diffs[0].clone();
+        if let Some(r) = twice.removed.first().cloned() {
+            twice.removed.push(r);
+            twice.removed.sort_by(canonical_cmp);
+            assert_eq!(apply_chain(&v[0], &[twice]), Err(1));
+        }
+        // Unsorted diff lists are sorted first.
+        let mut shuffled = diffs[0].clone();
+        shuffled.added.reverse();
+        shuffled.removed.reverse();
+        assert_eq!(apply_chain(&v[0], &[shuffled]), Ok(v[1].clone()));
     }
 
     #[test]

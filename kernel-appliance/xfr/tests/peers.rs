@@ -129,3 +129,51 @@ fn knot_and_nsd_axfr_streams_verify_message_by_message() {
         assert!(v.verify(&msgs[1], signed_at(&msgs[1])).is_err(), "{tag}");
     }
 }
+
+#[test]
+fn knot_and_nsd_axfr_streams_read_as_a_secondary_reads_them() {
+    use skua_xfr::client::{Incoming, Limits, Transfer, build};
+    let k = the_key();
+    let apex = WireName::parse("example.", None).unwrap();
+    for tag in ["knot", "nsd"] {
+        let msgs = responses(tag);
+        let mac = fixture(&format!("{tag}-request-mac"));
+        let id = u16::from_be_bytes([msgs[0][0], msgs[0][1]]);
+        let mut inc = Incoming::new(
+            &apex,
+            id,
+            None,
+            Limits::default(),
+            Some(StreamVerifier::new(&k, &mac)),
+        );
+        let mut done = None;
+        for (i, m) in msgs.iter().enumerate() {
+            done = inc
+                .feed(m, signed_at(m))
+                .unwrap_or_else(|e| panic!("{tag} message {i}: {e}"));
+            assert_eq!(
+                done.is_some(),
+                i + 1 == msgs.len(),
+                "{tag}: complete at the last message only"
+            );
+        }
+        let Some(t @ Transfer::Full { .. }) = done else {
+            panic!("{tag}: not a whole zone")
+        };
+        let (v, diffs) = build(&apex, None, t).unwrap().unwrap();
+        assert_eq!(
+            (v.serial(), v.records().len(), diffs.len()),
+            (7, 2002, 0),
+            "{tag}"
+        );
+        // Over the byte limit half-way: an error, not a partial zone.
+        let total: usize = msgs.iter().map(Vec::len).sum();
+        let limits = Limits {
+            max_bytes: total / 2,
+            max_records: usize::MAX,
+        };
+        let mut inc = Incoming::new(&apex, id, None, limits, Some(StreamVerifier::new(&k, &mac)));
+        let r: Result<Vec<_>, _> = msgs.iter().map(|m| inc.feed(m, signed_at(m))).collect();
+        assert!(r.is_err(), "{tag}");
+    }
+}
