@@ -27,6 +27,7 @@ pub struct EngineBuilder {
     local_zones: Vec<LocalZoneSpec>,
     local_data: Vec<(Rr, u32)>,
     auth: Vec<AuthZoneSpec>,
+    unavailable: Vec<WireName>,
     default_zones: bool,
     rrl: Option<Arc<Rrl>>,
 }
@@ -46,6 +47,7 @@ impl EngineBuilder {
             local_zones: Vec::new(),
             local_data: Vec::new(),
             auth: Vec::new(),
+            unavailable: Vec::new(),
             default_zones: true,
             rrl: None,
         }
@@ -76,6 +78,13 @@ impl EngineBuilder {
     /// Adds an authoritative zone (`auth-zone:` with `for-downstream: yes`).
     pub fn auth_zone(&mut self, zone: AuthZoneSpec) -> &mut Self {
         self.auth.push(zone);
+        self
+    }
+
+    /// Adds an authoritative zone that has no data to serve (a secondary zone before its
+    /// first transfer, or whose copy expired): SERVFAIL at and under its apex.
+    pub fn unavailable_auth_zone(&mut self, name: WireName) -> &mut Self {
+        self.unavailable.push(name);
         self
     }
 
@@ -126,7 +135,7 @@ impl EngineBuilder {
         self.local_zones
             .retain(|z| z.zone_type != LocalZoneType::NoDefault);
         let local = store::build_local(&self.local_zones, self.local_data, ra)?;
-        let auth = store::build_auth(self.auth, ra)?;
+        let auth = store::build_auth_with(self.auth, &self.unavailable, ra)?;
         Ok(Engine {
             acl: self.acl,
             local,
@@ -920,6 +929,34 @@ mod tests {
             &r[len - 11..],
             b"\x00\x00\x29\x04\xd0\x00\x00\x80\x00\x00\x00"
         );
+    }
+
+    #[test]
+    fn an_unavailable_auth_zone_answers_servfail_and_general_agrees() {
+        let mut b = EngineBuilder::new();
+        b.unavailable_auth_zone(WireName::parse("secondary.example.", None).unwrap());
+        let e = b.build().unwrap();
+        for name in ["secondary.example.", "www.Secondary.example."] {
+            let q = query(name, rtype::A, Some((1232, false)));
+            let mut out = [0u8; 512];
+            let Outcome::Reply { len, .. } = e.handle_query(&LOCAL, &q, &mut out) else {
+                panic!()
+            };
+            let mut general = [0u8; 512];
+            let Outcome::Reply { len: glen, .. } = e.handle_query_general(&LOCAL, &q, &mut general)
+            else {
+                panic!()
+            };
+            let r = &out[..len];
+            assert_eq!(r[3] & 0xf, 2, "{name}: SERVFAIL");
+            assert_eq!(r[2] & 0x04, 0, "{name}: not authoritative");
+            assert_eq!(&r[6..10], &[0, 0, 0, 0], "{name}: no records");
+            assert_eq!(
+                crate::testing::compare_replies(r, &general[..glen]),
+                Ok(()),
+                "{name}"
+            );
+        }
     }
 
     #[test]

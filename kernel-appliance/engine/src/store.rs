@@ -1209,9 +1209,30 @@ const MAX_CNAME_CHAIN: usize = 8;
 /// (RFC 2308 §2), wildcards (RFC 4592) and referrals at delegations (RFC 1034 §4.3.2 3b),
 /// with glue from the zone.
 pub fn build_auth(zones: Vec<AuthZoneSpec>, ra: bool) -> Result<Tree, BuildError> {
+    build_auth_with(zones, &[], ra)
+}
+
+/// As [`build_auth`], plus zones that are configured but have no data to serve (a
+/// secondary zone before its first transfer, or after its copy expired, RFC 1035
+/// §3.3.13): every name at or under each of `unavailable` is answered SERVFAIL, without
+/// AA, as NSD answers for a zone it cannot serve.
+pub fn build_auth_with(
+    zones: Vec<AuthZoneSpec>,
+    unavailable: &[WireName],
+    ra: bool,
+) -> Result<Tree, BuildError> {
     let mut b = TreeBuilder::new();
     for z in zones {
         build_one_auth(&mut b, z, ra)?;
+    }
+    for name in unavailable {
+        let lower = name.to_lowercase();
+        let mut r = Render::relocatable(header_flags(false, ra, rcode::SERVFAIL));
+        // One account per zone (the names asked may be random).
+        r.rrl_name = AccountName::Fixed(name_hash(lower.as_bytes()));
+        let a = b.shared(r, name)?;
+        let m = b.map(Vec::new(), a, true);
+        b.node(lower.as_bytes(), m, m);
     }
     Ok(b.finish())
 }
@@ -1658,6 +1679,35 @@ mod tests {
             e,
             Err(BuildError::CnameAndOtherData { tag: 7, .. })
         ));
+    }
+
+    #[test]
+    fn an_unavailable_auth_zone_is_servfail_at_and_under_its_apex() {
+        let t = build_auth_with(
+            alloc::vec![AuthZoneSpec {
+                name: WireName::parse("ok.", None).unwrap(),
+                records: [
+                    "ok. 3600 IN SOA ns.ok. h.ok. 1 2 3 4 300",
+                    "www.ok. 300 IN A 198.18.0.1"
+                ]
+                .iter()
+                .map(|s| rr(s))
+                .collect(),
+            }],
+            &[WireName::parse("Gone.", None).unwrap()],
+            false,
+        )
+        .unwrap();
+        for q in ["gone.", "www.gone.", "a.b.c.gone."] {
+            let a = t.answer(t.lookup(&n(q), rtype::A).unwrap()).unwrap();
+            assert_eq!(a.flags, flags::QR | 2, "{q}: SERVFAIL, no AA");
+            assert_eq!(a.counts, &[0, 0, 0, 0, 0, 0], "{q}");
+        }
+        let a = t
+            .answer(t.lookup(&n("www.ok."), rtype::A).unwrap())
+            .unwrap();
+        assert_eq!(a.flags, flags::QR | flags::AA);
+        assert!(t.lookup(&n("other."), rtype::A).is_none());
     }
 
     #[test]
