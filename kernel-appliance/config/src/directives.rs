@@ -515,14 +515,30 @@ pub(crate) enum AuthKey {
     IxfrNumber,
     /// `ixfr-size:` (NSD's; skuad only).
     IxfrSize,
+    /// `request-xfr: ADDR[@PORT] KEY` (NSD's; skuad only): `primary:` with a key.
+    RequestXfr,
+    /// `allow-notify: NETBLOCK [KEY]` (Unbound's, with NSD's optional key).
+    AllowNotify,
+    /// `size-limit-xfr:` (NSD's; skuad only): bytes one transfer may bring.
+    SizeLimitXfr,
+    /// `xfr-max-records:` (skuad only): records one transfer may bring.
+    XfrMaxRecords,
 }
 
 impl AuthKey {
-    /// How many values it takes.
+    /// How many values it needs.
     pub(crate) fn arity(self) -> usize {
         match self {
-            AuthKey::ProvideXfr | AuthKey::Notify => 2,
+            AuthKey::ProvideXfr | AuthKey::Notify | AuthKey::RequestXfr => 2,
             _ => 1,
+        }
+    }
+
+    /// How many values it may take (an optional TSIG key name after the address).
+    pub(crate) fn max_arity(self) -> usize {
+        match self {
+            AuthKey::Primary | AuthKey::AllowNotify => 2,
+            k => k.arity(),
         }
     }
 }
@@ -541,8 +557,11 @@ const AUTH_ZONE: &[(&str, Support<AuthKey>)] = &[
     ("notify", I(AuthKey::Notify)),
     ("ixfr-number", I(AuthKey::IxfrNumber)),
     ("ixfr-size", I(AuthKey::IxfrSize)),
+    ("request-xfr", I(AuthKey::RequestXfr)),
+    ("allow-notify", I(AuthKey::AllowNotify)),
+    ("size-limit-xfr", I(AuthKey::SizeLimitXfr)),
+    ("xfr-max-records", I(AuthKey::XfrMaxRecords)),
     ("url", U(1)),
-    ("allow-notify", U(1)),
     ("zonemd-check", U(1)),
     ("zonemd-reject-absence", U(1)),
 ];

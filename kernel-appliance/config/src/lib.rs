@@ -50,8 +50,8 @@
 //!   `log:` without any `key:`; a `tsig-key:` without `name:` or `secret:`, with a second
 //!   one, with a `secret:` that is not `file:PATH` or `env:VAR` (never repeated in the
 //!   error), with an algorithm other than `hmac-sha256`, or with the name of another one;
-//!   an auth-zone `provide-xfr:`/`notify:` without its two values, an `ixfr-number:` above
-//!   10000.
+//!   an auth-zone `provide-xfr:`/`notify:`/`request-xfr:` without its two values, an
+//!   `ixfr-number:` above 10000, a `size-limit-xfr:` below 1k.
 //!
 //! # What it does not do
 //!
@@ -79,9 +79,11 @@
 //!   Unbound rejects them).
 //! - The `api:`, `audit:` and `tsig-key:` clauses are skuad's (Unbound rejects them as
 //!   unknown clauses). A directive they do not know is a warning, as in `server:` and
-//!   `auth-zone:`. In `auth-zone:`, `provide-xfr:`, `notify:`, `ixfr-number:` and
-//!   `ixfr-size:` are NSD's directives, skuad's only (docs/zone-transfer.md); netblocks,
-//!   addresses and key names in them are kept as written.
+//!   `auth-zone:`. In `auth-zone:`, `provide-xfr:`, `notify:`, `request-xfr:`,
+//!   `ixfr-number:`, `ixfr-size:` and `size-limit-xfr:` are NSD's directives and
+//!   `xfr-max-records:` skuad's own (docs/zone-transfer.md); `primary:` (`master:`) and
+//!   `allow-notify:` take an optional TSIG key name after the address (NSD's syntax);
+//!   netblocks, addresses and key names in them are kept as written.
 //! - A directive and its values must be on one line (Unbound lets values continue on the
 //!   next lines); an unquoted `local-data:`/`local-data-ptr:` value takes the rest of the
 //!   line.
@@ -130,8 +132,9 @@ mod tests;
 use std::path::{Path, PathBuf};
 
 pub use model::{
-    Api, Audit, AuditFsync, AuthZone, Config, Error, ForwardZone, Ha, Loc, Located, PortAction,
-    PortRule, Rrl, Server, TsigKey, UpstreamAddr, UpstreamHost, Warning, ZoneKind,
+    Api, Audit, AuditFsync, AuthZone, Config, DEFAULT_SIZE_LIMIT_XFR, DEFAULT_XFR_MAX_RECORDS,
+    Error, ForwardZone, Ha, Loc, Located, PortAction, PortRule, Rrl, Server, TsigKey, UpstreamAddr,
+    UpstreamHost, Warning, ZoneKind,
 };
 
 /// The local control socket skuad makes when `control-socket:` is not set, and where

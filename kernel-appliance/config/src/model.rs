@@ -635,9 +635,11 @@ pub struct AuthZone {
     pub for_upstream: bool,
     /// `fallback-enabled:`. Default no.
     pub fallback_enabled: bool,
-    /// `primary:` (alias `master:`) as written, in order. Kept so that the daemon can say
-    /// that it is not a secondary yet.
-    pub primaries: Vec<Located<String>>,
+    /// The primaries to transfer the zone from (skuad as a secondary), in order, as
+    /// (ADDR[@PORT], KEY) written: Unbound's `primary:` (alias `master:`) with an optional
+    /// `tsig-key:` name after the address (`NOKEY` when absent), and NSD's
+    /// `request-xfr: ADDR KEY`.
+    pub primaries: Vec<Located<(String, String)>>,
     /// `provide-xfr:` (NETBLOCK, KEY) as written, in order: who may transfer the zone, with
     /// a `tsig-key:` name, `NOKEY` or `BLOCKED`. **skuad only** (NSD's directive).
     pub provide_xfr: Vec<Located<(String, String)>>,
@@ -648,6 +650,15 @@ pub struct AuthZone {
     pub ixfr_number: u32,
     /// `ixfr-size:` bytes of records kept for IXFR. Default 1 MiB.
     pub ixfr_size: usize,
+    /// `allow-notify:` (NETBLOCK, KEY) as written: who may NOTIFY the zone's secondary
+    /// (Unbound's directive, with NSD's key; `NOKEY` when absent).
+    pub allow_notify: Vec<Located<(String, String)>>,
+    /// `size-limit-xfr:` (NSD's): bytes one incoming transfer may bring. Default
+    /// [`DEFAULT_SIZE_LIMIT_XFR`].
+    pub size_limit_xfr: usize,
+    /// `xfr-max-records:` (skuad's): records one incoming transfer may bring. Default
+    /// [`DEFAULT_XFR_MAX_RECORDS`].
+    pub xfr_max_records: usize,
     /// Where the `auth-zone:` line is.
     pub loc: Loc,
 }
@@ -666,10 +677,18 @@ impl AuthZone {
             notify: Vec::new(),
             ixfr_number: 100,
             ixfr_size: 1 << 20,
+            allow_notify: Vec::new(),
+            size_limit_xfr: DEFAULT_SIZE_LIMIT_XFR,
+            xfr_max_records: DEFAULT_XFR_MAX_RECORDS,
             loc,
         }
     }
 }
+
+/// `size-limit-xfr:`'s default: 100 MiB.
+pub const DEFAULT_SIZE_LIMIT_XFR: usize = 100 << 20;
+/// `xfr-max-records:`'s default: one million.
+pub const DEFAULT_XFR_MAX_RECORDS: usize = 1_000_000;
 
 /// One `tsig-key:` clause: a shared key for TSIG (RFC 8945). **Not an Unbound clause**
 /// (NSD's `key:`).

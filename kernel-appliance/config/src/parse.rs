@@ -33,11 +33,14 @@ struct PendingAuthZone {
     for_downstream: bool,
     for_upstream: bool,
     fallback_enabled: bool,
-    primaries: Vec<Located<String>>,
+    primaries: Vec<Located<(String, String)>>,
     provide_xfr: Vec<Located<(String, String)>>,
     notify: Vec<Located<(String, String)>>,
+    allow_notify: Vec<Located<(String, String)>>,
     ixfr_number: u32,
     ixfr_size: usize,
+    size_limit_xfr: usize,
+    xfr_max_records: usize,
 }
 
 /// A `tsig-key:` clause being read.
@@ -316,8 +319,11 @@ impl Parser {
                 primaries: Vec::new(),
                 provide_xfr: Vec::new(),
                 notify: Vec::new(),
+                allow_notify: Vec::new(),
                 ixfr_number: 100,
                 ixfr_size: 1 << 20,
+                size_limit_xfr: crate::model::DEFAULT_SIZE_LIMIT_XFR,
+                xfr_max_records: crate::model::DEFAULT_XFR_MAX_RECORDS,
             }),
             ClauseKind::ForwardZone | ClauseKind::StubZone => {
                 let kind = if kind == ClauseKind::ForwardZone {
@@ -374,8 +380,11 @@ impl Parser {
                 zone.primaries = p.primaries;
                 zone.provide_xfr = p.provide_xfr;
                 zone.notify = p.notify;
+                zone.allow_notify = p.allow_notify;
                 zone.ixfr_number = p.ixfr_number;
                 zone.ixfr_size = p.ixfr_size;
+                zone.size_limit_xfr = p.size_limit_xfr;
+                zone.xfr_max_records = p.xfr_max_records;
                 self.config.auth_zones.push(zone);
             }
             Clause::TsigKey(p) => {
@@ -512,9 +521,23 @@ impl Parser {
     ) -> Result<usize, Error> {
         match directives::auth_zone(name) {
             Some(Support::Implemented(key)) => {
-                let n = key.arity();
-                need(name, vals, n, loc)?;
+                need(name, vals, key.arity(), loc)?;
+                // An optional value is one when it is on the line and not a directive.
+                let n = if vals.len() > key.arity() && !looks_like_directive(&vals[key.arity()]) {
+                    key.max_arity()
+                } else {
+                    key.arity()
+                };
                 no_more(name, vals, n, loc)?;
+                // Missing key name: no TSIG.
+                let second = vals
+                    .get(1)
+                    .filter(|_| n == 2)
+                    .map_or_else(|| "NOKEY".to_owned(), |t| t.text.clone());
+                let pair = Located {
+                    value: (vals[0].text.clone(), second),
+                    loc: loc.clone(),
+                };
                 let Clause::AuthZone(zone) = &mut self.clause else {
                     unreachable!("auth_zone_directive is called in auth-zone: clauses only")
                 };
@@ -537,7 +560,18 @@ impl Parser {
                         zone.name = Some(value);
                     }
                     AuthKey::Zonefile => zone.zonefile = Some(value),
-                    AuthKey::Primary => zone.primaries.push(value),
+                    AuthKey::Primary | AuthKey::RequestXfr => zone.primaries.push(pair),
+                    AuthKey::AllowNotify => zone.allow_notify.push(pair),
+                    AuthKey::SizeLimitXfr => {
+                        zone.size_limit_xfr = parse_size(name, &vals[0], loc)?.unwrap_or(0);
+                        if zone.size_limit_xfr < 1024 {
+                            return Err(Error::at(loc, format!("'{name}:' must be at least 1k")));
+                        }
+                    }
+                    AuthKey::XfrMaxRecords => {
+                        zone.xfr_max_records =
+                            ranged(name, &vals[0], 1, 1_000_000_000, loc)? as usize;
+                    }
                     AuthKey::ForDownstream => {
                         zone.for_downstream = parse_bool(name, &vals[0], loc)?
                     }
@@ -545,14 +579,8 @@ impl Parser {
                     AuthKey::FallbackEnabled => {
                         zone.fallback_enabled = parse_bool(name, &vals[0], loc)?;
                     }
-                    AuthKey::ProvideXfr => zone.provide_xfr.push(Located {
-                        value: (vals[0].text.clone(), vals[1].text.clone()),
-                        loc: loc.clone(),
-                    }),
-                    AuthKey::Notify => zone.notify.push(Located {
-                        value: (vals[0].text.clone(), vals[1].text.clone()),
-                        loc: loc.clone(),
-                    }),
+                    AuthKey::ProvideXfr => zone.provide_xfr.push(pair),
+                    AuthKey::Notify => zone.notify.push(pair),
                     AuthKey::IxfrNumber => {
                         // Within 0..=10000 by the check: fits a u32.
                         zone.ixfr_number = ranged(name, &vals[0], 0, 10_000, loc)? as u32;

@@ -280,7 +280,10 @@ auth-zone:
     assert_eq!(s.local_data[1].value, r##"esc.example. TXT \"#x\""##);
     let zone = &c.auth_zones[0];
     assert_eq!(zone.name.value, "example.org.");
-    assert_eq!(zone.primaries[0].value, "192.0.2.1@853#tls.example.org.");
+    assert_eq!(
+        zone.primaries[0].value,
+        ("192.0.2.1@853#tls.example.org.".into(), "NOKEY".into())
+    );
 }
 
 #[test]
@@ -549,10 +552,6 @@ view:
                 "'url' in auth-zone: is not supported yet and is ignored"
             ),
             (
-                17,
-                "'allow-notify' in auth-zone: is not supported yet and is ignored"
-            ),
-            (
                 18,
                 "'zonemd-check' in auth-zone: is not supported yet and is ignored"
             ),
@@ -620,14 +619,17 @@ server:
     assert!(a.for_downstream);
     assert!(!a.for_upstream);
     assert!(a.fallback_enabled);
-    let primaries: Vec<(&str, usize)> = a
+    let primaries: Vec<(&str, &str, usize)> = a
         .primaries
         .iter()
-        .map(|p| (p.value.as_str(), p.loc.line))
+        .map(|p| (p.value.0.as_str(), p.value.1.as_str(), p.loc.line))
         .collect();
     assert_eq!(
         primaries,
-        [("192.0.2.53", 9), ("2001:db8::53@5353#tls.example.", 10)]
+        [
+            ("192.0.2.53", "NOKEY", 9),
+            ("2001:db8::53@5353#tls.example.", "NOKEY", 10)
+        ]
     );
     let b = &c.auth_zones[1];
     assert_eq!(b.loc.line, 11);
@@ -2728,6 +2730,83 @@ auth-zone:
         (100, 1 << 20)
     );
     assert!(c.auth_zones[0].provide_xfr.is_empty());
+}
+
+#[test]
+fn secondary_directives() {
+    let c = parse(
+        "auth-zone:
+  name: example.
+  zonefile: example.zone
+  primary: 198.18.0.1
+  primary: 198.18.0.2@5300 xfr.example.
+  request-xfr: fd00::1 NOKEY
+  master: 198.18.0.3 zonefile: other.zone
+  allow-notify: 198.18.0.0/24
+  allow-notify: fd00::/8 xfr.example.
+  size-limit-xfr: 10m
+  xfr-max-records: 5000
+",
+    );
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    let z = &c.auth_zones[0];
+    let pairs = |v: &[crate::Located<(String, String)>]| {
+        v.iter()
+            .map(|l| (l.value.0.clone(), l.value.1.clone(), l.loc.line))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        pairs(&z.primaries),
+        [
+            ("198.18.0.1".into(), "NOKEY".into(), 4),
+            ("198.18.0.2@5300".into(), "xfr.example.".into(), 5),
+            ("fd00::1".into(), "NOKEY".into(), 6),
+            ("198.18.0.3".into(), "NOKEY".into(), 7),
+        ]
+    );
+    assert_eq!(
+        z.zonefile.as_ref().map(|z| z.value.as_str()),
+        Some("other.zone"),
+        "a directive after an optional value on the same line"
+    );
+    assert_eq!(
+        pairs(&z.allow_notify),
+        [
+            ("198.18.0.0/24".into(), "NOKEY".into(), 8),
+            ("fd00::/8".into(), "xfr.example.".into(), 9),
+        ]
+    );
+    assert_eq!((z.size_limit_xfr, z.xfr_max_records), (10 << 20, 5000));
+    let c = parse("auth-zone:\n  name: a.\n");
+    let z = &c.auth_zones[0];
+    assert_eq!(
+        (z.size_limit_xfr, z.xfr_max_records),
+        (
+            crate::DEFAULT_SIZE_LIMIT_XFR,
+            crate::DEFAULT_XFR_MAX_RECORDS
+        )
+    );
+    assert!(z.primaries.is_empty() && z.allow_notify.is_empty());
+    for (text, want) in [
+        (
+            "auth-zone:\n  name: a.\n  request-xfr: 198.18.0.1\n",
+            "t.conf:3: 'request-xfr:' needs 2 values, found 1",
+        ),
+        (
+            "auth-zone:\n  name: a.\n  primary: 198.18.0.1 k. extra\n",
+            "t.conf:3: 'primary:' takes exactly 2 values, found more: 'extra' (quote a value that contains spaces)",
+        ),
+        (
+            "auth-zone:\n  name: a.\n  size-limit-xfr: 100\n",
+            "t.conf:3: 'size-limit-xfr:' must be at least 1k",
+        ),
+        (
+            "auth-zone:\n  name: a.\n  xfr-max-records: 0\n",
+            "t.conf:3: 'xfr-max-records:' value 0 is out of range (1-1000000000)",
+        ),
+    ] {
+        assert_eq!(err(text), want, "{text}");
+    }
 }
 
 #[test]

@@ -336,7 +336,7 @@ pub fn load_config_after(
         for p in &z.primaries {
             warnings.push(format!(
                 "{}: skuad is not a secondary yet (it serves transfers as a primary); primary '{}' is ignored",
-                p.loc, p.value
+                p.loc, p.value.0
             ));
         }
         if !z.for_downstream {
