@@ -103,8 +103,16 @@ pub mod kind {
     pub const AUTH_FAILURE: &str = "auth-failure";
     /// A zone transfer served to a secondary (AXFR, IXFR).
     pub const XFR_OUT: &str = "xfr-out";
-    /// A zone transfer request refused (TSIG, `provide-xfr:`), aggregated per source.
+    /// A zone transfer request or a NOTIFY refused (TSIG, `provide-xfr:`,
+    /// `allow-notify:`), aggregated per source.
     pub const XFR_REFUSED: &str = "xfr-refused";
+    /// A zone transfer received from a primary and served (skuad as a secondary).
+    pub const XFR_IN: &str = "xfr-in";
+    /// A secondary zone's refresh or transfer that failed (no answer, refused, bad TSIG,
+    /// a transfer that does not apply), aggregated per primary.
+    pub const XFR_IN_FAILED: &str = "xfr-in-failed";
+    /// A secondary zone's copy expired (RFC 1035 §3.3.13): it is no longer served.
+    pub const XFR_EXPIRED: &str = "xfr-expired";
 
     /// Reserved: the chain moves to another key.
     pub const KEY_ROTATION: &str = "key-rotation";

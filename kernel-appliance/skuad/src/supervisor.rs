@@ -143,10 +143,11 @@ pub fn run(source: Source, xdp_opts: &XdpOptions) -> Result<(), String> {
                 let _ = tokio::task::spawn_blocking(move || c.flush_refusals(false)).await;
             }
         });
-        // Zone transfers: the TCP dataplane's reports into the log and the audit log, and
-        // the NOTIFY sender.
+        // Zone transfers: the dataplanes' reports into the log and the audit log and the
+        // secondary zones' updates, the NOTIFY sender, the secondary.
         let xfr_events = tokio::spawn(crate::control::xfr::run(ctl.clone()));
         let notifier = tokio::spawn(crate::dataplane::notify::run(serving.clone()));
+        let secondary = tokio::spawn(crate::dataplane::xfrin::run(serving.clone()));
         // Leases of the service addresses that run out: logged and audited (answering
         // stops by itself, at the expiry, in every dataplane).
         let c = ctl.clone();
@@ -173,6 +174,7 @@ pub fn run(source: Source, xdp_opts: &XdpOptions) -> Result<(), String> {
         let _ = api_stop.send(true);
         flusher.abort();
         lease_watch.abort();
+        secondary.abort();
         xfr_events.abort();
         notifier.abort();
         r

@@ -1,8 +1,11 @@
 //! Zone transfers as the dataplanes see them: the versions of the auth zones that may be
-//! transferred, their journals, who may transfer them and with which TSIG key, behind an
-//! [`ArcSwap`] the control core replaces at every load; and the queue on which the TCP
-//! dataplane reports each transfer served or refused, for the control core's log and
-//! audit log (which may block on `fdatasync`, so the dataplane never writes it itself).
+//! transferred, their journals, who may transfer them and with which TSIG key, and the
+//! secondary zones (their primaries, who may NOTIFY them, the copy held), behind an
+//! [`ArcSwap`] the control core replaces at every load; the queue on which the dataplanes
+//! report each transfer served or refused, each NOTIFY refused and each incoming transfer
+//! that failed, for the control core's log and audit log (which may block on `fdatasync`,
+//! so the dataplane never writes it itself); the queue of accepted NOTIFYs for the
+//! secondary's task, and the queue on which that task hands transfers to the control core.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -10,9 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
+use skua_xfr::client::Limits;
 use skua_xfr::server::{Allow, Kind, Refusal};
 use skua_xfr::tsig::Key;
-use skua_xfr::zone::{Journal, Version};
+use skua_xfr::zone::{Diff, Journal, Version};
 
 /// Events queued for the control core before the newest are dropped (and counted).
 pub const EVENT_QUEUE: usize = 1024;
@@ -39,6 +43,36 @@ pub struct Zone {
     pub notify: Vec<NotifyTarget>,
 }
 
+/// A primary of a secondary zone (`primary:`, `request-xfr:`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Primary {
+    /// Where.
+    pub addr: SocketAddr,
+    /// The key to sign with (index in [`Transfers::keys`]), `None` for `NOKEY`.
+    pub key: Option<usize>,
+}
+
+/// One secondary zone (skuad transfers it from its primaries).
+#[derive(Clone, Debug)]
+pub struct Secondary {
+    /// The apex.
+    pub apex: skua_engine::name::WireName,
+    /// Its primaries, in the order tried.
+    pub primaries: Vec<Primary>,
+    /// Who may NOTIFY it: `allow-notify:`, then each primary's address with its key.
+    pub allow_notify: Vec<Allow>,
+    /// The copy served; `None` before the first transfer or after it expired (the engine
+    /// answers SERVFAIL for the zone).
+    pub version: Option<Arc<Version>>,
+    /// When the copy was last known current, seconds since the epoch (its zone file's
+    /// modification time at start, then the last successful refresh).
+    pub confirmed: Option<u64>,
+    /// Bounds on one transfer (`size-limit-xfr:`, `xfr-max-records:`).
+    pub limits: Limits,
+    /// Where the copy is written (`zonefile:`), if anywhere.
+    pub zonefile: Option<std::path::PathBuf>,
+}
+
 /// Everything a transfer request is answered from.
 #[derive(Clone, Debug, Default)]
 pub struct Transfers {
@@ -46,6 +80,8 @@ pub struct Transfers {
     pub keys: Vec<Key>,
     /// Zones by lower-cased apex (wire form).
     pub zones: HashMap<Vec<u8>, Zone>,
+    /// Secondary zones by lower-cased apex (wire form).
+    pub secondaries: HashMap<Vec<u8>, Secondary>,
 }
 
 /// What the TCP dataplane reports.
@@ -79,6 +115,88 @@ pub enum Event {
         /// Why, and what it asked.
         refusal: Refusal,
     },
+    /// A NOTIFY was refused (skuad as a secondary).
+    NotifyRefused {
+        /// The sender.
+        client: IpAddr,
+        /// Why.
+        refusal: Refusal,
+    },
+    /// A NOTIFY was accepted: the zone is checked at once.
+    Notified {
+        /// The sender.
+        client: IpAddr,
+        /// The zone, lower case.
+        zone: String,
+        /// The serial it announced.
+        serial: Option<u32>,
+    },
+    /// Checking or transferring a secondary zone from one primary failed.
+    InFailed {
+        /// The zone, lower case.
+        zone: String,
+        /// The primary.
+        primary: SocketAddr,
+        /// The key the requests were signed with.
+        key: Option<String>,
+        /// `SOA`, `IXFR` or `AXFR`.
+        stage: &'static str,
+        /// A stable short reason (`timeout`, `refused`, `tsig`, ...).
+        reason: &'static str,
+        /// The whole message.
+        error: String,
+    },
+}
+
+/// A transfer a secondary zone received, for the control core to put in force.
+#[derive(Debug)]
+pub struct Received {
+    /// The zone's apex, lower case, wire form.
+    pub apex: Vec<u8>,
+    /// The new version.
+    pub version: Version,
+    /// The diffs from the version held to it (IXFR's, or the one difference of a whole
+    /// zone), for the zone's own journal.
+    pub diffs: Vec<Diff>,
+    /// `IXFR`, `AXFR`, `IXFR (whole zone)`.
+    pub kind: &'static str,
+    /// The primary.
+    pub primary: SocketAddr,
+    /// The key that signed the transfer.
+    pub key: Option<String>,
+    /// The serial held before, if any.
+    pub from: Option<u32>,
+    /// Records, bytes and messages received.
+    pub records: usize,
+    /// Bytes received.
+    pub bytes: usize,
+    /// Messages received.
+    pub messages: usize,
+}
+
+/// What the secondary's task asks of the control core.
+#[derive(Debug)]
+pub enum Update {
+    /// Serve this transfer: compile, swap, write the zone file, audit. The answer says
+    /// whether it serves.
+    Transfer(
+        Box<Received>,
+        tokio::sync::oneshot::Sender<Result<(), String>>,
+    ),
+    /// The zone's copy expired (RFC 1035 §3.3.13): stop serving it.
+    Expired(Vec<u8>, tokio::sync::oneshot::Sender<Result<(), String>>),
+    /// The primary confirmed the copy (same serial): remember when (the zone file's
+    /// modification time), so a restart counts EXPIRE from here.
+    Confirmed(Vec<u8>),
+}
+
+/// An accepted NOTIFY, for the secondary's task.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotifyIn {
+    /// The zone, lower-cased apex, wire form.
+    pub zone: Vec<u8>,
+    /// The serial announced.
+    pub serial: Option<u32>,
 }
 
 /// A zone whose serial moved: its secondaries are to be NOTIFYed (RFC 1996).
@@ -98,7 +216,11 @@ pub struct NotifyJob {
 /// earlier ones anyway).
 pub const NOTIFY_QUEUE: usize = 256;
 
-/// The transfer state shared by the control core and the TCP dataplane.
+/// Accepted NOTIFYs queued for the secondary's task before new ones are dropped (a
+/// NOTIFY only makes a zone due; one per zone is enough).
+pub const NOTIFY_IN_QUEUE: usize = 256;
+
+/// The transfer state shared by the control core and the dataplanes.
 pub struct Xfr {
     /// What requests are answered from.
     pub state: ArcSwap<Transfers>,
@@ -108,12 +230,21 @@ pub struct Xfr {
     pub dropped: AtomicU64,
     notify: tokio::sync::mpsc::Sender<NotifyJob>,
     notify_rx: Mutex<Option<tokio::sync::mpsc::Receiver<NotifyJob>>>,
+    notify_in: tokio::sync::mpsc::Sender<NotifyIn>,
+    notify_in_rx: Mutex<Option<tokio::sync::mpsc::Receiver<NotifyIn>>>,
+    updates: tokio::sync::mpsc::Sender<Update>,
+    updates_rx: Mutex<Option<tokio::sync::mpsc::Receiver<Update>>>,
+    /// Signalled when [`Self::state`] changes (a load): the secondary's task looks at the
+    /// secondary zones again.
+    pub changed: tokio::sync::Notify,
 }
 
 impl Default for Xfr {
     fn default() -> Self {
         let (tx, rx) = tokio::sync::mpsc::channel(EVENT_QUEUE);
         let (ntx, nrx) = tokio::sync::mpsc::channel(NOTIFY_QUEUE);
+        let (itx, irx) = tokio::sync::mpsc::channel(NOTIFY_IN_QUEUE);
+        let (utx, urx) = tokio::sync::mpsc::channel(16);
         Xfr {
             state: ArcSwap::from_pointee(Transfers::default()),
             events: tx,
@@ -121,6 +252,11 @@ impl Default for Xfr {
             dropped: AtomicU64::new(0),
             notify: ntx,
             notify_rx: Mutex::new(Some(nrx)),
+            notify_in: itx,
+            notify_in_rx: Mutex::new(Some(irx)),
+            updates: utx,
+            updates_rx: Mutex::new(Some(urx)),
+            changed: tokio::sync::Notify::new(),
         }
     }
 }
@@ -142,6 +278,33 @@ impl Xfr {
     /// The receiving end of the NOTIFY jobs (once: the dataplane's sender).
     pub fn take_notify_jobs(&self) -> Option<tokio::sync::mpsc::Receiver<NotifyJob>> {
         self.notify_rx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    /// Queues an accepted NOTIFY for the secondary's task (from any thread); a full queue
+    /// drops it (the zone's REFRESH still comes).
+    pub fn notified(&self, n: NotifyIn) {
+        let _ = self.notify_in.try_send(n);
+    }
+
+    /// The receiving end of the accepted NOTIFYs (once: the secondary's task).
+    pub fn take_notify_in(&self) -> Option<tokio::sync::mpsc::Receiver<NotifyIn>> {
+        self.notify_in_rx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    /// Hands an update to the control core (waits while its queue is full).
+    pub async fn update(&self, u: Update) -> bool {
+        self.updates.send(u).await.is_ok()
+    }
+
+    /// The receiving end of the secondary's updates (once: the control core's).
+    pub fn take_updates(&self) -> Option<tokio::sync::mpsc::Receiver<Update>> {
+        self.updates_rx
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take()

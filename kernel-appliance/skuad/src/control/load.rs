@@ -44,14 +44,16 @@ pub struct Loaded {
     pub xfr: XfrLoaded,
 }
 
-/// What a load gives zone transfers: the keys, and each zone with `provide-xfr:` or
-/// `notify:`.
+/// What a load gives zone transfers: the keys, each zone with `provide-xfr:` or
+/// `notify:` (and each secondary zone with a copy), and the secondary zones.
 #[derive(Debug, Default)]
 pub struct XfrLoaded {
     /// `tsig-key:` keys, in configuration order.
     pub keys: Vec<skua_xfr::tsig::Key>,
     /// The zones.
     pub zones: Vec<XfrZoneLoaded>,
+    /// The secondary zones (`primary:`, `request-xfr:`), by lower-cased apex.
+    pub secondaries: std::collections::HashMap<Vec<u8>, crate::base::xfr::Secondary>,
 }
 
 /// One auth zone that may be transferred, as loaded.
@@ -59,8 +61,12 @@ pub struct XfrLoaded {
 pub struct XfrZoneLoaded {
     /// Lower-cased apex, wire form.
     pub apex: Vec<u8>,
-    /// The version the engine serves (its SOA serial decided by [`zone_serial`]).
-    pub version: skua_xfr::zone::Version,
+    /// The version the engine serves (its SOA serial decided by [`zone_serial`], or the
+    /// primary's for a secondary zone).
+    pub version: std::sync::Arc<skua_xfr::zone::Version>,
+    /// The diffs that lead to it from the version served before, when a transfer brought
+    /// them (its journal keeps them as they came); empty: the difference is computed.
+    pub diffs: Vec<skua_xfr::zone::Diff>,
     /// `provide-xfr:` entries.
     pub allow: Vec<skua_xfr::server::Allow>,
     /// `notify:` targets.
@@ -201,6 +207,15 @@ pub fn load_config(cfg: Config, base: Option<PathBuf>) -> Result<Loaded, LoadErr
     load_config_after(cfg, base, &After::default())
 }
 
+/// New data for a secondary zone, which a load serves instead of the copy in force.
+#[derive(Clone, Debug, Default)]
+pub struct SecondaryData {
+    /// The copy to serve; `None`: none (expired), SERVFAIL.
+    pub version: Option<std::sync::Arc<skua_xfr::zone::Version>>,
+    /// The diffs that lead to it from the copy in force (see [`XfrZoneLoaded::diffs`]).
+    pub diffs: Vec<skua_xfr::zone::Diff>,
+}
+
 /// What a load knows besides the configuration: the transfer state in force and the API's
 /// state file (docs/zone-transfer.md, "Where new versions come from").
 #[derive(Clone, Copy, Debug, Default)]
@@ -212,6 +227,10 @@ pub struct After<'a> {
     pub state: Option<&'a Path>,
     /// Serials persisted with the state file: no zone is served below its own.
     pub serials: Option<&'a std::collections::BTreeMap<String, u32>>,
+    /// New data for secondary zones (a transfer, an expiry), by lower-cased apex. A
+    /// secondary zone not named here keeps the copy in force (`prev`), or, when it has
+    /// none there (at start, or a zone new to the configuration), reads its zone file.
+    pub secondary: Option<&'a std::collections::HashMap<Vec<u8>, SecondaryData>>,
 }
 
 /// As [`load_config`], after `after` (see [`After`]).
@@ -278,7 +297,11 @@ pub fn load_config_after(
     let transferred: Vec<WireName> = cfg
         .auth_zones
         .iter()
-        .filter(|z| z.for_downstream && (!z.provide_xfr.is_empty() || !z.notify.is_empty()))
+        .filter(|z| {
+            z.for_downstream
+                && z.primaries.is_empty()
+                && (!z.provide_xfr.is_empty() || !z.notify.is_empty())
+        })
         .filter_map(|z| WireName::parse(&z.name.value, None).ok())
         .map(|n| n.to_lowercase())
         .collect();
@@ -314,6 +337,8 @@ pub fn load_config_after(
     }
     let keys = tsig_keys(&cfg.tsig_keys, base.as_deref())?;
     let mut xfr_zones = Vec::new();
+    let mut secondaries = std::collections::HashMap::new();
+    let base_dir = base.clone();
     let mut loader = FileLoader { base };
     let mut auth_names: Vec<WireName> = Vec::new();
     for z in &cfg.auth_zones {
@@ -333,21 +358,61 @@ pub fn load_config_after(
             ));
         }
         auth_names.push(name.clone());
-        for p in &z.primaries {
-            warnings.push(format!(
-                "{}: skuad is not a secondary yet (it serves transfers as a primary); primary '{}' is ignored",
-                p.loc, p.value.0
-            ));
-        }
         if !z.for_downstream {
             warnings.push(format!("{}: auth-zone '{}' has for-downstream: no; only downstream service is implemented, so it is not served", z.loc, z.name.value));
+            continue;
+        }
+        if !z.primaries.is_empty() {
+            let sec = secondary_zone(
+                z,
+                &name,
+                &keys,
+                &mut loader,
+                base_dir.as_deref(),
+                prev,
+                after,
+                &mut warnings,
+            )?;
+            let apex = name.to_lowercase().as_bytes().to_vec();
+            match &sec.version {
+                Some(v) => {
+                    let tag_zone = tag(&mut locs, &z.loc);
+                    let recs: Vec<(skua_engine::rr::Rr, u32)> =
+                        v.iter().map(|r| (r.clone(), tag_zone)).collect();
+                    records += recs.len();
+                    // Its own secondaries (chained), and the journal a promotion keeps.
+                    let (allow, notify) = xfr_entries(z, &keys)?;
+                    let diffs = after
+                        .secondary
+                        .and_then(|m| m.get(&apex))
+                        .map(|d| d.diffs.clone())
+                        .unwrap_or_default();
+                    xfr_zones.push(XfrZoneLoaded {
+                        apex: apex.clone(),
+                        version: v.clone(),
+                        diffs,
+                        allow,
+                        notify,
+                        ixfr_number: z.ixfr_number as usize,
+                        ixfr_size: z.ixfr_size,
+                    });
+                    b.auth_zone(AuthZoneSpec {
+                        name,
+                        records: recs,
+                    });
+                }
+                None => {
+                    b.unavailable_auth_zone(name);
+                }
+            }
+            secondaries.insert(apex, sec);
             continue;
         }
         let Some(zf) = &z.zonefile else {
             return Err(at(
                 &z.loc,
                 format!(
-                    "auth-zone '{}' has no zonefile (skuad is not a secondary yet)",
+                    "auth-zone '{}' has no zonefile and no primary: nothing to serve",
                     z.name.value
                 ),
             ));
@@ -480,6 +545,7 @@ pub fn load_config_after(
         xfr: XfrLoaded {
             keys,
             zones: xfr_zones,
+            secondaries,
         },
     })
 }
@@ -585,6 +651,50 @@ fn xfr_zone(
     prev: &crate::base::xfr::Transfers,
     floor: Option<u32>,
 ) -> Result<XfrZoneLoaded, LoadError> {
+    let (allow, notify) = xfr_entries(z, keys)?;
+    let version = skua_xfr::zone::Version::new(name, recs.iter().map(|(r, _)| r.clone()).collect())
+        .map_err(|e| at(&z.loc, format!("auth-zone '{}': {e}", z.name.value)))?;
+    let apex = name.to_lowercase().as_bytes().to_vec();
+    let mut serial = zone_serial(prev.zones.get(&apex).map(|p| &*p.version), &version);
+    if let Some(f) = floor
+        && skua_xfr::zone::serial_lt(serial, f)
+    {
+        // Served before (with API data) at this serial: never go back.
+        serial = f;
+    }
+    let version = if serial == version.serial() {
+        version
+    } else {
+        for (r, _) in recs.iter_mut() {
+            if r.rtype == skua_engine::rr::rtype::SOA {
+                *r = skua_xfr::zone::with_serial(r, serial);
+            }
+        }
+        version.with_serial(serial)
+    };
+    Ok(XfrZoneLoaded {
+        apex,
+        version: std::sync::Arc::new(version),
+        diffs: Vec::new(),
+        allow,
+        notify,
+        ixfr_number: z.ixfr_number as usize,
+        ixfr_size: z.ixfr_size,
+    })
+}
+
+/// A zone's `provide-xfr:` entries and `notify:` targets, checked.
+#[allow(clippy::type_complexity)]
+fn xfr_entries(
+    z: &skua_config::AuthZone,
+    keys: &[skua_xfr::tsig::Key],
+) -> Result<
+    (
+        Vec<skua_xfr::server::Allow>,
+        Vec<crate::base::xfr::NotifyTarget>,
+    ),
+    LoadError,
+> {
     use skua_xfr::server::{Allow, KeyRule};
     let mut allow = Vec::new();
     for l in &z.provide_xfr {
@@ -611,34 +721,152 @@ fn xfr_zone(
             key: key_ref(key, keys, "notify", &l.loc)?,
         });
     }
-    let version = skua_xfr::zone::Version::new(name, recs.iter().map(|(r, _)| r.clone()).collect())
-        .map_err(|e| at(&z.loc, format!("auth-zone '{}': {e}", z.name.value)))?;
-    let apex = name.to_lowercase().as_bytes().to_vec();
-    let mut serial = zone_serial(prev.zones.get(&apex).map(|p| &*p.version), &version);
-    if let Some(f) = floor
-        && skua_xfr::zone::serial_lt(serial, f)
-    {
-        // Served before (with API data) at this serial: never go back.
-        serial = f;
+    Ok((allow, notify))
+}
+
+/// Where a secondary zone's `zonefile:` is: as written when absolute, else relative to
+/// the configuration file's directory (the working directory without one).
+fn secondary_zonefile(zf: &str, base: Option<&Path>) -> PathBuf {
+    let p = PathBuf::from(zf);
+    match base {
+        Some(b) if p.is_relative() => b.join(p),
+        _ => p,
     }
-    let version = if serial == version.serial() {
-        version
-    } else {
-        for (r, _) in recs.iter_mut() {
-            if r.rtype == skua_engine::rr::rtype::SOA {
-                *r = skua_xfr::zone::with_serial(r, serial);
-            }
+}
+
+/// A secondary zone (`primary:`, `request-xfr:`): its primaries, `allow-notify:`
+/// entries and limits checked, and its copy: new data from `after.secondary`, else the
+/// copy in force (`prev`), else its zone file when it exists and holds the zone (a file
+/// that does not is a warning: the zone is transferred anew), else none.
+#[allow(clippy::too_many_arguments)]
+fn secondary_zone(
+    z: &skua_config::AuthZone,
+    name: &WireName,
+    keys: &[skua_xfr::tsig::Key],
+    loader: &mut FileLoader,
+    base: Option<&Path>,
+    prev: &crate::base::xfr::Transfers,
+    after: &After<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<crate::base::xfr::Secondary, LoadError> {
+    use crate::base::xfr::{Primary, Secondary};
+    use skua_xfr::server::{Allow, KeyRule};
+    let mut primaries = Vec::new();
+    for l in &z.primaries {
+        let (addr, key) = &l.value;
+        if addr.contains('#') {
+            return Err(at(
+                &l.loc,
+                format!("primary '{addr}': transfers over TLS are not supported"),
+            ));
         }
-        version.with_serial(serial)
+        let a = parse_addr(addr, 53).map_err(|e| {
+            at(
+                &l.loc,
+                format!("primary '{addr}': {}", e.replace("interface", "address")),
+            )
+        })?;
+        primaries.push(Primary {
+            addr: a,
+            key: key_ref(key, keys, "primary", &l.loc)?,
+        });
+    }
+    let mut allow_notify = Vec::new();
+    for l in &z.allow_notify {
+        let (nb, key) = &l.value;
+        let netblock: Netblock = nb
+            .parse()
+            .map_err(|e| at(&l.loc, format!("allow-notify: '{nb}': {e}")))?;
+        let rule = if key.eq_ignore_ascii_case("BLOCKED") {
+            KeyRule::Blocked
+        } else {
+            match key_ref(key, keys, "allow-notify", &l.loc)? {
+                Some(i) => KeyRule::Key(i),
+                None => KeyRule::NoKey,
+            }
+        };
+        allow_notify.push(Allow { netblock, rule });
+    }
+    // A primary may NOTIFY its zone, signed with the key it transfers with (Unbound
+    // allows its primaries by default too).
+    for p in &primaries {
+        if let Ok(netblock) = p.addr.ip().to_canonical().to_string().parse::<Netblock>() {
+            allow_notify.push(Allow {
+                netblock,
+                rule: p.key.map_or(KeyRule::NoKey, KeyRule::Key),
+            });
+        }
+    }
+    let apex = name.to_lowercase().as_bytes().to_vec();
+    let zonefile = z
+        .zonefile
+        .as_ref()
+        .map(|zf| secondary_zonefile(&zf.value, base));
+    let (version, confirmed) = match after.secondary.and_then(|m| m.get(&apex)) {
+        Some(d) => (
+            d.version.clone(),
+            d.version.as_ref().map(|_| crate::base::clock::unix_secs()),
+        ),
+        None => match prev.secondaries.get(&apex) {
+            Some(s) => (s.version.clone(), s.confirmed),
+            None => match &zonefile {
+                Some(path) if path.exists() => match read_secondary_copy(name, path, loader) {
+                    Ok((v, mtime)) => (Some(std::sync::Arc::new(v)), Some(mtime)),
+                    Err(e) => {
+                        warnings.push(format!(
+                                "{}: auth-zone '{}': the copy in {} is not usable ({e}); the zone is transferred anew",
+                                z.loc,
+                                z.name.value,
+                                path.display()
+                            ));
+                        (None, None)
+                    }
+                },
+                _ => (None, None),
+            },
+        },
     };
-    Ok(XfrZoneLoaded {
-        apex,
+    Ok(Secondary {
+        apex: name.clone(),
+        primaries,
+        allow_notify,
         version,
-        allow,
-        notify,
-        ixfr_number: z.ixfr_number as usize,
-        ixfr_size: z.ixfr_size,
+        confirmed,
+        limits: skua_xfr::client::Limits {
+            max_bytes: z.size_limit_xfr,
+            max_records: z.xfr_max_records,
+        },
+        zonefile,
     })
+}
+
+/// A secondary zone's copy from its zone file, and the file's modification time (when the
+/// copy was last known current), seconds since the epoch.
+fn read_secondary_copy(
+    name: &WireName,
+    path: &Path,
+    loader: &mut FileLoader,
+) -> Result<(skua_xfr::zone::Version, u64), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let mtime = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs());
+    let mut recs = Vec::new();
+    zonefile::parse_zone(
+        &text,
+        &path.display().to_string(),
+        name,
+        loader,
+        &mut |rr| {
+            recs.push(rr);
+            Ok(())
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let v = skua_xfr::zone::Version::new(name, recs).map_err(|e| e.to_string())?;
+    Ok((v, mtime))
 }
 
 /// The resolver's settings from `forward-zone:`, `stub-zone:` and the cache and upstream

@@ -365,6 +365,9 @@ pub struct Control {
     refusals: RefusalLog,
     /// Refused zone transfer requests, likewise (`xfr-refused`).
     xfr_refusals: RefusalLog,
+    /// Failed refreshes and transfers of secondary zones, likewise (`xfr-in-failed`), per
+    /// primary.
+    xfr_in_failures: RefusalLog,
     /// The host agent's leases: counters and what the expiry watcher reports.
     leases: ha::LeaseBook,
 }
@@ -523,6 +526,7 @@ impl Boot {
             prev: None,
             state: state_path.as_deref(),
             serials: Some(&serials),
+            secondary: None,
         };
         let loaded = load::load_config_after(merged.clone(), dir.clone(), &after)
             .map_err(|e| format!("cannot load configuration: {e}"))?;
@@ -616,6 +620,7 @@ impl Control {
             writes_failed: AtomicU64::new(0),
             refusals: RefusalLog::new(REFUSAL_WINDOW),
             xfr_refusals: RefusalLog::new(REFUSAL_WINDOW),
+            xfr_in_failures: RefusalLog::new(REFUSAL_WINDOW),
             leases: ha::LeaseBook::default(),
         };
         if let Some(x) = xfr {
@@ -709,6 +714,12 @@ impl Control {
             self.xfr_refusals.due(Instant::now())
         };
         self.record_xfr_refusals(due);
+        let due = if all {
+            self.xfr_in_failures.drain()
+        } else {
+            self.xfr_in_failures.due(Instant::now())
+        };
+        self.record_xfr_in_failures(due);
     }
 
     /// The current view.
@@ -855,6 +866,7 @@ impl Control {
                 prev: Some(&prev_xfr),
                 state: state_path.as_deref(),
                 serials: Some(&serials),
+                secondary: None,
             };
             let loaded =
                 load::load_config_after(merged.clone(), dir.clone(), &after).map_err(|e| e.0)?;
@@ -1030,7 +1042,7 @@ impl Control {
         };
         let mut overlay = inner.overlay.clone();
         for c in &changes {
-            apply_change(&inner.base.server, &mut overlay, c).map_err(unrecorded)?;
+            apply_change(&inner.base, &mut overlay, c).map_err(unrecorded)?;
         }
         let mut merged = inner.base.clone();
         overlay.merge_into(&mut merged.server, &path);
@@ -1043,6 +1055,7 @@ impl Control {
                 prev: Some(&prev_xfr),
                 state: Some(&p3),
                 serials: Some(&s3),
+                secondary: None,
             };
             load::load_config_after(m2, dir, &after)
         })
@@ -1148,7 +1161,26 @@ struct Audited<'a> {
 }
 
 /// Checks one change against the main configuration and applies it to `o`.
-fn apply_change(base: &skua_config::Server, o: &mut Overlay, c: &Change) -> Result<(), CtlError> {
+fn apply_change(cfg: &skua_config::Config, o: &mut Overlay, c: &Change) -> Result<(), CtlError> {
+    let base = &cfg.server;
+    // A secondary zone's data is its primary's (docs/zone-transfer.md): records under it
+    // are refused, not served beside the transferred copy.
+    if let Change::AddRecord { rr } = c
+        && let Ok(owner) = skua_engine::name::WireName::parse(
+            state::rr_owner(&state::canonical_rr(rr).map_err(CtlError::BadRequest)?),
+            None,
+        )
+        && let Some(z) = cfg.auth_zones.iter().find(|z| {
+            !z.primaries.is_empty()
+                && skua_engine::name::WireName::parse(&z.name.value, None)
+                    .is_ok_and(|apex| owner.is_subdomain_of(&apex))
+        })
+    {
+        return Err(CtlError::Conflict(format!(
+            "{} is in auth-zone {}, a secondary zone (defined at {}): its primary owns its data",
+            owner, z.name.value, z.loc
+        )));
+    }
     let in_config_zone = |name: &str| {
         base.local_zones
             .iter()

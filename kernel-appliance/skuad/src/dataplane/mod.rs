@@ -1,4 +1,6 @@
-//! The dataplanes: kernel sockets ([`listeners`], [`sockets`]) and AF_XDP ([`xdp`]).
+//! The dataplanes: kernel sockets ([`listeners`], [`sockets`]) and AF_XDP ([`xdp`]), and
+//! the zone transfers' own sockets: the NOTIFY sender ([`notify`]) and the secondary
+//! ([`xfrin`]).
 //!
 //! They serve whatever engine the [`Serving`] handle holds and know nothing of the
 //! configuration file, the control core or the API. [`Planes`] bundles them behind the
@@ -10,6 +12,7 @@ pub mod notify;
 pub mod sockets;
 pub mod upstream;
 pub mod xdp;
+pub mod xfrin;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 

@@ -49,7 +49,8 @@ pub async fn run(serving: Arc<Serving>) {
     }
 }
 
-fn random_id() -> u16 {
+/// A random message ID (queries and NOTIFYs skuad sends).
+pub(crate) fn random_id() -> u16 {
     let mut b = [0u8; 2];
     if getrandom::fill(&mut b).is_err() {
         // The ID only pairs a reply with its request; the TSIG MAC authenticates it.

@@ -118,6 +118,16 @@ pub(crate) fn udp_worker(
                 transport: Transport::Udp,
                 now,
             };
+            if !xfr.secondaries.is_empty() && skua_xfr::notify::is_notify(q) {
+                let resp = notify_in(&shared, &xfr, q, peer);
+                if let Some(dst) = out.get_mut(..resp.len())
+                    && !resp.is_empty()
+                {
+                    dst.copy_from_slice(&resp);
+                    tx.push(resp.len(), peer);
+                }
+                continue;
+            }
             if !xfr.keys.is_empty()
                 && q.len() >= 12
                 && q[10..12] != [0, 0]
@@ -246,6 +256,24 @@ async fn tcp_conn(
             }
             continue;
         }
+        if skua_xfr::notify::is_notify(&q[..n]) {
+            let xfr = shared.xfr.state.load_full();
+            if !xfr.secondaries.is_empty() {
+                let resp = notify_in(&shared, &xfr, &q[..n], peer);
+                if resp.is_empty() {
+                    break;
+                }
+                let mut framed = Vec::with_capacity(2 + resp.len());
+                // Cannot truncate: a NOTIFY response is a few hundred bytes.
+                framed.extend_from_slice(&(resp.len() as u16).to_be_bytes());
+                framed.extend_from_slice(&resp);
+                match tokio::time::timeout(idle, tx.send(framed)).await {
+                    Ok(Ok(())) => {}
+                    _ => break,
+                }
+                continue;
+            }
+        }
         let engine = shared.engine.load();
         let resolver = shared.resolver.load();
         let req = Request {
@@ -355,6 +383,40 @@ fn signed_reply(
     let dst = out.get_mut(..resp.len())?;
     dst.copy_from_slice(&resp);
     Some(resp.len())
+}
+
+/// Answers a NOTIFY for a secondary zone (RFC 1996, docs/zone-transfer.md): checked by
+/// skua-xfr (TSIG, the zone's `allow-notify:` entries and primaries); an accepted one makes
+/// the zone due for the secondary's task, a refused one is reported to the control core.
+/// The response (empty when nothing can be answered).
+fn notify_in(
+    shared: &Serving,
+    xfr: &crate::base::xfr::Transfers,
+    q: &[u8],
+    peer: SocketAddr,
+) -> Vec<u8> {
+    use crate::base::xfr::{Event, NotifyIn};
+    let client = peer.ip().to_canonical();
+    let a = skua_xfr::notify::answer(q, client, &xfr.keys, crate::base::clock::unix_secs(), |z| {
+        xfr.secondaries
+            .get(z.as_bytes())
+            .map(|s| s.allow_notify.as_slice())
+    });
+    match a.outcome {
+        Ok(acc) => {
+            shared.xfr.notified(NotifyIn {
+                zone: acc.zone.as_bytes().to_vec(),
+                serial: acc.serial,
+            });
+            shared.xfr.report(Event::Notified {
+                client,
+                zone: acc.zone.to_string(),
+                serial: acc.serial,
+            });
+        }
+        Err(refusal) => shared.xfr.report(Event::NotifyRefused { client, refusal }),
+    }
+    a.response
 }
 
 /// Answers an AXFR or IXFR request (RFC 5936, RFC 1995) from the transfer state in force
