@@ -72,7 +72,7 @@ impl ClientError {
     /// A stable short name for logs and the audit log.
     pub fn kind(&self) -> &'static str {
         match self {
-            ClientError::Wire(_) => "malformed",
+            ClientError::Wire(_) | ClientError::Tsig(VerifyError::Wire(_)) => "malformed",
             ClientError::Tsig(VerifyError::Error(_)) => "tsig-error",
             ClientError::Tsig(_) => "tsig",
             ClientError::Rcode(rcode::REFUSED) => "refused",
@@ -191,6 +191,7 @@ fn check_header(
             Err(VerifyError::Unsigned) if code != rcode::NOERROR => {
                 return Err(ClientError::Rcode(code));
             }
+            Err(VerifyError::Wire(e)) => return Err(ClientError::Wire(e)),
             Err(e) => return Err(ClientError::Tsig(e)),
         }
     }
