@@ -1,10 +1,17 @@
-//! skuad as the primary of NSD 4.6 and Knot 3.2 with TSIG, in a network namespace of its
-//! own with only loopback (tests/xfr/interop.py): the first AXFR of each secondary, an API
-//! write sent by NOTIFY and IXFR, a reload without a serial bump followed as serial + 1,
-//! a wrong secret and an unknown key answered BADSIG/BADKEY and audited, kdig verifying
-//! every message of a signed AXFR. The loopback tests of the primary are in tests/xfr.rs.
+//! skuad with NSD 4.6 and Knot 3.2, with TSIG, each test in a network namespace of its
+//! own with only loopback:
 //!
-//! Needs root (a network namespace): it asserts it, never skips.
+//! - as their primary (tests/xfr/interop.py): the first AXFR of each secondary, an API
+//!   write sent by NOTIFY and IXFR, a reload without a serial bump followed as serial + 1,
+//!   a wrong secret and an unknown key answered BADSIG/BADKEY and audited, kdig verifying
+//!   every message of a signed AXFR;
+//! - as their secondary (tests/xfr/secondary.py): an AXFR from each at start, then a change
+//!   on each (NSD: zone file and `nsd-control reload`; Knot: `knotc zone-set`) received by
+//!   NOTIFY and IXFR, the copies equal to the primaries', a primary whose TSIG does not
+//!   verify refused and audited.
+//!
+//! The loopback tests are in tests/xfr.rs (primary) and tests/xfr_secondary.rs
+//! (secondary). Needs root (a network namespace): it asserts it, never skips.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -25,14 +32,26 @@ impl Drop for Ns {
 
 #[test]
 fn nsd_and_knot_as_secondaries_of_skuad() {
+    run_script("interop.py", "xfr");
+}
+
+#[test]
+fn nsd_and_knot_as_primaries_of_skuad() {
+    run_script("secondary.py", "xfr-sec");
+}
+
+/// Runs tests/xfr/`script` as root in a new network namespace; fails when it does.
+fn run_script(script: &str, tag: &str) {
     let uid = Command::new("id").arg("-u").output().expect("id -u");
     assert_eq!(
         String::from_utf8_lossy(&uid.stdout).trim(),
         "0",
         "this test needs root (a network namespace); it does not skip"
     );
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/xfr/interop.py");
-    let ns = Ns(format!("skua-xfr-{}", std::process::id()));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/xfr")
+        .join(script);
+    let ns = Ns(format!("skua-{tag}-{}", std::process::id()));
     let _ = Command::new("ip")
         .args(["netns", "del", &ns.0])
         .stderr(Stdio::null())
@@ -51,12 +70,12 @@ fn nsd_and_knot_as_secondaries_of_skuad() {
             .unwrap()
             .success()
     );
-    let work = std::env::temp_dir().join(format!("skua-xfr-interop-{}", std::process::id()));
+    let work = std::env::temp_dir().join(format!("skua-{tag}-interop-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).unwrap();
     let mut child = Command::new("timeout")
         .args(["300", "ip", "netns", "exec", &ns.0, "/usr/bin/python3"])
-        .arg(&script)
+        .arg(&path)
         .arg(SKUAD)
         .arg(&work)
         .stdout(Stdio::piped())
@@ -70,7 +89,7 @@ fn nsd_and_knot_as_secondaries_of_skuad() {
         }
         assert!(
             t0.elapsed() < Duration::from_secs(310),
-            "interop.py did not end"
+            "{script} did not end"
         );
         std::thread::sleep(Duration::from_millis(200));
     };
@@ -79,7 +98,7 @@ fn nsd_and_knot_as_secondaries_of_skuad() {
     print!("{stdout}");
     assert!(
         out.status.success(),
-        "interop.py: checks failed ({}):\n{stdout}\n{stderr}",
+        "{script}: checks failed ({}):\n{stdout}\n{stderr}",
         out.status
     );
     let _ = std::fs::remove_dir_all(&work);
