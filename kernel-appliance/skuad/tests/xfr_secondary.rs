@@ -304,7 +304,12 @@ fn skuad_primary_to_skuad_secondary_notify_ixfr_chain_restart_promotion() {
         (Some("IXFR"), Some(10), Some(11), Some(1)),
         "{d}"
     );
-    // The primary's side: the IXFR it served.
+    // The primary's side: the write (with the zone's new serial) and the IXFR it served.
+    let writes = audit(&pdir.0, "api-write");
+    assert_eq!(
+        writes.last().map(|w| w["detail"]["zone_serials"].clone()),
+        Some(serde_json::json!({"example.org.": 11}))
+    );
     let out = wait_for(5, || {
         let v: Vec<_> = audit(&pdir.0, "xfr-out")
             .into_iter()
