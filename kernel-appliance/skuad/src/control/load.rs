@@ -760,10 +760,12 @@ fn secondary_zone(
                 format!("primary '{addr}': transfers over TLS are not supported"),
             ));
         }
-        let a = parse_addr(addr, 53).map_err(|e| {
+        let a = parse_addr(addr, 53).map_err(|_| {
             at(
                 &l.loc,
-                format!("primary '{addr}': {}", e.replace("interface", "address")),
+                format!(
+                    "primary '{addr}': not an IP address with an optional @PORT (host names are not supported)"
+                ),
             )
         })?;
         primaries.push(Primary {
@@ -1479,6 +1481,112 @@ forward-zone:
         assert_eq!(id("ns.example"), id("NS.example."));
         assert_ne!(id("ns.example"), id("ns2.example"));
         assert_ne!(id("ns.example"), id("ns.example@5353"));
+    }
+
+    #[test]
+    fn secondary_zones_load_their_primaries_and_copies() {
+        let dir = std::env::temp_dir().join(format!("skuad-secondary-load-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = dir.join("k.key");
+        std::fs::write(&key, "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n").unwrap();
+        std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        let conf = |zone: &str| {
+            format!(
+                "tsig-key:\n  name: k.\n  secret: file:{}\nauth-zone:\n  name: example.\n{zone}",
+                key.display()
+            )
+        };
+        // No copy yet: SERVFAIL, the primaries and allow-notify entries as written.
+        let l = load_str(
+            &conf(&format!(
+                "  zonefile: {}\n  primary: 198.18.0.1 k.\n  request-xfr: 198.18.0.2@5300 NOKEY\n  allow-notify: 198.18.0.0/24\n",
+                dir.join("example.zone").display()
+            )),
+            "t.conf",
+        )
+        .unwrap();
+        let s = &l.xfr.secondaries[&b"\x07example\x00"[..]];
+        assert!(s.version.is_none());
+        assert_eq!(
+            s.primaries,
+            vec![
+                crate::base::xfr::Primary {
+                    addr: "198.18.0.1:53".parse().unwrap(),
+                    key: Some(0)
+                },
+                crate::base::xfr::Primary {
+                    addr: "198.18.0.2:5300".parse().unwrap(),
+                    key: None
+                },
+            ]
+        );
+        assert_eq!(s.allow_notify.len(), 3, "the entry and each primary");
+        assert!(l.xfr.zones.is_empty(), "nothing to transfer onwards yet");
+        // With its zone file: served from it, its time kept.
+        std::fs::write(
+            dir.join("example.zone"),
+            "example. 300 IN SOA ns.example. a.example. 7 3600 600 86400 300\nwww.example. 300 IN A 198.18.0.7\n",
+        )
+        .unwrap();
+        let l = load_str(
+            &conf(&format!(
+                "  zonefile: {}\n  primary: 198.18.0.1 k.\n",
+                dir.join("example.zone").display()
+            )),
+            "t.conf",
+        )
+        .unwrap();
+        let s = &l.xfr.secondaries[&b"\x07example\x00"[..]];
+        assert_eq!(s.version.as_ref().map(|v| v.serial()), Some(7));
+        assert!(s.confirmed.is_some_and(|t| t > 1_000_000_000));
+        assert_eq!(l.xfr.zones.len(), 1);
+        // A file that is not the zone: a warning, no copy.
+        std::fs::write(
+            dir.join("example.zone"),
+            "www.example. 300 IN A 198.18.0.7\n",
+        )
+        .unwrap();
+        let l = load_str(
+            &conf(&format!(
+                "  zonefile: {}\n  primary: 198.18.0.1 k.\n",
+                dir.join("example.zone").display()
+            )),
+            "t.conf",
+        )
+        .unwrap();
+        assert!(l.xfr.secondaries[&b"\x07example\x00"[..]].version.is_none());
+        assert!(
+            l.warnings
+                .iter()
+                .any(|w| w.contains("is not usable") && w.contains("transferred anew")),
+            "{:?}",
+            l.warnings
+        );
+        // Errors name the line.
+        for (zone, want) in [
+            (
+                "  primary: ns.example.\n",
+                "t.conf:6: primary 'ns.example.': not an IP address with an optional @PORT",
+            ),
+            (
+                "  primary: 198.18.0.1#tls.example.\n",
+                "t.conf:6: primary '198.18.0.1#tls.example.': transfers over TLS are not supported",
+            ),
+            (
+                "  primary: 198.18.0.1 other.\n",
+                "t.conf:6: primary: no tsig-key: clause is named 'other.'",
+            ),
+            (
+                "  primary: 198.18.0.1\n  allow-notify: 198.18.0.300 k.\n",
+                "t.conf:7: allow-notify: '198.18.0.300'",
+            ),
+        ] {
+            let e = load_str(&conf(zone), "t.conf").err().unwrap();
+            assert!(e.0.starts_with(want), "{e} / {want}");
+        }
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
