@@ -38,66 +38,31 @@ import sys
 import threading
 import time
 
+import netns
+from netns import FAILED, check, mac, ns, sh
+
 BIN, WORK = sys.argv[1], sys.argv[2]
 ARGS = sys.argv[3:]
 NODES = {"n1": ("198.18.53.1", 150), "n2": ("198.18.53.2", 100)}
 VIP = "198.18.53.53"
 CLIENT = "198.18.53.100"
 ADVERT_MS = 100
-FAILED = []
 RESULTS = []
 # "skua" (skuad + skua-agent) or "keepalived" (Unbound with ip-freebind + keepalived, the
 # usual setup today), for the benchmark's side-by-side runs.
 PEER = "skua"
 
 
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        FAILED.append(what)
-
-
-def sh(*args, check=True):
-    return subprocess.run(args, check=check, timeout=30, capture_output=True, text=True)
-
-
-def ns(name, *args, check=True):
-    return sh("ip", "netns", "exec", name, *args, check=check)
+NAMESPACES = ("ha-n1", "ha-n2", "ha-c", "ha-sw")
 
 
 def teardown():
-    for n in ("ha-n1", "ha-n2", "ha-c", "ha-sw"):
-        sh("ip", "netns", "pids", n, check=False)
-        pids = sh("ip", "netns", "pids", n, check=False).stdout.split()
-        for p in pids:
-            try:
-                os.kill(int(p), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
-        sh("ip", "netns", "del", n, check=False)
+    netns.teardown(NAMESPACES)
 
 
 def topology():
-    teardown()
-    for n in ("ha-sw", "ha-n1", "ha-n2", "ha-c"):
-        sh("ip", "netns", "add", n)
-        ns(n, "ip", "link", "set", "lo", "up")
-    ns("ha-sw", "ip", "link", "add", "br0", "type", "bridge")
-    # No STP delay, no MAC aging surprises during a run.
-    ns("ha-sw", "ip", "link", "set", "br0", "type", "bridge", "forward_delay", "0")
-    ns("ha-sw", "ip", "link", "set", "br0", "up")
-    for i, (n, addr) in enumerate([("ha-n1", "198.18.53.1"), ("ha-n2", "198.18.53.2"),
-                                   ("ha-c", CLIENT)]):
-        sh("ip", "link", "add", f"hap{i}", "netns", "ha-sw", "type", "veth",
-           "peer", "name", "eth0", "netns", n)
-        ns("ha-sw", "ip", "link", "set", f"hap{i}", "master", "br0")
-        ns("ha-sw", "ip", "link", "set", f"hap{i}", "up")
-        ns(n, "ip", "addr", "add", f"{addr}/24", "dev", "eth0")
-        ns(n, "ip", "link", "set", "eth0", "up")
-
-
-def mac(n):
-    return ns(n, "cat", "/sys/class/net/eth0/address").stdout.strip()
+    netns.bridge("ha-sw", [("ha-n1", "198.18.53.1/24", None), ("ha-n2", "198.18.53.2/24", None),
+                           ("ha-c", f"{CLIENT}/24", None)], "hap")
 
 
 class Node:
