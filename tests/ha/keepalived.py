@@ -216,15 +216,16 @@ def case(v6, unicast, skua_master):
         sk.start_agent()
         check(until(lambda: sk.state() == "master" and ka.state() == "backup", 5),
               f"{tag}: skua-agent back, preempts keepalived")
-        if not v6 and not unicast:
+        if not unicast:
             # VRRP dropped between the two (a partition of adverts only): keepalived does
-            # not probe, takes the VIP and announces it; skua-agent sees the announcement
-            # and gives the VIP and its lease up, so only one node answers.
+            # not probe, takes the VIP and announces it (gratuitous ARP; unsolicited NA for
+            # IPv6); skua-agent sees the announcement and gives the VIP and its lease up,
+            # so only one node answers.
             ns("ha-sk", "nft", "add table inet havrrp")
             ns("ha-sk", "nft", "add chain inet havrrp in { type filter hook input priority 0; }")
             ns("ha-sk", "nft", "add chain inet havrrp out { type filter hook output priority 0; }")
-            ns("ha-sk", "nft", "add rule inet havrrp in ip protocol vrrp drop")
-            ns("ha-sk", "nft", "add rule inet havrrp out ip protocol vrrp drop")
+            ns("ha-sk", "nft", "add rule inet havrrp in meta l4proto vrrp drop")
+            ns("ha-sk", "nft", "add rule inet havrrp out meta l4proto vrrp drop")
             check(until(lambda: ka.state() == "master" and has_addr("ha-ka", vip), 3),
                   f"{tag}: partitioned, keepalived takes the VIP")
             check(until(lambda: (sk.status() or {}).get("lease") == "conflict"
