@@ -51,6 +51,9 @@ RESULTS = []
 # "skua" (skuad + skua-agent) or "keepalived" (Unbound with ip-freebind + keepalived, the
 # usual setup today), for the benchmark's side-by-side runs.
 PEER = "skua"
+# --xdp: skuad with its AF_XDP dataplane on the node's eth0 (a veth: the XDP program answers
+# the node's own address itself); the VIP must still be answered only under the lease.
+XDP = False
 
 
 NAMESPACES = ("ha-n1", "ha-n2", "ha-c", "ha-sw")
@@ -109,7 +112,8 @@ addresses = ["{VIP}/32"]
             return self.start_unbound()
         log = open(os.path.join(self.dir, "skuad.log"), "a")
         self.skuad = subprocess.Popen(
-            ["ip", "netns", "exec", self.ns, os.path.join(BIN, "skuad"), "--no-xdp",
+            ["ip", "netns", "exec", self.ns, os.path.join(BIN, "skuad"),
+             "--xdp-required" if XDP else "--no-xdp",
              "--config", os.path.join(self.dir, "skuad.conf")],
             stdout=log, stderr=log)
         deadline = time.time() + 20
@@ -636,6 +640,9 @@ def main():
             repeat = int(next(it))
         elif a == "--json":
             out = next(it)
+        elif a == "--xdp":
+            global XDP
+            XDP = True
         else:
             names.append(a)
     if bench_n is not None:
