@@ -428,6 +428,22 @@ def scenario(name):
     c.start()
     time.sleep(1.0)
     before = len(c.answers)
+    if XDP:
+        # The backup's XDP program sees the probes to its MAC for the VIP and leaves them to
+        # the kernel (no lease); the master's program answers the VIP itself (its local
+        # data is compiled into the program).
+        def prog(node, counter):
+            out = ns(node.ns, os.path.join(BIN, "skuactl"), "--socket", node.ctl, "metrics",
+                     check=False).stdout
+            return sum(float(l.rsplit(" ", 1)[1]) for l in out.splitlines()
+                       if l.startswith("skua_xdp_program_packets_total")
+                       and f'counter="{counter}"' in l)
+        check(prog(n2, "pass_no_lease") > 0,
+              f"{name}: n2's XDP program passes the VIP without a lease ({prog(n2, 'pass_no_lease')})")
+        xdp_n1 = prog(n1, "answered") + prog(n1, "redirected")
+        check(xdp_n1 > 50,
+              f"{name}: n1's XDP path serves the VIP under its lease ({xdp_n1} answered in the "
+              f"program or redirected to its AF_XDP workers)")
     seen = sorted({m for _, _, m in c.answers})
     probed = sorted({n for a in c.probe_answers.values() for n in a})
     check(probed == ["n1"], f"{name}: before the break only n1 answers probes to its MAC ({probed})")
