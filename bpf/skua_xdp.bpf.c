@@ -134,7 +134,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SKUA_XDP_MAX_DESTS);
 	__type(key, __u32);
-	__type(value, __u8);
+	__type(value, struct skua_dest);
 } SKUA_MAP_DST4 SEC(".maps");
 
 /* Our unicast IPv6 addresses (never multicast ones), link-local included. */
@@ -142,7 +142,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SKUA_XDP_MAX_DESTS);
 	__type(key, struct in6_addr);
-	__type(value, __u8);
+	__type(value, struct skua_dest);
 } SKUA_MAP_DST6 SEC(".maps");
 
 /* Precompiled answers, filled by skuad from its engine (see skua_xdp_abi.h). */
@@ -215,6 +215,16 @@ static __always_inline void count(__u32 stat)
 }
 
 /*! \brief Count \p stat and hand the frame to the kernel stack. */
+/*
+ * A service address under the host agent's lease whose lease is over (docs/ha.md): not ours
+ * to answer now, another node may be. The kernel sockets, which check the same lease,
+ * drop the query.
+ */
+static __always_inline int lease_over(const struct skua_dest *dest)
+{
+	return dest->lease_until_ns && bpf_ktime_get_ns() >= dest->lease_until_ns;
+}
+
 static __always_inline int pass(__u32 stat)
 {
 	count(stat);
@@ -910,6 +920,7 @@ int skua_xdp(struct xdp_md *ctx)
 
 	if (proto == ETH_P_IP_BE) {
 		struct iphdr *ip = l3;
+		const struct skua_dest *dest;
 		struct udphdr *udp;
 		__u32 tot_len;
 
@@ -944,8 +955,13 @@ int skua_xdp(struct xdp_md *ctx)
 		 * Ours: a unicast address of the interface. skuad puts nothing else in the map
 		 * (no broadcast or multicast address, even for a wildcard listener).
 		 */
-		if (group || !bpf_map_lookup_elem(&SKUA_MAP_DST4, &ip->daddr))
+		if (group)
 			return pass(SKUA_STAT_PASS_OTHER_DEST);
+		dest = bpf_map_lookup_elem(&SKUA_MAP_DST4, &ip->daddr);
+		if (!dest)
+			return pass(SKUA_STAT_PASS_OTHER_DEST);
+		if (lease_over(dest))
+			return pass(SKUA_STAT_PASS_NO_LEASE);
 		/*
 		 * Ours, but from a source no reply may go to: the kernel's (it drops most of
 		 * these as martians), never the XSK's or the answer path's.
@@ -966,6 +982,7 @@ int skua_xdp(struct xdp_md *ctx)
 
 	if (proto == ETH_P_IPV6_BE) {
 		struct ipv6hdr *ip6 = l3;
+		const struct skua_dest *dest;
 		struct udphdr *udp;
 		__u32 payload_len;
 
@@ -987,8 +1004,13 @@ int skua_xdp(struct xdp_md *ctx)
 			return drop_malformed();
 		if (udp->dest != skua_htons(cfg->port))
 			return pass(SKUA_STAT_PASS_OTHER_PORT);
-		if (group || !bpf_map_lookup_elem(&SKUA_MAP_DST6, &ip6->daddr))
+		if (group)
 			return pass(SKUA_STAT_PASS_OTHER_DEST);
+		dest = bpf_map_lookup_elem(&SKUA_MAP_DST6, &ip6->daddr);
+		if (!dest)
+			return pass(SKUA_STAT_PASS_OTHER_DEST);
+		if (lease_over(dest))
+			return pass(SKUA_STAT_PASS_NO_LEASE);
 		if (not_unicast_source(eth, 0, &ip6->saddr))
 			return pass(SKUA_STAT_PASS_BAD_SOURCE);
 

@@ -11,8 +11,8 @@
 /* Map names, as found in the object's BTF .maps section. */
 #define SKUA_MAP_XSKS   skua_xsks   /* XSKMAP: key = rx queue index (u32), value = AF_XDP socket fd */
 #define SKUA_MAP_CFG    skua_cfg    /* ARRAY, 1 entry: struct skua_xdp_config */
-#define SKUA_MAP_DST4   skua_dst4   /* HASH: key = IPv4 destination (network order u32), value = u8 1 */
-#define SKUA_MAP_DST6   skua_dst6   /* HASH: key = IPv6 destination (16 bytes), value = u8 1 */
+#define SKUA_MAP_DST4   skua_dst4   /* HASH: key = IPv4 destination (network order u32), value = struct skua_dest */
+#define SKUA_MAP_DST6   skua_dst6   /* HASH: key = IPv6 destination (16 bytes), value = struct skua_dest */
 /*
  * skua_dst4/skua_dst6 hold only unicast addresses of the interface (skuad refuses broadcast,
  * multicast and anycast ones when it fills them: skua_xdp::ifaddr::answerable); the program
@@ -62,6 +62,16 @@
 #define SKUA_F_TX_REDIRECT 0x0010 /*!< send those answers with bpf_redirect(ingress ifindex), not XDP_TX */
 #define SKUA_F_CACHE    0x0020 /*!< answer from the resolver's cached answers too (skua_cache_index) */
 
+/*
+ * skua_dst4/skua_dst6 values. A service address of the ha: clause is answered only under the
+ * host agent's lease: lease_until_ns is its expiry on the kernel's monotonic clock
+ * (bpf_ktime_get_ns()), renewed by skuad at every renewal; after it the program passes the
+ * query to the kernel. Every other address has 0 (always ours).
+ */
+struct skua_dest {
+	__u64 lease_until_ns;
+};
+
 struct skua_xdp_config {
 	__u16 port;   /*!< served UDP destination port, host byte order (53) */
 	__u16 flags;  /*!< SKUA_F_* */
@@ -98,6 +108,7 @@ enum skua_xdp_stat {
 	SKUA_STAT_ANSWERED,          /*!< answered in the program from skua_answers (XDP_TX or redirect) */
 	SKUA_STAT_PASS_BAD_SOURCE,   /*!< UDP to our port and address from a source that cannot be answered: group source MAC, unspecified/broadcast/multicast source IP */
 	SKUA_STAT_ANSWERED_CACHED,   /*!< answered in the program from the resolver's cached answers (skua_cache_slots) */
+	SKUA_STAT_PASS_NO_LEASE,     /*!< to a service address whose lease (skua_dest.lease_until_ns) is over: the kernel sockets, which check the lease too, drop it */
 	SKUA_STAT_MAX
 };
 

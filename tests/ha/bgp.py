@@ -47,6 +47,9 @@ import subprocess
 import sys
 import time
 
+import netns
+from netns import FAILED, check, ns, sh
+
 BIN, WORK = sys.argv[1], sys.argv[2]
 ARGS = sys.argv[3:]
 R, N = "bgp-router", "bgp-node"
@@ -56,33 +59,11 @@ INTERVAL, FALL, RISE, TIMEOUT = 0.2, 2, 2, 0.1
 # Detection (fall runs, up to one more interval for the phase, the timeout of the last)
 # plus 1 s for the agent loop, the netlink notification to BIRD and one BGP UPDATE.
 BOUND = FALL * INTERVAL + INTERVAL + TIMEOUT + 1.0
-FAILED = []
 RESULTS = {}
 
 
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        FAILED.append(what)
-    return ok
-
-
-def sh(*args, check=True):
-    return subprocess.run(args, check=check, timeout=30, capture_output=True, text=True)
-
-
-def ns(name, *args, check=True):
-    return sh("ip", "netns", "exec", name, *args, check=check)
-
-
 def teardown():
-    for n in (R, N):
-        for p in sh("ip", "netns", "pids", n, check=False).stdout.split():
-            try:
-                os.kill(int(p), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
-        sh("ip", "netns", "del", n, check=False)
+    netns.teardown((R, N))
 
 
 def dummy_supported():

@@ -38,66 +38,34 @@ import sys
 import threading
 import time
 
+import netns
+from netns import FAILED, check, mac, ns, sh
+
 BIN, WORK = sys.argv[1], sys.argv[2]
 ARGS = sys.argv[3:]
 NODES = {"n1": ("198.18.53.1", 150), "n2": ("198.18.53.2", 100)}
 VIP = "198.18.53.53"
 CLIENT = "198.18.53.100"
 ADVERT_MS = 100
-FAILED = []
 RESULTS = []
 # "skua" (skuad + skua-agent) or "keepalived" (Unbound with ip-freebind + keepalived, the
 # usual setup today), for the benchmark's side-by-side runs.
 PEER = "skua"
+# --xdp: skuad with its AF_XDP dataplane on the node's eth0 (a veth: the XDP program answers
+# the node's own address itself); the VIP must still be answered only under the lease.
+XDP = False
 
 
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        FAILED.append(what)
-
-
-def sh(*args, check=True):
-    return subprocess.run(args, check=check, timeout=30, capture_output=True, text=True)
-
-
-def ns(name, *args, check=True):
-    return sh("ip", "netns", "exec", name, *args, check=check)
+NAMESPACES = ("ha-n1", "ha-n2", "ha-c", "ha-sw")
 
 
 def teardown():
-    for n in ("ha-n1", "ha-n2", "ha-c", "ha-sw"):
-        sh("ip", "netns", "pids", n, check=False)
-        pids = sh("ip", "netns", "pids", n, check=False).stdout.split()
-        for p in pids:
-            try:
-                os.kill(int(p), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
-        sh("ip", "netns", "del", n, check=False)
+    netns.teardown(NAMESPACES)
 
 
 def topology():
-    teardown()
-    for n in ("ha-sw", "ha-n1", "ha-n2", "ha-c"):
-        sh("ip", "netns", "add", n)
-        ns(n, "ip", "link", "set", "lo", "up")
-    ns("ha-sw", "ip", "link", "add", "br0", "type", "bridge")
-    # No STP delay, no MAC aging surprises during a run.
-    ns("ha-sw", "ip", "link", "set", "br0", "type", "bridge", "forward_delay", "0")
-    ns("ha-sw", "ip", "link", "set", "br0", "up")
-    for i, (n, addr) in enumerate([("ha-n1", "198.18.53.1"), ("ha-n2", "198.18.53.2"),
-                                   ("ha-c", CLIENT)]):
-        sh("ip", "link", "add", f"hap{i}", "netns", "ha-sw", "type", "veth",
-           "peer", "name", "eth0", "netns", n)
-        ns("ha-sw", "ip", "link", "set", f"hap{i}", "master", "br0")
-        ns("ha-sw", "ip", "link", "set", f"hap{i}", "up")
-        ns(n, "ip", "addr", "add", f"{addr}/24", "dev", "eth0")
-        ns(n, "ip", "link", "set", "eth0", "up")
-
-
-def mac(n):
-    return ns(n, "cat", "/sys/class/net/eth0/address").stdout.strip()
+    netns.bridge("ha-sw", [("ha-n1", "198.18.53.1/24", None), ("ha-n2", "198.18.53.2/24", None),
+                           ("ha-c", f"{CLIENT}/24", None)], "hap")
 
 
 class Node:
@@ -144,7 +112,8 @@ addresses = ["{VIP}/32"]
             return self.start_unbound()
         log = open(os.path.join(self.dir, "skuad.log"), "a")
         self.skuad = subprocess.Popen(
-            ["ip", "netns", "exec", self.ns, os.path.join(BIN, "skuad"), "--no-xdp",
+            ["ip", "netns", "exec", self.ns, os.path.join(BIN, "skuad"),
+             "--xdp-required" if XDP else "--no-xdp",
              "--config", os.path.join(self.dir, "skuad.conf")],
             stdout=log, stderr=log)
         deadline = time.time() + 20
@@ -459,6 +428,22 @@ def scenario(name):
     c.start()
     time.sleep(1.0)
     before = len(c.answers)
+    if XDP:
+        # The backup's XDP program sees the probes to its MAC for the VIP and leaves them to
+        # the kernel (no lease); the master's program answers the VIP itself (its local
+        # data is compiled into the program).
+        def prog(node, counter):
+            out = ns(node.ns, os.path.join(BIN, "skuactl"), "--socket", node.ctl, "metrics",
+                     check=False).stdout
+            return sum(float(l.rsplit(" ", 1)[1]) for l in out.splitlines()
+                       if l.startswith("skua_xdp_program_packets_total")
+                       and f'counter="{counter}"' in l)
+        check(prog(n2, "pass_no_lease") > 0,
+              f"{name}: n2's XDP program passes the VIP without a lease ({prog(n2, 'pass_no_lease')})")
+        xdp_n1 = prog(n1, "answered") + prog(n1, "redirected")
+        check(xdp_n1 > 50,
+              f"{name}: n1's XDP path serves the VIP under its lease ({xdp_n1} answered in the "
+              f"program or redirected to its AF_XDP workers)")
     seen = sorted({m for _, _, m in c.answers})
     probed = sorted({n for a in c.probe_answers.values() for n in a})
     check(probed == ["n1"], f"{name}: before the break only n1 answers probes to its MAC ({probed})")
@@ -671,6 +656,9 @@ def main():
             repeat = int(next(it))
         elif a == "--json":
             out = next(it)
+        elif a == "--xdp":
+            global XDP
+            XDP = True
         else:
             names.append(a)
     if bench_n is not None:

@@ -19,63 +19,22 @@ import subprocess
 import sys
 import time
 
+import netns
+from netns import FAILED, check, has_addr, link_local, ns
+
 BIN, WORK = sys.argv[1], sys.argv[2]
-FAILED = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        FAILED.append(what)
-
-
-def sh(*args, check=True):
-    return subprocess.run(args, check=check, timeout=30, capture_output=True, text=True)
-
-
-def ns(name, *args, check=True):
-    return sh("ip", "netns", "exec", name, *args, check=check)
+NAMESPACES = ("ha-ka", "ha-sk", "ha-ksw")
 
 
 def teardown():
-    for n in ("ha-ka", "ha-sk", "ha-ksw"):
-        for p in sh("ip", "netns", "pids", n, check=False).stdout.split():
-            try:
-                os.kill(int(p), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
-        sh("ip", "netns", "del", n, check=False)
+    netns.teardown(NAMESPACES)
 
 
 def topology():
-    teardown()
-    for n in ("ha-ksw", "ha-ka", "ha-sk"):
-        sh("ip", "netns", "add", n)
-        ns(n, "ip", "link", "set", "lo", "up")
-    ns("ha-ksw", "ip", "link", "add", "br0", "type", "bridge")
-    ns("ha-ksw", "ip", "link", "set", "br0", "type", "bridge", "forward_delay", "0")
-    ns("ha-ksw", "ip", "link", "set", "br0", "up")
-    for i, (n, v4, v6) in enumerate([("ha-ka", "198.18.54.1", "fd00:54::1"),
-                                     ("ha-sk", "198.18.54.2", "fd00:54::2")]):
-        sh("ip", "link", "add", f"hak{i}", "netns", "ha-ksw", "type", "veth",
-           "peer", "name", "eth0", "netns", n)
-        ns("ha-ksw", "ip", "link", "set", f"hak{i}", "master", "br0")
-        ns("ha-ksw", "ip", "link", "set", f"hak{i}", "up")
-        ns(n, "sysctl", "-qw", "net.ipv6.conf.eth0.accept_dad=0")
-        ns(n, "ip", "addr", "add", f"{v4}/24", "dev", "eth0")
-        ns(n, "ip", "addr", "add", f"{v6}/64", "dev", "eth0", "nodad")
-        ns(n, "ip", "link", "set", "eth0", "up")
-    # Link-local addresses need the link up (and no DAD: nodad above is for the global).
+    netns.bridge("ha-ksw", [("ha-ka", "198.18.54.1/24", "fd00:54::1/64"),
+                            ("ha-sk", "198.18.54.2/24", "fd00:54::2/64")], "hak")
+    # Link-local addresses need the link up.
     time.sleep(0.5)
-
-
-def link_local(n):
-    out = ns(n, "ip", "-6", "-o", "addr", "show", "dev", "eth0", "scope", "link").stdout
-    return out.split()[3].split("/")[0]
-
-
-def has_addr(n, addr):
-    return f" {addr}/" in ns(n, "ip", "-o", "addr", "show", "dev", "eth0").stdout
 
 
 class Keepalived:
@@ -248,8 +207,6 @@ def case(v6, unicast, skua_master):
         check(until(lambda: ka.state() == "backup" and not has_addr("ha-ka", vip), 3)
               and has_addr("ha-sk", vip),
               f"{tag}: keepalived (100) stays backup; the VIP is on skua's side only")
-        p = sk.status()["peer"]
-        # keepalived as backup sends nothing: skua-agent may have heard nobody.
         t0 = time.time()
         sk.stop_agent()
         check(until(lambda: ka.state() == "master" and has_addr("ha-ka", vip), 2),
@@ -259,16 +216,16 @@ def case(v6, unicast, skua_master):
         sk.start_agent()
         check(until(lambda: sk.state() == "master" and ka.state() == "backup", 5),
               f"{tag}: skua-agent back, preempts keepalived")
-        del p
-        if not v6 and not unicast:
+        if not unicast:
             # VRRP dropped between the two (a partition of adverts only): keepalived does
-            # not probe, takes the VIP and announces it; skua-agent sees the announcement
-            # and gives the VIP and its lease up, so only one node answers.
+            # not probe, takes the VIP and announces it (gratuitous ARP; unsolicited NA for
+            # IPv6); skua-agent sees the announcement and gives the VIP and its lease up,
+            # so only one node answers.
             ns("ha-sk", "nft", "add table inet havrrp")
             ns("ha-sk", "nft", "add chain inet havrrp in { type filter hook input priority 0; }")
             ns("ha-sk", "nft", "add chain inet havrrp out { type filter hook output priority 0; }")
-            ns("ha-sk", "nft", "add rule inet havrrp in ip protocol vrrp drop")
-            ns("ha-sk", "nft", "add rule inet havrrp out ip protocol vrrp drop")
+            ns("ha-sk", "nft", "add rule inet havrrp in meta l4proto vrrp drop")
+            ns("ha-sk", "nft", "add rule inet havrrp out meta l4proto vrrp drop")
             check(until(lambda: ka.state() == "master" and has_addr("ha-ka", vip), 3),
                   f"{tag}: partitioned, keepalived takes the VIP")
             check(until(lambda: (sk.status() or {}).get("lease") == "conflict"

@@ -122,8 +122,8 @@ pub struct Instance {
     agent: String,
     router: Router,
     sock: VrrpSocket,
-    /// IPv4: the interface's ARP traffic, for conflicts.
-    arp: Option<net::ArpWatch>,
+    /// Announcements of our addresses by other stations (ARP or NA), for conflicts.
+    watch: net::Watch,
     mac: [u8; 6],
     primary: IpAddr,
     ifindex: u32,
@@ -197,10 +197,13 @@ impl Instance {
         let router = Router::new(rcfg).map_err(|e| format!("[{name}] {e}"))?;
         let sock = VrrpSocket::open(&cfg.interface, primary, !cfg.unicast_peers.is_empty())
             .map_err(|e| format!("[{name}] VRRP socket on {}: {e}", cfg.interface))?;
-        let arp = if v6 {
-            None
+        let watch = if v6 {
+            net::Watch::Na(
+                net::NaWatch::open(&cfg.interface)
+                    .map_err(|e| format!("[{name}] NA watch on {}: {e}", cfg.interface))?,
+            )
         } else {
-            Some(
+            net::Watch::Arp(
                 net::ArpWatch::open(ifindex)
                     .map_err(|e| format!("[{name}] ARP watch on {}: {e}", cfg.interface))?,
             )
@@ -220,7 +223,7 @@ impl Instance {
             cfg,
             router,
             sock,
-            arp,
+            watch,
             mac,
             primary,
             ifindex,
@@ -240,11 +243,7 @@ impl Instance {
 
     /// The sockets, for poll: VRRP first, then the ARP watch.
     pub fn fds(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
-        let mut v = vec![self.sock.fd()];
-        if let Some(a) = &self.arp {
-            v.push(a.fd());
-        }
-        v
+        vec![self.sock.fd(), self.watch.fd()]
     }
 
     /// Starts the router (Backup, or Master for an owner), or Fault when the link is down.
@@ -456,7 +455,7 @@ impl Instance {
     /// Reads what waits on socket `which` (the index in [`Instance::fds`]).
     pub fn readable(&mut self, now: u64, which: usize, skuad: &mut Client) {
         if which == 1 {
-            self.arp_readable(now, skuad);
+            self.watch_readable(now, skuad);
             return;
         }
         loop {
@@ -476,33 +475,26 @@ impl Instance {
         self.drain(now, skuad);
     }
 
-    fn arp_readable(&mut self, now: u64, skuad: &mut Client) {
-        let Some(w) = &self.arp else { return };
+    fn watch_readable(&mut self, now: u64, skuad: &mut Client) {
         let mut stolen = None;
         loop {
-            match w.recv() {
-                Ok(Some(a)) => {
-                    let ours = self.vips.iter().any(|v| v.addr == IpAddr::V4(a.sender_ip));
-                    // Announcements only (sender = target address, RFC 5227 §3): an
-                    // ordinary reply from a node whose kernel still holds the address (its
-                    // agent died, its lease ended) is not another node taking over, e.g.
-                    // the reply to our own probe's ARP request.
-                    if ours && a.sender_ip == a.target_ip && a.sender_mac != self.mac {
-                        stolen = Some(a);
+            match self.watch.recv() {
+                Ok(Some((addr, mac))) => {
+                    if self.vips.iter().any(|v| v.addr == addr) && mac != self.mac {
+                        stolen = Some((addr, mac));
                     }
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    log(&self.cfg.name, format_args!("ARP watch: {e}"));
+                    log(&self.cfg.name, format_args!("announcement watch: {e}"));
                     break;
                 }
             }
         }
-        let Some(a) = stolen else { return };
+        let Some((addr, m)) = stolen else { return };
         if !matches!(self.hold, Hold::Held { .. } | Hold::Waiting { .. }) {
             return;
         }
-        let m = a.sender_mac;
         let who = format!(
             "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
             m[0], m[1], m[2], m[3], m[4], m[5]
@@ -510,12 +502,11 @@ impl Instance {
         log(
             &self.cfg.name,
             format_args!(
-                "conflict: {who} announced {} while we held it (our advertisements do not reach it): giving it up until nobody answers it",
-                a.sender_ip
+                "conflict: {who} announced {addr} while we held it (our advertisements do not reach it): giving it up until nobody answers it"
             ),
         );
         self.status.conflicts += 1;
-        self.release(skuad, &format!("conflict: {who} announced {}", a.sender_ip));
+        self.release(skuad, &format!("conflict: {who} announced {addr}"));
         let interval = u64::from(self.cfg.advert_interval_ms) * 1_000_000;
         self.hold = Hold::Conflict {
             since: now,

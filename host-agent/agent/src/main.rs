@@ -30,6 +30,7 @@ mod config;
 mod health;
 mod instance;
 mod logging;
+mod metrics;
 mod net;
 mod skuad;
 
@@ -310,7 +311,7 @@ fn serve_status(
             "/metrics" => (
                 "200 OK",
                 "text/plain; version=0.0.4",
-                metrics(&st, &hc, &any),
+                metrics::render(&st, &hc, &any),
             ),
             _ => (
                 "404 Not Found",
@@ -324,164 +325,4 @@ fn serve_status(
             body.len()
         );
     }
-}
-
-/// The Prometheus exposition of every instance.
-fn metrics(st: &[Status], hc: &[health::CheckState], any: &[anycast::AnycastStatus]) -> String {
-    use std::fmt::Write as _;
-    let mut o = String::new();
-    if !any.is_empty() {
-        let _ = writeln!(
-            o,
-            "# HELP skua_agent_anycast_announced 1 while the prefix is on the anycast interface (announced by the routing daemon).\n# TYPE skua_agent_anycast_announced gauge"
-        );
-        for a in any {
-            for p in &a.prefixes {
-                let _ = writeln!(
-                    o,
-                    "skua_agent_anycast_announced{{anycast=\"{}\",prefix=\"{}\"}} {}",
-                    a.name,
-                    p.prefix,
-                    u8::from(p.announced)
-                );
-            }
-        }
-        let _ = writeln!(
-            o,
-            "# HELP skua_agent_anycast_transitions_total Announce/withdraw transitions.\n# TYPE skua_agent_anycast_transitions_total counter"
-        );
-        for a in any {
-            let _ = writeln!(
-                o,
-                "skua_agent_anycast_transitions_total{{anycast=\"{}\"}} {}",
-                a.name, a.transitions
-            );
-        }
-    }
-    if !hc.is_empty() {
-        let _ = writeln!(
-            o,
-            "# HELP skua_agent_check_ok 1 while the health check passes (after fall/rise).\n# TYPE skua_agent_check_ok gauge"
-        );
-        for c in hc {
-            let _ = writeln!(
-                o,
-                "skua_agent_check_ok{{check=\"{}\",kind=\"{}\"}} {}",
-                c.name,
-                c.kind,
-                u8::from(c.ok)
-            );
-        }
-        let _ = writeln!(
-            o,
-            "# HELP skua_agent_check_transitions_total Times the check changed between passing and failing.\n# TYPE skua_agent_check_transitions_total counter"
-        );
-        for c in hc {
-            let _ = writeln!(
-                o,
-                "skua_agent_check_transitions_total{{check=\"{}\"}} {}",
-                c.name, c.transitions
-            );
-        }
-        let _ = writeln!(
-            o,
-            "# HELP skua_agent_check_duration_seconds The last run's duration.\n# TYPE skua_agent_check_duration_seconds gauge"
-        );
-        for c in hc {
-            if let Some(ms) = c.last_ms {
-                let _ = writeln!(
-                    o,
-                    "skua_agent_check_duration_seconds{{check=\"{}\"}} {}",
-                    c.name,
-                    ms / 1000.0
-                );
-            }
-        }
-    }
-    let states = ["initialize", "backup", "master", "fault"];
-    let _ = writeln!(
-        o,
-        "# HELP skua_agent_vrrp_state 1 for the instance's current VRRP state.\n# TYPE skua_agent_vrrp_state gauge"
-    );
-    for s in st {
-        for x in states {
-            let _ = writeln!(
-                o,
-                "skua_agent_vrrp_state{{instance=\"{}\",state=\"{x}\"}} {}",
-                s.name,
-                u8::from(s.state == x)
-            );
-        }
-    }
-    let _ = writeln!(
-        o,
-        "# HELP skua_agent_vrrp_priority Effective priority.\n# TYPE skua_agent_vrrp_priority gauge"
-    );
-    for s in st {
-        let _ = writeln!(
-            o,
-            "skua_agent_vrrp_priority{{instance=\"{}\"}} {}",
-            s.name, s.priority
-        );
-    }
-    for (m, help, f) in [
-        (
-            "skua_agent_vrrp_transitions_total",
-            "VRRP state changes.",
-            (|s: &Status| s.transitions) as fn(&Status) -> u64,
-        ),
-        (
-            "skua_agent_vrrp_adverts_sent_total",
-            "Advertisements sent (one per destination).",
-            |s| s.adverts_sent,
-        ),
-        (
-            "skua_agent_vrrp_adverts_received_total",
-            "Advertisements received.",
-            |s| s.adverts_received,
-        ),
-        (
-            "skua_agent_vrrp_adverts_dropped_total",
-            "Advertisements dropped by the receive checks (RFC 9568 7.1).",
-            |s| s.adverts_dropped,
-        ),
-        (
-            "skua_agent_lease_takes_total",
-            "Leases taken in skuad.",
-            |s| s.lease_takes,
-        ),
-        ("skua_agent_lease_renewals_total", "Lease renewals.", |s| {
-            s.lease_renewals
-        }),
-        (
-            "skua_agent_lease_failures_total",
-            "Failed lease takes or renewals.",
-            |s| s.lease_failures,
-        ),
-        (
-            "skua_agent_step_downs_total",
-            "Mastership given up because skuad could not be used.",
-            |s| s.step_downs,
-        ),
-    ] {
-        let _ = writeln!(o, "# HELP {m} {help}\n# TYPE {m} counter");
-        for s in st {
-            let _ = writeln!(o, "{m}{{instance=\"{}\"}} {}", s.name, f(s));
-        }
-    }
-    let _ = writeln!(
-        o,
-        "# HELP skua_agent_lease_age_seconds Time since the lease was last taken or renewed (absent when not held).\n# TYPE skua_agent_lease_age_seconds gauge"
-    );
-    for s in st {
-        if let Some(a) = s.lease_age_ms {
-            let _ = writeln!(
-                o,
-                "skua_agent_lease_age_seconds{{instance=\"{}\"}} {}",
-                s.name,
-                a as f64 / 1000.0
-            );
-        }
-    }
-    o
 }

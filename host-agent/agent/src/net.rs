@@ -336,6 +336,103 @@ impl ArpWatch {
     }
 }
 
+/// An ICMPv6 socket receiving the interface's Neighbor Advertisements: the IPv6 side of
+/// [`ArpWatch`]. Only unsolicited ones with hop limit 255 (RFC 4861 §7.1.2) count as an
+/// announcement: a solicited one answers somebody's question (our own probe's included).
+pub struct NaWatch {
+    sock: Socket,
+}
+
+impl NaWatch {
+    /// Opens the watch on the interface.
+    pub fn open(ifname: &str) -> io::Result<NaWatch> {
+        let sock = Socket::new(Domain::IPV6, Type::RAW, Some(Protocol::ICMPV6))?;
+        sock.bind_device(Some(ifname.as_bytes()))?;
+        sock.set_recv_hoplimit_v6(true)?;
+        sock.set_nonblocking(true)?;
+        Ok(NaWatch { sock })
+    }
+
+    /// The descriptor, for poll.
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
+
+    /// The next unsolicited advertisement waiting: (target, its MAC).
+    pub fn recv(&self) -> io::Result<Option<(Ipv6Addr, [u8; 6])>> {
+        loop {
+            let mut buf = [0u8; 1500];
+            let mut iov = [io::IoSliceMut::new(&mut buf)];
+            let mut cmsg = nix::cmsg_space!(libc::c_int);
+            let msg = match recvmsg::<SockaddrStorage>(
+                self.sock.as_raw_fd(),
+                &mut iov,
+                Some(&mut cmsg),
+                MsgFlags::MSG_DONTWAIT,
+            ) {
+                Ok(m) => m,
+                Err(nix::errno::Errno::EAGAIN) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            };
+            let n = msg.bytes;
+            let hops = msg.cmsgs().into_iter().flatten().find_map(|c| match c {
+                ControlMessageOwned::Ipv6HopLimit(h) => Some(h),
+                _ => None,
+            });
+            let icmp = &buf[..n];
+            if hops != Some(255) {
+                continue;
+            }
+            let (Some(na), Some((_, solicited))) = (
+                skua_vrrp::announce::parse_na(icmp),
+                skua_vrrp::announce::na_flags(icmp),
+            ) else {
+                continue;
+            };
+            if let (false, Some(mac)) = (solicited, na.mac) {
+                return Ok(Some((na.target, mac)));
+            }
+        }
+    }
+}
+
+/// Another station announcing an address: ARP announcements (IPv4) or unsolicited Neighbor
+/// Advertisements (IPv6).
+pub enum Watch {
+    /// IPv4.
+    Arp(ArpWatch),
+    /// IPv6.
+    Na(NaWatch),
+}
+
+impl Watch {
+    /// The descriptor, for poll.
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            Watch::Arp(w) => w.fd(),
+            Watch::Na(w) => w.fd(),
+        }
+    }
+
+    /// The next announcement waiting: (address, MAC). IPv4: an ARP announcement only
+    /// (sender = target address, RFC 5227 §3), not the ordinary reply of a node whose kernel
+    /// still holds the address, e.g. to our own probe's request.
+    pub fn recv(&self) -> io::Result<Option<(IpAddr, [u8; 6])>> {
+        match self {
+            Watch::Arp(w) => loop {
+                match w.recv()? {
+                    Some(a) if a.sender_ip == a.target_ip => {
+                        return Ok(Some((IpAddr::V4(a.sender_ip), a.sender_mac)));
+                    }
+                    Some(_) => continue,
+                    None => return Ok(None),
+                }
+            },
+            Watch::Na(w) => Ok(w.recv()?.map(|(t, m)| (IpAddr::V6(t), m))),
+        }
+    }
+}
+
 /// Sends one Ethernet frame on the interface through a packet socket.
 fn send_frame(ifindex: u32, frame: &[u8]) -> io::Result<()> {
     let proto = (libc::ETH_P_ARP as u16).to_be();

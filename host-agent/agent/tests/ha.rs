@@ -78,6 +78,17 @@ fn two_nodes_fail_over_without_ever_answering_twice() {
     run_script("ha.py", &["all"], Duration::from_secs(300));
 }
 
+/// With skuad's AF_XDP dataplane attached (its program answers the node's own address in
+/// the driver): the VIP is still answered only under the lease.
+#[test]
+fn with_xdp_the_vip_is_still_answered_only_under_the_lease() {
+    run_script(
+        "ha.py",
+        &["--xdp", "kill-agent", "partition"],
+        Duration::from_secs(180),
+    );
+}
+
 #[test]
 fn keepalived_interop_both_roles_v4_v6_multicast_unicast() {
     run_script("keepalived.py", &[], Duration::from_secs(300));

@@ -11,9 +11,9 @@ use core::mem::{offset_of, size_of};
 pub const MAP_XSKS: &str = "skua_xsks";
 /// ARRAY with one entry: [`XdpConfig`] (`SKUA_MAP_CFG`).
 pub const MAP_CFG: &str = "skua_cfg";
-/// HASH: key = IPv4 destination in network byte order (`u32`), value = `u8` 1 (`SKUA_MAP_DST4`).
+/// HASH: key = IPv4 destination in network byte order (`u32`), value = [`Dest`] (`SKUA_MAP_DST4`).
 pub const MAP_DST4: &str = "skua_dst4";
-/// HASH: key = IPv6 destination (16 bytes), value = `u8` 1 (`SKUA_MAP_DST6`).
+/// HASH: key = IPv6 destination (16 bytes), value = [`Dest`] (`SKUA_MAP_DST6`).
 pub const MAP_DST6: &str = "skua_dst6";
 /// PERCPU_ARRAY: key = [`Stat`], value = `u64` (`SKUA_MAP_STATS`).
 pub const MAP_STATS: &str = "skua_stats";
@@ -128,6 +128,20 @@ impl XdpConfig {
 // 2 + 2 + 4 + 8, asserted below), so every bit pattern is a valid value and it may be copied to
 // and from the kernel as bytes, which is all `aya::Pod` requires.
 unsafe impl aya::Pod for XdpConfig {}
+
+/// `struct skua_dest`: a destination map value. `lease_until_ns` 0: always ours; else a
+/// service address answered only while `bpf_ktime_get_ns()` is below it (the host agent's
+/// lease, docs/ha.md).
+#[derive(Clone, Copy, Debug, Default, Eq, PartialEq)]
+#[repr(C)]
+pub struct Dest {
+    /// Expiry on the kernel's monotonic clock, or 0.
+    pub lease_until_ns: u64,
+}
+
+// SAFETY: `Dest` is `#[repr(C)]`, one `u64`, no padding (size asserted below): every bit
+// pattern is a valid value and it may be copied to and from the kernel as bytes.
+unsafe impl aya::Pod for Dest {}
 
 /// `struct skua_answer_key`: the query name lower-cased (wire form, zero padded) and type.
 #[derive(Clone, Copy, Debug, Eq, PartialEq, Hash)]
@@ -290,11 +304,14 @@ pub enum Stat {
     PassBadSource = 12,
     /// Answered in the program from the resolver's cached answers ([`MAP_CACHE_SLOTS`]).
     AnsweredCached = 13,
+    /// To a service address whose lease is over ([`Dest::lease_until_ns`]): passed to the
+    /// kernel sockets, which drop it.
+    PassNoLease = 14,
 }
 
 impl Stat {
     /// Number of counters (`SKUA_STAT_MAX`).
-    pub const COUNT: usize = 14;
+    pub const COUNT: usize = 15;
 
     /// All counters, in index order.
     pub const ALL: [Self; Self::COUNT] = [
@@ -312,6 +329,7 @@ impl Stat {
         Self::Answered,
         Self::PassBadSource,
         Self::AnsweredCached,
+        Self::PassNoLease,
     ];
 
     /// Index into the stats map and into arrays of `COUNT` values.
@@ -336,6 +354,7 @@ impl Stat {
             Self::Answered => "answered",
             Self::PassBadSource => "pass_bad_source",
             Self::AnsweredCached => "answered_cached",
+            Self::PassNoLease => "pass_no_lease",
         }
     }
 }
@@ -347,7 +366,8 @@ const _: () = {
     assert!(offset_of!(XdpConfig, flags) == 2);
     assert!(offset_of!(XdpConfig, pad) == 4);
     assert!(size_of::<Stat>() == size_of::<u32>());
-    assert!(Stat::AnsweredCached as usize + 1 == Stat::COUNT);
+    assert!(Stat::PassNoLease as usize + 1 == Stat::COUNT);
+    assert!(size_of::<Dest>() == 8);
     assert!(size_of::<CacheRef>() == 4);
     assert!(offset_of!(CachedValue, valid_until) == 68);
     assert!(offset_of!(CachedValue, flags) == 72);

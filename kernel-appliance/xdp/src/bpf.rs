@@ -30,9 +30,9 @@ use aya::sys::SyscallError;
 use aya::{Ebpf, EbpfLoader};
 
 use crate::abi::{
-    AclKey, AnswerKey, AnswerValue, CacheRef, CachedValue, MAP_ACL, MAP_ANSWERS, MAP_CACHE_INDEX,
-    MAP_CACHE_SLOTS, MAP_CFG, MAP_DST4, MAP_DST6, MAP_SCRATCH, MAP_STATS, MAP_XSKS, MAX_ACL,
-    MAX_ANSWERS, MAX_CACHED, MAX_QUEUES, Stat, XdpConfig, cache_slots,
+    AclKey, AnswerKey, AnswerValue, CacheRef, CachedValue, Dest, MAP_ACL, MAP_ANSWERS,
+    MAP_CACHE_INDEX, MAP_CACHE_SLOTS, MAP_CFG, MAP_DST4, MAP_DST6, MAP_SCRATCH, MAP_STATS,
+    MAP_XSKS, MAX_ACL, MAX_ANSWERS, MAX_CACHED, MAX_QUEUES, Stat, XdpConfig, cache_slots,
 };
 
 /// The compiled XDP program (`bpf/skua_xdp.bpf.o`), 8-byte aligned as aya's ELF parser wants.
@@ -407,18 +407,24 @@ impl XdpProgram {
     /// Adds a destination address that is ours. IPv4-mapped IPv6 addresses are stored as
     /// IPv4, since that is how such packets arrive.
     pub fn add_dest(&mut self, ip: IpAddr) -> Result<(), XdpError> {
+        self.set_dest(ip, Dest::default())
+    }
+
+    /// Adds or updates a destination with its value: a service address carries its lease
+    /// expiry (`Dest::lease_until_ns` on the kernel's monotonic clock), renewed in place.
+    pub fn set_dest(&mut self, ip: IpAddr, dest: Dest) -> Result<(), XdpError> {
         match ip.to_canonical() {
             IpAddr::V4(v4) => {
-                let mut map: HashMap<&mut MapData, u32, u8> =
+                let mut map: HashMap<&mut MapData, u32, Dest> =
                     HashMap::try_from(self.map_mut(MAP_DST4)?).map_err(map_err(MAP_DST4))?;
                 // The program compares against iphdr.daddr as stored: network byte order.
-                map.insert(u32::from_ne_bytes(v4.octets()), 1, 0)
+                map.insert(u32::from_ne_bytes(v4.octets()), dest, 0)
                     .map_err(map_err(MAP_DST4))
             }
             IpAddr::V6(v6) => {
-                let mut map: HashMap<&mut MapData, [u8; 16], u8> =
+                let mut map: HashMap<&mut MapData, [u8; 16], Dest> =
                     HashMap::try_from(self.map_mut(MAP_DST6)?).map_err(map_err(MAP_DST6))?;
-                map.insert(v6.octets(), 1, 0).map_err(map_err(MAP_DST6))
+                map.insert(v6.octets(), dest, 0).map_err(map_err(MAP_DST6))
             }
         }
     }
@@ -427,12 +433,12 @@ impl XdpProgram {
     pub fn remove_dest(&mut self, ip: IpAddr) -> Result<(), XdpError> {
         let (map, result) = match ip.to_canonical() {
             IpAddr::V4(v4) => {
-                let mut map: HashMap<&mut MapData, u32, u8> =
+                let mut map: HashMap<&mut MapData, u32, Dest> =
                     HashMap::try_from(self.map_mut(MAP_DST4)?).map_err(map_err(MAP_DST4))?;
                 (MAP_DST4, map.remove(&u32::from_ne_bytes(v4.octets())))
             }
             IpAddr::V6(v6) => {
-                let mut map: HashMap<&mut MapData, [u8; 16], u8> =
+                let mut map: HashMap<&mut MapData, [u8; 16], Dest> =
                     HashMap::try_from(self.map_mut(MAP_DST6)?).map_err(map_err(MAP_DST6))?;
                 (MAP_DST6, map.remove(&v6.octets()))
             }

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use skua_xdp::abi::{MAX_QUEUES, Stat, XdpConfig};
+use skua_xdp::abi::{Dest, MAX_QUEUES, Stat, XdpConfig};
 use skua_xdp::bpf::{
     AttachMode, AttachedMode, PROGRAM_NAME, XDP_DROP, XDP_PASS, XDP_REDIRECT, XdpError, XdpProgram,
     current_program, detach_stale,
@@ -970,4 +970,52 @@ fn ifindex(name: &str) -> u32 {
     let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
     assert_ne!(i, 0, "no interface {name}");
     i
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: `bpf_ktime_get_ns()`'s clock (no time namespace here).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into the one we pass.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    assert_eq!(rc, 0);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[test]
+fn a_service_address_is_ours_only_while_its_lease_runs() {
+    if !root() {
+        return;
+    }
+    let mut p = program();
+    let vip4 = Ipv4Addr::new(198, 18, 0, 54);
+    let vip6 = Ipv6Addr::new(0xfd00, 0x5c, 0, 0, 0, 0, 0, 0x54);
+    let (q4, q6) = (udp4(vip4, 53), udp6(vip6, 53));
+    // Not in the map: another host's address.
+    check(&p, "no entry", &q4, Stat::PassOtherDest, XDP_PASS);
+    for (ip, q) in [(IpAddr::V4(vip4), &q4), (IpAddr::V6(vip6), &q6)] {
+        let running = Dest {
+            lease_until_ns: monotonic_ns() + 10_000_000_000,
+        };
+        p.set_dest(ip, running).expect("lease");
+        check(&p, "lease running", q, Stat::Redirected, XDP_PASS);
+        let over = Dest {
+            lease_until_ns: monotonic_ns() - 1,
+        };
+        p.set_dest(ip, over).expect("lease over");
+        check(&p, "lease over", q, Stat::PassNoLease, XDP_PASS);
+        // Renewed in place: ours again.
+        p.set_dest(ip, running).expect("renewed");
+        check(&p, "lease renewed", q, Stat::Redirected, XDP_PASS);
+    }
+    // An ordinary address (lease 0) is always ours.
+    check(
+        &p,
+        "ordinary",
+        &udp4(OUR_V4, 53),
+        Stat::Redirected,
+        XDP_PASS,
+    );
 }

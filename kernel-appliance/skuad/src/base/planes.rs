@@ -71,4 +71,7 @@ pub trait Dataplanes: Send + Sync {
         serving: &Serving,
         settings: Option<&ResolverSettings>,
     ) -> Result<(), String>;
+    /// A lease on a service address was taken, renewed or released: dataplanes that keep
+    /// their own copy of it (the XDP programs' destination maps) update it.
+    fn leases_changed(&self) {}
 }

@@ -185,6 +185,7 @@ impl Control {
                 }
             }
         }
+        self.planes.leases_changed();
         if req.renew {
             self.leases.renewed.fetch_add(1, Ordering::Relaxed);
         }
@@ -233,6 +234,7 @@ impl Control {
                 granted.retain(|(a, _)| *a != l.addr);
             }
         }
+        self.planes.leases_changed();
         if !released.is_empty() {
             self.leases.released.fetch_add(1, Ordering::Relaxed);
             log::info(format_args!(

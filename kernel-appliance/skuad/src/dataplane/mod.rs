@@ -101,6 +101,12 @@ impl Planes {
 }
 
 impl Dataplanes for Planes {
+    fn leases_changed(&self) {
+        if let Some(p) = lock(&self.xdp).as_ref() {
+            p.leases_changed();
+        }
+    }
+
     fn resolver(
         &self,
         serving: &Serving,

@@ -34,7 +34,10 @@
 //! it applies rtnetlink address notifications as they come and takes a full resync every
 //! [`RESYNC`], so a change is followed within a second at worst. Everything else (broadcast,
 //! multicast, another host's address) goes to the kernel, whose wildcard sockets never reply
-//! from such an address.
+//! from such an address. The service addresses of the `ha:` clause are in every program's
+//! maps with their lease's expiry on the kernel's clock (rewritten at each take, renewal and
+//! release): the program compares it per packet, so a VIP whose lease is over goes to the
+//! kernel sockets (which drop it) even if nothing rewrote the map.
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -207,10 +210,13 @@ struct Attached {
     /// What the maps hold now (canonical form: IPv4-mapped IPv6 as IPv4, as `add_dest`
     /// stores it).
     dests: BTreeSet<IpAddr>,
-    /// Service addresses under the host agent's lease (`ha:`): never in the maps, so their
-    /// queries go to the kernel sockets, which answer only under the lease (the program
-    /// has no lease to check).
-    leased: Vec<IpAddr>,
+    /// Service addresses under the host agent's lease (`ha:`): always in the maps (of the
+    /// families this program serves), each with its lease's expiry on the kernel's clock,
+    /// which the program compares itself (an address whose lease is over goes to the
+    /// kernel sockets, which drop it); rewritten at every renewal.
+    leased: Vec<Arc<crate::base::lease::Lease>>,
+    /// The families of the served addresses (IPv4, IPv6).
+    serves: (bool, bool),
 }
 
 impl Attached {
@@ -234,13 +240,50 @@ impl Attached {
         // The maps must hold nothing but unicast addresses: the program answers whatever
         // they hold, and a broadcast or multicast destination would become the reply's
         // source. `answerable` is that check (RFC 919/922 broadcast, multicast, anycast).
+        // Service addresses are in whether the interface holds them or not (the agent adds
+        // them on takeover): their lease decides.
+        let leased = self.leased.iter().map(|l| l.addr).filter(|a| {
+            if a.is_ipv4() {
+                self.serves.0
+            } else {
+                self.serves.1
+            }
+        });
         self.fixed
             .iter()
             .copied()
             .chain(own)
             .map(|a| a.to_canonical())
-            .filter(|a| ifaddr::answerable(*a, all) && !self.leased.contains(a))
+            .filter(|a| ifaddr::answerable(*a, all))
+            .chain(leased)
             .collect()
+    }
+
+    /// The map value of `a`: its lease's expiry for a service address (1, long past, when
+    /// no lease runs: 0 would mean "always ours"), else 0.
+    fn dest_of(&self, a: IpAddr) -> abi::Dest {
+        let lease_until_ns = match self.leased.iter().find(|l| l.addr == a) {
+            None => 0,
+            Some(l) => match l.until() {
+                0 => 1,
+                u => crate::base::clock::to_kernel_ns(u).max(1),
+            },
+        };
+        abi::Dest { lease_until_ns }
+    }
+
+    /// Rewrites the service addresses' values (after a lease was taken, renewed or
+    /// released).
+    fn refresh_leases(&mut self) -> Result<(), String> {
+        for l in self.leased.clone() {
+            if self.dests.contains(&l.addr) {
+                let d = self.dest_of(l.addr);
+                self.program.set_dest(l.addr, d).map_err(|e| {
+                    format!("{}: lease of {}: {}", self.ifname, l.addr, log::chain(&e))
+                })?;
+            }
+        }
+        Ok(())
     }
 
     /// Makes the maps hold [`Attached::wanted`]; returns what was added and removed.
@@ -257,8 +300,9 @@ impl Attached {
             self.dests.remove(a);
         }
         for a in &new {
+            let d = self.dest_of(*a);
             self.program
-                .add_dest(*a)
+                .set_dest(*a, d)
                 .map_err(|e| format!("{}: adding {a}: {}", self.ifname, log::chain(&e)))?;
             self.dests.insert(*a);
         }
@@ -407,6 +451,15 @@ impl XdpPlane {
     fn programs(&self) -> MutexGuard<'_, Vec<Attached>> {
         // A panic while holding the lock leaves maps the kernel keeps consistent anyway.
         self.programs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Puts the service addresses' current leases into every program's maps.
+    pub fn leases_changed(&self) {
+        for a in self.programs().iter_mut() {
+            if let Err(e) = a.refresh_leases() {
+                log::error(format_args!("xdp: {e}"));
+            }
+        }
     }
 
     /// Stops answering in the programs (before a new engine is swapped in): cached answers
@@ -787,7 +840,11 @@ fn try_start(
             track,
             uppers: explicit,
             dests: BTreeSet::new(),
-            leased: settings.leased.clone(),
+            leased: shared.leases.all().to_vec(),
+            serves: (
+                served.iter().any(|a| a.is_ipv4()),
+                served.iter().any(|a| a.is_ipv6()),
+            ),
         };
         att.sync(&all)?;
         let listed: Vec<String> = att.dests.iter().map(ToString::to_string).collect();
