@@ -253,8 +253,9 @@ fn dns(cfg: &CheckConfig, tcp: bool) -> Result<(), String> {
     let target = cfg.target.ok_or("no target")?;
     let timeout = Duration::from_millis(cfg.timeout_ms.into());
     let (qname, qt) = cfg.question()?;
-    let id: u16 =
-        (Instant::now().elapsed().subsec_nanos() as u16) ^ 0x5a5a ^ (std::process::id() as u16);
+    // A random ID (RFC 5452 §9.2): an off-path sender must not be able to answer the canary
+    // for a dead server and keep a failing node in the election.
+    let id = random_id().map_err(|e| format!("random query ID: {e}"))?;
     let mut q = Vec::with_capacity(qname.len() + 16);
     q.extend_from_slice(&id.to_be_bytes());
     q.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
@@ -320,6 +321,13 @@ fn dns(cfg: &CheckConfig, tcp: bool) -> Result<(), String> {
             cfg.expect
         ))
     }
+}
+
+/// 16 random bits from the kernel.
+fn random_id() -> std::io::Result<u16> {
+    let mut b = [0u8; 2];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
+    Ok(u16::from_ne_bytes(b))
 }
 
 fn skuad_check(cfg: &CheckConfig, client: &mut Client) -> Result<(), String> {

@@ -952,16 +952,9 @@ async fn ha_release(
 ) -> Result<Response, ApiError> {
     let req: ReleaseRequest = json_body(&ctl, &headers, body).await?;
     let (actor, src) = who(&caller);
-    let reason: String = req
-        .reason
-        .as_deref()
-        .unwrap_or("released by the agent")
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(200)
-        .collect();
+    let reason = req.reason.as_deref().unwrap_or("released by the agent");
     let done =
-        tokio::task::block_in_place(|| ctl.release(actor, src, req.addresses.as_deref(), &reason))?;
+        tokio::task::block_in_place(|| ctl.release(actor, src, req.addresses.as_deref(), reason))?;
     Ok(axum::Json(done).into_response())
 }
 

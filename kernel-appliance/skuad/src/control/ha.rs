@@ -87,6 +87,12 @@ pub struct LeaseBook {
     granted: std::sync::Mutex<Vec<(IpAddr, u64)>>,
 }
 
+/// A caller's text (the holder's name, a release reason) fit for a log line and an audit
+/// entry: no control characters (no forged lines), at most 200 characters.
+fn printable(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control()).take(200).collect()
+}
+
 fn view(l: &Lease, now: u64) -> LeaseView {
     let until = l.until();
     LeaseView {
@@ -191,7 +197,7 @@ impl Control {
         }
         if !taken.is_empty() {
             self.leases.taken.fetch_add(1, Ordering::Relaxed);
-            let holder = req.holder.as_deref().unwrap_or(actor);
+            let holder = printable(req.holder.as_deref().unwrap_or(actor));
             let list: Vec<String> = taken.iter().map(ToString::to_string).collect();
             log::info(format_args!(
                 "ha: lease taken by {holder} on {} for {} ms",
@@ -217,6 +223,7 @@ impl Control {
         only: Option<&[IpAddr]>,
         reason: &str,
     ) -> Result<LeaseState, CtlError> {
+        let reason = printable(reason);
         let leases = self.chosen(only)?;
         let now = clock::mono_ns();
         let mut released = Vec::new();
@@ -300,5 +307,23 @@ impl Control {
             Duration::from_nanos(next.saturating_sub(now))
                 .clamp(Duration::from_millis(1), Duration::from_millis(20))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn caller_text_cannot_forge_log_lines_or_grow_without_bound() {
+        assert_eq!(
+            printable("node1/dns4\nskuad info: forged"),
+            "node1/dns4skuad info: forged"
+        );
+        assert_eq!(printable(&"x".repeat(5000)).len(), 200);
+        assert_eq!(
+            printable("VRRP: backup (Preempted)"),
+            "VRRP: backup (Preempted)"
+        );
     }
 }
