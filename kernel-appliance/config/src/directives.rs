@@ -45,6 +45,8 @@ pub(crate) enum ClauseKind {
     Ha,
     /// `tsig-key:` (a TSIG key for zone transfers; not an Unbound clause, NSD's `key:`).
     TsigKey,
+    /// `sync:` (configuration and API data pulled from another skuad; not an Unbound clause).
+    Sync,
     /// A clause that exists in Unbound but is not supported here.
     Unsupported,
 }
@@ -59,6 +61,7 @@ const CLAUSES: &[(&str, ClauseKind)] = &[
     ("audit", ClauseKind::Audit),
     ("ha", ClauseKind::Ha),
     ("tsig-key", ClauseKind::TsigKey),
+    ("sync", ClauseKind::Sync),
     ("remote-control", ClauseKind::Unsupported),
     ("view", ClauseKind::Unsupported),
     ("python", ClauseKind::Unsupported),
@@ -728,6 +731,30 @@ const TSIG_KEY: &[(&str, TsigKeyKey)] = &[
 /// The `tsig-key:` directive named `name`, if known.
 pub(crate) fn tsig_key(name: &str) -> Option<TsigKeyKey> {
     TSIG_KEY.iter().find(|(n, _)| *n == name).map(|&(_, k)| k)
+}
+
+/// The `sync:` directives (skuad's own clause: all implemented; `from:` may repeat).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SyncKey {
+    From,
+    TokenFile,
+    SharedConfig,
+    TlsCa,
+    Wait,
+}
+
+/// Every `sync:` directive.
+const SYNC: &[(&str, SyncKey)] = &[
+    ("from", SyncKey::From),
+    ("token-file", SyncKey::TokenFile),
+    ("shared-config", SyncKey::SharedConfig),
+    ("tls-ca", SyncKey::TlsCa),
+    ("wait", SyncKey::Wait),
+];
+
+/// The `sync:` directive named `name`, if known.
+pub(crate) fn sync(name: &str) -> Option<SyncKey> {
+    SYNC.iter().find(|(n, _)| *n == name).map(|&(_, k)| k)
 }
 
 /// The `ha:` directive named `name`, if known.

@@ -115,6 +115,8 @@ pub struct Config {
     pub ha: Ha,
     /// The `tsig-key:` clauses, in file order, names distinct. **Not an Unbound clause.**
     pub tsig_keys: Vec<TsigKey>,
+    /// All `sync:` clauses, merged in file order like `server:`. **Not an Unbound clause.**
+    pub sync: Sync,
     /// Everything that was ignored or looked wrong, in file order (includes followed).
     pub warnings: Vec<Warning>,
     /// Every file read from disk, in the order first read, each once: the file given to
@@ -608,6 +610,41 @@ impl Default for Ha {
         Ha {
             addresses: Vec::new(),
             lease_max_ms: 1000,
+        }
+    }
+}
+
+/// The `sync:` clause: this node follows another skuad (the master of an HA pair, or the
+/// source of a group), pulling through that node's API its API-made zones and records and
+/// the text of one shared configuration file. **Not an Unbound clause.** Several `sync:`
+/// clauses merge like `server:`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sync {
+    /// `from:` the source's API, `http://HOST:PORT` or `https://HOST:PORT`, as written, in
+    /// order (with `ha:` addresses, the one holding the lease is followed).
+    pub from: Vec<Located<String>>,
+    /// `token-file:` a file holding the bearer token for the sources' APIs (role `operator`
+    /// there). Required with `from:`.
+    pub token_file: Option<Located<String>>,
+    /// `shared-config:` the configuration file that is replicated: served by a source,
+    /// replaced (and reloaded) on a follower. It must be included by the configuration.
+    pub shared_config: Option<Located<String>>,
+    /// `tls-ca:` a PEM file of the certificate authorities an `https://` source's
+    /// certificate must chain to (default: refuse `https://` without it).
+    pub tls_ca: Option<Located<String>>,
+    /// `wait:` seconds a source holds a request while nothing changed (1-25, default 20):
+    /// changes reach the follower at once, and an idle follower asks once per `wait:`.
+    pub wait_s: u32,
+}
+
+impl Default for Sync {
+    fn default() -> Self {
+        Sync {
+            from: Vec::new(),
+            token_file: None,
+            shared_config: None,
+            tls_ca: None,
+            wait_s: 20,
         }
     }
 }

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::directives::{
-    self, ApiKey, Arity, AuditKey, AuthKey, ClauseKind, HaKey, ServerKey, Support, TsigKeyKey,
-    ZoneKey,
+    self, ApiKey, Arity, AuditKey, AuthKey, ClauseKind, HaKey, ServerKey, Support, SyncKey,
+    TsigKeyKey, ZoneKey,
 };
 use crate::lexer::{Token, tokenize};
 use crate::model::{
@@ -75,6 +75,8 @@ enum Clause {
     Audit(Loc),
     /// `ha:` (merged into [`Config::ha`] as it is read).
     Ha,
+    /// `sync:` (merged into [`Config::sync`] as it is read).
+    Sync,
     /// `tsig-key:`.
     TsigKey(PendingTsigKey),
     /// An unsupported clause: its directives are counted, the count goes into the warning
@@ -97,6 +99,11 @@ pub(crate) struct Parser {
     /// The `audit:` line of the clause that gave the last `log:`, for the "log: without
     /// key:" error.
     audit_log_clause: Option<Loc>,
+    /// A file read as other text ([`crate::parse_file_with`]): its path (compared
+    /// canonical) and the text.
+    pub(crate) swap: Option<(PathBuf, String)>,
+    /// A file whose text is kept ([`crate::parse_file_with`]), and that text once read.
+    pub(crate) capture: Option<(PathBuf, Option<String>)>,
 }
 
 impl Parser {
@@ -107,6 +114,8 @@ impl Parser {
             reading: Vec::new(),
             include_base: None,
             audit_log_clause: None,
+            swap: None,
+            capture: None,
         }
     }
 
@@ -169,8 +178,18 @@ impl Parser {
                 .collect();
             return Err(fail(format!("include loop: {}", chain.join(" -> "))));
         }
-        let text = fs::read_to_string(path)
-            .map_err(|e| fail(format!("cannot read '{}': {e}", path.display())))?;
+        let same = |p: &Path| fs::canonicalize(p).is_ok_and(|c| c == canonical);
+        let text = match &self.swap {
+            Some((p, t)) if same(p) => t.clone(),
+            _ => fs::read_to_string(path)
+                .map_err(|e| fail(format!("cannot read '{}': {e}", path.display())))?,
+        };
+        if let Some((p, slot)) = &mut self.capture
+            && slot.is_none()
+            && same(p)
+        {
+            *slot = Some(text.clone());
+        }
         if !self.config.files.iter().any(|f| f == path) {
             self.config.files.push(path.to_path_buf());
         }
@@ -294,6 +313,7 @@ impl Parser {
             Clause::Api => self.api_directive(name, vals, loc),
             Clause::Audit(_) => self.audit_directive(name, vals, loc),
             Clause::Ha => self.ha_directive(name, vals, loc),
+            Clause::Sync => self.sync_directive(name, vals, loc),
             Clause::TsigKey(_) => self.tsig_key_directive(name, vals, loc),
             Clause::Unsupported { count, .. } => {
                 let n = loose_count(vals, 1);
@@ -344,6 +364,7 @@ impl Parser {
             ClauseKind::Api => Clause::Api,
             ClauseKind::Audit => Clause::Audit(loc.clone()),
             ClauseKind::Ha => Clause::Ha,
+            ClauseKind::Sync => Clause::Sync,
             ClauseKind::TsigKey => Clause::TsigKey(PendingTsigKey {
                 loc: loc.clone(),
                 name: None,
@@ -367,7 +388,12 @@ impl Parser {
 
     fn close_clause(&mut self) -> Result<(), Error> {
         match std::mem::replace(&mut self.clause, Clause::None) {
-            Clause::None | Clause::Server | Clause::Api | Clause::Audit(_) | Clause::Ha => {}
+            Clause::None
+            | Clause::Server
+            | Clause::Api
+            | Clause::Audit(_)
+            | Clause::Ha
+            | Clause::Sync => {}
             Clause::AuthZone(p) => {
                 let Some(name) = p.name else {
                     return Err(Error::at(&p.loc, "auth-zone: clause without 'name:'"));
@@ -903,6 +929,30 @@ impl Parser {
         Ok(n)
     }
 
+    fn sync_directive(&mut self, name: &str, vals: &[Token], loc: &Loc) -> Result<usize, Error> {
+        let Some(key) = directives::sync(name) else {
+            return self.misplaced(name, "sync:", vals, loc);
+        };
+        let n = take(name, vals, Arity::Exactly(1), loc)?;
+        let v = Located {
+            value: vals[0].text.clone(),
+            loc: loc.clone(),
+        };
+        let s = &mut self.config.sync;
+        match key {
+            SyncKey::From => {
+                check_sync_url(&v.value).map_err(|e| Error::at(loc, e))?;
+                s.from.push(v);
+            }
+            SyncKey::TokenFile => s.token_file = Some(v),
+            SyncKey::SharedConfig => s.shared_config = Some(v),
+            SyncKey::TlsCa => s.tls_ca = Some(v),
+            // Within 1..=25 by the check: below the API's 30 s stall limit.
+            SyncKey::Wait => s.wait_s = ranged(name, &vals[0], 1, 25, loc)? as u32,
+        }
+        Ok(n)
+    }
+
     fn apply_server(
         &mut self,
         key: ServerKey,
@@ -1311,6 +1361,7 @@ fn owner_clause(name: &str, except: &str) -> Option<&'static str> {
         ("api:", directives::api(name).is_some()),
         ("audit:", directives::audit(name).is_some()),
         ("ha:", directives::ha(name).is_some()),
+        ("sync:", directives::sync(name).is_some()),
         ("tsig-key:", directives::tsig_key(name).is_some()),
     ]
     .into_iter()
@@ -1422,6 +1473,11 @@ fn parse_bool(name: &str, tok: &Token, loc: &Loc) -> Result<bool, Error> {
 }
 
 /// A decimal number in `lo..=hi`.
+/// Checks a `sync: from:` value ([`crate::SyncUrl`]).
+fn check_sync_url(v: &str) -> Result<(), String> {
+    crate::SyncUrl::parse(v).map(|_| ())
+}
+
 fn ranged(name: &str, tok: &Token, lo: u64, hi: u64, loc: &Loc) -> Result<u64, Error> {
     let text = &tok.text;
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {

@@ -2855,3 +2855,93 @@ fn tsig_key_errors_name_the_line_and_never_repeat_a_secret() {
         )]
     );
 }
+
+#[test]
+fn sync_clause_directives_defaults_and_errors() {
+    assert_eq!(parse("server:\n").sync, crate::Sync::default());
+    assert_eq!(crate::Sync::default().wait_s, 20);
+    let c = parse(
+        "sync:
+    from: https://[fd00::1]:8953
+    token-file: /etc/skua/sync.token
+sync:
+    from: http://peer.example:8953
+    shared-config: shared.conf
+    tls-ca: /etc/skua/ca.pem
+    wait: 5
+",
+    );
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    assert_eq!(
+        lines(&c.sync.from),
+        [
+            ("https://[fd00::1]:8953", 2),
+            ("http://peer.example:8953", 5)
+        ]
+    );
+    assert_eq!(c.sync.token_file.unwrap().value, "/etc/skua/sync.token");
+    assert_eq!(c.sync.shared_config.unwrap().value, "shared.conf");
+    assert_eq!(c.sync.tls_ca.unwrap().value, "/etc/skua/ca.pem");
+    assert_eq!(c.sync.wait_s, 5);
+    for (text, want) in [
+        (
+            "sync:\n  wait: 30\n",
+            "t.conf:2: 'wait:' value 30 is out of range (1-25)",
+        ),
+        (
+            "sync:\n  from: ftp://x:1\n",
+            "t.conf:2: 'ftp://x:1': a sync source is http://HOST:PORT or https://HOST:PORT",
+        ),
+        (
+            "sync:\n  from: http://x:1/api\n",
+            "t.conf:2: 'http://x:1/api': only a scheme, a host and a port (no path, user or query)",
+        ),
+        (
+            "sync:\n  from: http://x:99999\n",
+            "t.conf:2: 'http://x:99999': bad port '99999'",
+        ),
+        ("sync:\n  from:\n", "t.conf:2: 'from:' needs a value"),
+    ] {
+        let e = parse_str(text, "t.conf").unwrap_err();
+        assert_eq!(e.to_string(), want, "{text:?}");
+    }
+    let u = crate::SyncUrl::parse("https://[fd00::1]").unwrap();
+    assert_eq!((u.tls, u.host.as_str(), u.port), (true, "fd00::1", 443));
+    assert_eq!(u.to_string(), "https://[fd00::1]:443");
+    let u = crate::SyncUrl::parse("http://198.18.0.1:8953/").unwrap();
+    assert_eq!(u.to_string(), "http://198.18.0.1:8953");
+    // A server: directive in sync: warns like any misplaced directive.
+    let c = parse("sync:\n  port: 53\n");
+    assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+}
+
+#[test]
+fn parse_file_with_swaps_and_captures_one_file() {
+    let d = TempDir::new("swap");
+    let shared = d.write(
+        "shared.conf",
+        "server:\n  local-data: \"a.example. A 198.18.0.1\"\n",
+    );
+    let main = d.write("main.conf", "server:\n  port: 5353\ninclude: shared.conf\n");
+    let (c, text) = crate::parse_file_with(&main, None, Some(&shared)).unwrap();
+    assert_eq!(c.server.local_data.len(), 1);
+    assert_eq!(
+        text.as_deref(),
+        Some("server:\n  local-data: \"a.example. A 198.18.0.1\"\n")
+    );
+    // The swapped text is parsed (and captured) instead of the file's; the file is untouched.
+    let new = "server:\n  local-data: \"b.example. A 198.18.0.2\"\n  local-data: \"c.example. A 198.18.0.3\"\n";
+    let (c, text) = crate::parse_file_with(&main, Some((&shared, new)), Some(&shared)).unwrap();
+    assert_eq!(c.server.local_data.len(), 2);
+    assert_eq!(text.as_deref(), Some(new));
+    assert!(fs::read_to_string(&shared).unwrap().contains("a.example"));
+    // Errors in the swapped text name the shared file and line.
+    let e = crate::parse_file_with(&main, Some((&shared, "server:\n  port: x\n")), None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with(&format!("{}:2:", shared.display())), "{e}");
+    // A capture of a file the configuration does not include gives nothing.
+    let other = d.write("other.conf", "server:\n");
+    let (_, text) = crate::parse_file_with(&main, None, Some(&other)).unwrap();
+    assert_eq!(text, None);
+}
