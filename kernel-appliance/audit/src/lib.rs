@@ -113,6 +113,14 @@ pub mod kind {
     pub const XFR_IN_FAILED: &str = "xfr-in-failed";
     /// A secondary zone's copy expired (RFC 1035 §3.3.13): it is no longer served.
     pub const XFR_EXPIRED: &str = "xfr-expired";
+    /// This node's configuration and API data sent to a follower (`sync:`), once per new
+    /// version and follower.
+    pub const SYNC_OUT: &str = "sync-out";
+    /// A source's configuration and API data received and served (this node follows it).
+    pub const SYNC_IN: &str = "sync-in";
+    /// A source's configuration or API data that could not be taken (the old ones serve),
+    /// once per version and source.
+    pub const SYNC_IN_FAILED: &str = "sync-in-failed";
 
     /// Reserved: the chain moves to another key.
     pub const KEY_ROTATION: &str = "key-rotation";

@@ -185,9 +185,9 @@ pub fn parse_file(path: &Path) -> Result<Config, Error> {
 
 /// Parses the configuration at `path` as [`parse_file`] does, except that the file whose
 /// canonical path is `swap.0` is read as the text `swap.1` (a replacement checked before it
-/// is written: `sync:`), and returns the text that was read for the file `capture` (its
-/// canonical path), if the configuration includes it. The text returned is exactly the
-/// text parsed, so a source never offers a shared file it has not loaded.
+/// is written: `sync:`), and returns beside it the text parsed for each configuration file,
+/// by canonical path, so a caller can keep exactly the text it loaded (a source never
+/// offers a shared file it has not loaded, however the file changed since).
 ///
 /// # Errors
 ///
@@ -195,14 +195,13 @@ pub fn parse_file(path: &Path) -> Result<Config, Error> {
 pub fn parse_file_with(
     path: &Path,
     swap: Option<(&Path, &str)>,
-    capture: Option<&Path>,
-) -> Result<(Config, Option<String>), Error> {
+) -> Result<(Config, Vec<(PathBuf, String)>), Error> {
     let mut parser = parse::Parser::new();
     parser.swap = swap.map(|(p, t)| (p.to_path_buf(), t.to_owned()));
-    parser.capture = capture.map(|p| (p.to_path_buf(), None));
+    parser.texts = Some(Vec::new());
     parser.read_file(path, None)?;
-    let captured = parser.capture.take().and_then(|(_, t)| t);
-    Ok((parser.finish()?, captured))
+    let texts = parser.texts.take().unwrap_or_default();
+    Ok((parser.finish()?, texts))
 }
 
 /// A `sync: from:` source: `http://HOST:PORT` or `https://HOST:PORT` (HOST a name, an IPv4

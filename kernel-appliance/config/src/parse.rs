@@ -102,8 +102,8 @@ pub(crate) struct Parser {
     /// A file read as other text ([`crate::parse_file_with`]): its path (compared
     /// canonical) and the text.
     pub(crate) swap: Option<(PathBuf, String)>,
-    /// A file whose text is kept ([`crate::parse_file_with`]), and that text once read.
-    pub(crate) capture: Option<(PathBuf, Option<String>)>,
+    /// The text of each file read, by canonical path, when asked ([`crate::parse_file_with`]).
+    pub(crate) texts: Option<Vec<(PathBuf, String)>>,
 }
 
 impl Parser {
@@ -115,7 +115,7 @@ impl Parser {
             include_base: None,
             audit_log_clause: None,
             swap: None,
-            capture: None,
+            texts: None,
         }
     }
 
@@ -178,17 +178,15 @@ impl Parser {
                 .collect();
             return Err(fail(format!("include loop: {}", chain.join(" -> "))));
         }
-        let same = |p: &Path| fs::canonicalize(p).is_ok_and(|c| c == canonical);
         let text = match &self.swap {
-            Some((p, t)) if same(p) => t.clone(),
+            Some((p, t)) if fs::canonicalize(p).is_ok_and(|c| c == canonical) => t.clone(),
             _ => fs::read_to_string(path)
                 .map_err(|e| fail(format!("cannot read '{}': {e}", path.display())))?,
         };
-        if let Some((p, slot)) = &mut self.capture
-            && slot.is_none()
-            && same(p)
+        if let Some(texts) = &mut self.texts
+            && !texts.iter().any(|(c, _)| *c == canonical)
         {
-            *slot = Some(text.clone());
+            texts.push((canonical.clone(), text.clone()));
         }
         if !self.config.files.iter().any(|f| f == path) {
             self.config.files.push(path.to_path_buf());

@@ -73,6 +73,7 @@ const ROUTES: &[(&str, &str, Option<&str>, Option<&str>)] = &[
         Some(r#"{"ttl_ms":100}"#),
     ),
     ("POST", "/ha/release", Some("operator"), Some("{}")),
+    ("GET", "/sync", Some("operator"), None),
 ];
 
 const ROLES: [&str; 4] = ["read", "dns", "operator", "admin"];

@@ -16,6 +16,7 @@
 pub mod httpd;
 pub mod local;
 pub mod metrics;
+pub mod sync;
 
 use std::net::SocketAddr;
 use std::ops::Deref;
@@ -74,6 +75,7 @@ pub const ROUTES: &[(&str, &str, Option<Role>)] = &[
     ("GET", "/ha", Some(Role::Read)),
     ("POST", "/ha/lease", Some(Role::Operator)),
     ("POST", "/ha/release", Some(Role::Operator)),
+    ("GET", "/sync", Some(Role::Operator)),
 ];
 
 /// The API's own settings that a reload changes: its certificate and body limit.
@@ -565,6 +567,7 @@ async fn status(State(ctl): Ctl) -> Response {
         "writes": {"ok": ctl.writes_ok.load(std::sync::atomic::Ordering::Relaxed),
                    "failed": ctl.writes_failed.load(std::sync::atomic::Ordering::Relaxed)},
         "warnings": v.warnings.len(),
+        "sync": ctl.sync_status(),
     }))
     .into_response()
 }
@@ -1003,6 +1006,7 @@ pub fn router(ctl: Arc<Api>) -> Router {
         .route("/ha", get(ha_state))
         .route("/ha/lease", post(ha_lease))
         .route("/ha/release", post(ha_release))
+        .route("/sync", get(sync::serve))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(ctl.clone(), authenticate))

@@ -89,7 +89,7 @@ pub struct LeaseBook {
 
 /// A caller's text (the holder's name, a release reason) fit for a log line and an audit
 /// entry: no control characters (no forged lines), at most 200 characters.
-fn printable(s: &str) -> String {
+pub(crate) fn printable(s: &str) -> String {
     s.chars().filter(|c| !c.is_control()).take(200).collect()
 }
 
@@ -104,6 +104,17 @@ fn view(l: &Lease, now: u64) -> LeaseView {
 }
 
 impl Control {
+    /// Whether this node answers a service address under a lease now.
+    pub fn holds_lease(&self) -> bool {
+        let now = clock::mono_ns();
+        self.serving.leases.all().iter().any(|l| l.serving_at(now))
+    }
+
+    /// Whether this node has service addresses (`ha: address:`).
+    pub fn has_leases(&self) -> bool {
+        !self.serving.leases.all().is_empty()
+    }
+
     /// Every lease now.
     pub fn leases(&self) -> LeaseState {
         let now = clock::mono_ns();

@@ -129,7 +129,7 @@ pub fn load_str(text: &str, name: &str) -> Result<Loaded, LoadError> {
     load_config(cfg, None)
 }
 
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "skuad".into())

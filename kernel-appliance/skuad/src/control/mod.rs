@@ -23,6 +23,7 @@ pub mod ha;
 pub mod load;
 pub mod source;
 pub mod state;
+pub mod sync;
 pub mod xfr;
 
 use std::net::SocketAddr;
@@ -313,6 +314,23 @@ struct Inner {
     settings: Settings,
     /// Serials persisted next to the state file (`state::load_serials`).
     serials: std::collections::BTreeMap<String, u32>,
+    /// The `sync: shared-config:` file and the text in force.
+    shared: Option<(PathBuf, String)>,
+}
+
+/// A configuration compiled aside, not in force yet ([`Control::stage`]).
+struct Staged {
+    cfg: skua_config::Config,
+    dir: Option<PathBuf>,
+    state_path: Option<PathBuf>,
+    overlay: Overlay,
+    merged: skua_config::Config,
+    loaded: Loaded,
+    access: Access,
+    prepared: Vec<Box<dyn Prepared>>,
+    serials: std::collections::BTreeMap<String, u32>,
+    shared: Option<(PathBuf, String)>,
+    sync: Option<sync::SyncSettings>,
 }
 
 /// A part of the process above the control core whose settings come from the
@@ -370,6 +388,8 @@ pub struct Control {
     xfr_in_failures: RefusalLog,
     /// The host agent's leases: counters and what the expiry watcher reports.
     leases: ha::LeaseBook,
+    /// What this node offers to followers, and what it follows (`sync:`).
+    pub sync: sync::SyncBook,
 }
 
 /// Refusals on the local control socket are counted under this address (no TCP source can
@@ -498,15 +518,18 @@ pub struct Boot {
     resolver: Option<ResolverSettings>,
     xfr: Option<load::XfrLoaded>,
     serials: std::collections::BTreeMap<String, u32>,
+    shared: Option<(PathBuf, String)>,
+    sync: Option<sync::SyncSettings>,
 }
 
 impl Boot {
     /// Loads `source` and the state file it names, compiles them, and logs the warnings
     /// and a summary. An error says what could not be loaded.
     pub fn load(source: &Source) -> Result<Boot, String> {
-        let (cfg, dir) = source
-            .parse()
+        let parsed = source
+            .parse_with(None)
             .map_err(|e| format!("cannot load configuration: {e}"))?;
+        let (cfg, dir, shared) = (parsed.config, parsed.dir, parsed.shared);
         let state_path = state_path(&cfg, dir.as_deref());
         let overlay = match &state_path {
             Some(p) => {
@@ -533,6 +556,7 @@ impl Boot {
         let serials =
             xfr::keep_serials(&loaded.xfr, &serials, state_path.as_deref()).unwrap_or(serials);
         let access = Access::from_config(&cfg).map_err(|e| format!("api: {e}"))?;
+        let sync = sync::SyncSettings::from_config(&cfg, dir.as_deref())?;
         let audit = Audit::open(&cfg.audit, dir.as_deref())?;
         log::set_verbosity(loaded.settings.verbosity);
         for w in &loaded.warnings {
@@ -571,6 +595,8 @@ impl Boot {
             resolver,
             xfr: Some(xfr),
             serials,
+            shared,
+            sync,
         })
     }
 
@@ -596,6 +622,9 @@ impl Control {
         if let Err(e) = planes.resolver(&serving, boot.resolver.as_ref()) {
             log::error(format_args!("resolver: {e}"));
         }
+        let sync = sync::SyncBook::default();
+        sync.set_settings(boot.sync.take());
+        sync.offer(boot.shared.as_ref(), &boot.overlay);
         let ctl = Control {
             source,
             serving,
@@ -609,6 +638,7 @@ impl Control {
                 state_path: boot.state_path,
                 settings: boot.settings,
                 serials: std::mem::take(&mut boot.serials),
+                shared: boot.shared.take(),
             }),
             view: ArcSwap::from_pointee(boot.view),
             access: ArcSwap::from_pointee(boot.access),
@@ -622,6 +652,7 @@ impl Control {
             xfr_refusals: RefusalLog::new(REFUSAL_WINDOW),
             xfr_in_failures: RefusalLog::new(REFUSAL_WINDOW),
             leases: ha::LeaseBook::default(),
+            sync,
         };
         if let Some(x) = xfr {
             ctl.install_xfr(x);
@@ -838,6 +869,20 @@ impl Control {
     async fn reload_inner(&self) -> Result<Applied, CtlError> {
         let t0 = Instant::now();
         let mut inner = self.inner.lock().await;
+        let staged = self.stage(None, None).await.inspect_err(|_| {
+            self.reloads_failed.fetch_add(1, Ordering::Relaxed);
+        })?;
+        self.commit(&mut inner, staged, t0)
+    }
+
+    /// Reads the configuration source (with `swap`: one file read as given text) and the
+    /// state file (or takes `overlay` instead), compiles them and prepares the parts above
+    /// the core, off the async workers. Nothing changes.
+    async fn stage(
+        &self,
+        swap: Option<(PathBuf, String)>,
+        given: Option<Overlay>,
+    ) -> Result<Staged, CtlError> {
         let source = self.source.clone();
         let hooks: Vec<Arc<dyn Reconfigure>> = self
             .reconfigure
@@ -847,12 +892,15 @@ impl Control {
             .filter_map(std::sync::Weak::upgrade)
             .collect();
         let prev_xfr = self.serving.xfr.state.load_full();
-        let res = tokio::task::spawn_blocking(move || -> Result<_, String> {
-            let (cfg, dir) = source.parse().map_err(|e| e.to_string())?;
+        let res = tokio::task::spawn_blocking(move || -> Result<Staged, String> {
+            let swap_ref = swap.as_ref().map(|(p, t)| (p.as_path(), t.as_str()));
+            let parsed = source.parse_with(swap_ref).map_err(|e| e.to_string())?;
+            let (cfg, dir) = (parsed.config, parsed.dir);
             let state_path = state_path(&cfg, dir.as_deref());
-            let overlay = match &state_path {
-                Some(p) => Overlay::load(p)?,
-                None => Overlay::default(),
+            let overlay = match (given, &state_path) {
+                (Some(o), _) => o,
+                (None, Some(p)) => Overlay::load(p)?,
+                (None, None) => Overlay::default(),
             };
             let serials = match &state_path {
                 Some(p) => state::load_serials(p)?,
@@ -876,23 +924,45 @@ impl Control {
             let serials =
                 xfr::keep_serials(&loaded.xfr, &serials, state_path.as_deref()).unwrap_or(serials);
             let access = Access::from_config(&cfg)?;
+            let sync = sync::SyncSettings::from_config(&cfg, dir.as_deref())?;
             let prepared = hooks
                 .iter()
                 .map(|h| h.prepare(&cfg))
                 .collect::<Result<Vec<_>, _>>()?;
-            Ok((
-                cfg, dir, state_path, overlay, merged, loaded, access, prepared, serials,
-            ))
+            Ok(Staged {
+                cfg,
+                dir,
+                state_path,
+                overlay,
+                merged,
+                loaded,
+                access,
+                prepared,
+                serials,
+                shared: parsed.shared,
+                sync,
+            })
         })
         .await
         .map_err(|e| CtlError::Internal(format!("reload task: {e}")))?;
-        let (cfg, dir, state_path, overlay, merged, loaded, access, prepared, serials) = match res {
-            Ok(v) => v,
-            Err(e) => {
-                self.reloads_failed.fetch_add(1, Ordering::Relaxed);
-                return Err(CtlError::Invalid(e));
-            }
-        };
+        res.map_err(CtlError::Invalid)
+    }
+
+    /// Puts a staged configuration in force (see [`Self::stage`]).
+    fn commit(&self, inner: &mut Inner, st: Staged, t0: Instant) -> Result<Applied, CtlError> {
+        let Staged {
+            cfg,
+            dir,
+            state_path,
+            overlay,
+            merged,
+            loaded,
+            access,
+            prepared,
+            serials,
+            shared,
+            sync,
+        } = st;
         for w in &loaded.warnings {
             log::warn(format_args!("{w}"));
         }
@@ -931,11 +1001,14 @@ impl Control {
             log::error(format_args!("audit: {e}"));
             listener_error.get_or_insert(format!("audit log: {e}"));
         }
+        self.sync.set_settings(sync);
         inner.base = cfg;
         inner.base_dir = dir;
         inner.overlay = overlay;
         inner.state_path = state_path;
         inner.serials = serials;
+        inner.shared = shared;
+        self.sync.offer(inner.shared.as_ref(), &inner.overlay);
         if let Some(e) = listener_error {
             // The configuration serves; a listener it names could not be bound.
             self.reloads_failed.fetch_add(1, Ordering::Relaxed);
@@ -1034,6 +1107,13 @@ impl Control {
     ) -> Result<Applied, (CtlError, bool)> {
         let unrecorded = |e: CtlError| (e, false);
         let t0 = Instant::now();
+        if let Some(from) = self.sync.following().filter(|_| !self.holds_lease()) {
+            // Written here, it would be replaced by the source's data at its next change:
+            // refused, so that nothing acknowledged is lost (docs/ha.md).
+            return Err(unrecorded(CtlError::Conflict(format!(
+                "this node follows {from} (sync:): change zones and records there, the master"
+            ))));
+        }
         let mut inner = self.inner.lock().await;
         let Some(path) = inner.state_path.clone() else {
             return Err(unrecorded(CtlError::Unavailable(
@@ -1122,6 +1202,7 @@ impl Control {
         if let Some(s) = serials {
             inner.serials = s;
         }
+        self.sync.offer(inner.shared.as_ref(), &inner.overlay);
         Ok(Applied {
             generation: self.generation(),
             records,

@@ -20,7 +20,7 @@ use skua_engine::text;
 pub const DEFAULT_STATE_FILE: &str = "/var/lib/skua/api-state.conf";
 
 /// A local zone added through the API.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ZoneEntry {
     /// Canonical name: lower case, absolute (`example.org.`).
     pub name: String,
@@ -36,6 +36,27 @@ pub struct Overlay {
     pub zones: Vec<ZoneEntry>,
     /// Records in canonical presentation form (`owner TTL CLASS TYPE RDATA`), in order.
     pub records: Vec<String>,
+}
+
+/// Replaces the file at `path` with `text` so that a crash leaves the old file or the new
+/// one, never a part: a temporary file (random name, `O_EXCL`, `mode`) in the same
+/// directory, `fsync`, `rename`, `fsync` of the directory.
+pub fn write_atomic(path: &Path, text: &str, mode: u32) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".skuad-state.")
+        .suffix(".tmp")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))
+        .tempfile_in(&dir)?;
+    tmp.write_all(text.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    // The rename is durable only once the directory is.
+    std::fs::File::open(&dir)?.sync_all()
 }
 
 /// A zone name in canonical form, or why it is not one.
@@ -151,21 +172,7 @@ impl Overlay {
     /// a link someone placed there), mode 0600 (it names what API callers wrote), synced,
     /// then renamed over the target, and the directory synced.
     pub fn save(&self, path: &Path) -> io::Result<()> {
-        let dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| PathBuf::from("."));
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".skuad-state.")
-            .suffix(".tmp")
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))
-            .tempfile_in(&dir)?;
-        tmp.write_all(self.render().as_bytes())?;
-        tmp.as_file().sync_all()?;
-        tmp.persist(path).map_err(|e| e.error)?;
-        // The rename is durable only once the directory is.
-        std::fs::File::open(&dir)?.sync_all()
+        write_atomic(path, &self.render(), 0o600)
     }
 
     /// Appends its zones and records to a parsed configuration, located in `path`.

@@ -1,0 +1,383 @@
+//! Sync over the API (`sync:`; docs/ha.md, "Configuration and API data"): the source's
+//! `GET /sync` and the follower that asks it.
+//!
+//! **Source.** `GET /sync?known=DIGEST&wait=S` answers at once when the node offers another
+//! version than `known` (with the bundle: the shared configuration text and the API data,
+//! recorded as `sync-out` once per version and follower), else holds the request until the
+//! offer changes or `wait` seconds (at most 25, under the API's stall limit) pass and
+//! answers without a bundle. Every answer says whether this node holds an HA lease (it is
+//! the master) and its name.
+//!
+//! **Follower.** One task asks its sources in order (`sync: from:`), with the token of
+//! `token-file:`, over HTTP or HTTPS (rustls, the authorities of `tls-ca:`). With `ha:`
+//! addresses it follows only a source that holds the lease, and only while it holds none
+//! itself: the direction of the data follows the VIP, so the same configuration on both
+//! nodes of a pair works, and after a failover the new master is followed by the old one.
+//! Without `ha:` it follows the first source that answers. A bundle is handed to the
+//! control core ([`Control::sync_apply`]); one that does not load is recorded once
+//! (`sync-in-failed`) and not asked for again until the source changes. At start, skuad
+//! asks once before its API opens ([`catch_up`]), so a node coming back takes the master's
+//! data before its agent can take a lease.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt as _;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::{ApiError, Ctl, Q, Who, who};
+use crate::base::log;
+use crate::control::Control;
+use crate::control::sync::{Bundle, MAX_BUNDLE, SyncSettings};
+
+/// The longest a source holds a request (below the API's 30 s stall limit).
+const MAX_WAIT: Duration = Duration::from_secs(25);
+/// Time to connect (and finish TLS) to a source.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Budget of the first round at start.
+const CATCH_UP: Duration = Duration::from_secs(3);
+
+/// `GET /sync` query.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SyncQuery {
+    #[serde(default)]
+    known: Option<String>,
+    #[serde(default)]
+    wait: Option<u64>,
+}
+
+/// `GET /sync` answer.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyncAnswer {
+    /// The source's name (its `identity:` or host name).
+    pub node: String,
+    /// Whether the source holds an HA lease now (it is the master).
+    pub leased: bool,
+    /// The version it offers.
+    pub digest: String,
+    /// The version, when it is not `known`.
+    pub bundle: Option<Bundle>,
+}
+
+fn node_name(ctl: &Control) -> String {
+    ctl.view().effective["server"]["identity"]
+        .as_str()
+        .map_or_else(crate::control::load::hostname, str::to_owned)
+}
+
+pub(super) async fn serve(
+    State(ctl): Ctl,
+    axum::Extension(caller): Who,
+    Q(q): Q<SyncQuery>,
+) -> Result<Response, ApiError> {
+    let wait = Duration::from_secs(q.wait.unwrap_or(0)).min(MAX_WAIT);
+    let mut rx = ctl.sync.subscribe();
+    rx.mark_unchanged();
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut cur = ctl.sync.current();
+    while q.known.as_deref() == Some(cur.digest.as_str()) && !wait.is_zero() {
+        match tokio::time::timeout_at(deadline, rx.changed()).await {
+            Ok(Ok(())) => cur = ctl.sync.current(),
+            _ => break,
+        }
+    }
+    let changed = q.known.as_deref() != Some(cur.digest.as_str());
+    if changed {
+        let (actor, src) = who(&caller);
+        let (actor, b) = (actor.to_owned(), cur.clone());
+        let c = ctl.ctl.clone();
+        let _ = tokio::task::spawn_blocking(move || c.sync_served(&actor, src, &b)).await;
+    }
+    Ok(axum::Json(SyncAnswer {
+        node: node_name(&ctl),
+        leased: ctl.holds_lease(),
+        digest: cur.digest.clone(),
+        bundle: changed.then(|| (*cur).clone()),
+    })
+    .into_response())
+}
+
+/// Asks each source once (no waiting), bounded by [`CATCH_UP`]: called at start, before
+/// the API opens.
+pub async fn catch_up(ctl: &Arc<Control>) {
+    if ctl.sync.settings().is_none() {
+        return;
+    }
+    let mut f = Follower::new(ctl.clone());
+    if tokio::time::timeout(CATCH_UP, f.round(true)).await.is_err() {
+        log::warn(format_args!(
+            "sync: no source answered within {} s at start; serving what this node has",
+            CATCH_UP.as_secs()
+        ));
+    }
+}
+
+/// The follower's task: runs until the process stops.
+pub async fn follow(ctl: Arc<Control>) {
+    let mut f = Follower::new(ctl);
+    loop {
+        if f.ctl.sync.settings().is_none() {
+            f.ctl.sync.set_following(None);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        }
+        if !f.round(false).await {
+            // Nobody to follow now: ask again in a second.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+struct Follower {
+    ctl: Arc<Control>,
+    /// Per source: the last version taken (or that failed) from it, sent as `known`.
+    seen: HashMap<String, String>,
+    /// The source followed at the last round (asked with waiting).
+    current: Option<String>,
+    tls: Option<(Vec<u8>, Arc<tokio_rustls::rustls::ClientConfig>)>,
+    /// Last error logged, to log a repeated one once a minute only.
+    logged: Option<(String, std::time::Instant)>,
+}
+
+impl Follower {
+    fn new(ctl: Arc<Control>) -> Self {
+        Follower {
+            ctl,
+            seen: HashMap::new(),
+            current: None,
+            tls: None,
+            logged: None,
+        }
+    }
+
+    fn log_error(&mut self, e: &str) {
+        self.ctl.sync.note_error(e);
+        let again = self
+            .logged
+            .as_ref()
+            .is_none_or(|(m, at)| m != e || at.elapsed() > Duration::from_secs(60));
+        if again {
+            log::warn(format_args!("sync: {e}"));
+            self.logged = Some((e.to_owned(), std::time::Instant::now()));
+        }
+    }
+
+    fn client_tls(
+        &mut self,
+        s: &SyncSettings,
+    ) -> Result<Option<Arc<tokio_rustls::rustls::ClientConfig>>, String> {
+        let Some(pem) = &s.tls_ca else {
+            return Ok(None);
+        };
+        if let Some((p, c)) = &self.tls
+            && p == pem
+        {
+            return Ok(Some(c.clone()));
+        }
+        use rustls_pki_types::CertificateDer;
+        use rustls_pki_types::pem::PemObject;
+        let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(pem) {
+            let c = c.map_err(|e| format!("tls-ca: {e}"))?;
+            roots.add(c).map_err(|e| format!("tls-ca: {e}"))?;
+        }
+        let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+        let cfg = tokio_rustls::rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("tls: {e}"))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let cfg = Arc::new(cfg);
+        self.tls = Some((pem.clone(), cfg.clone()));
+        Ok(Some(cfg))
+    }
+
+    /// One round: the sources in order (the one followed last first) until one is
+    /// followed. Returns whether one was (its request waited for a change).
+    async fn round(&mut self, first: bool) -> bool {
+        let Some(s) = (*self.ctl.sync.settings()).clone() else {
+            return false;
+        };
+        if self.ctl.holds_lease() {
+            // The master follows nobody.
+            self.ctl.sync.set_following(None);
+            self.current = None;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            return true;
+        }
+        let tls = match self.client_tls(&s) {
+            Ok(t) => t,
+            Err(e) => {
+                self.log_error(&e);
+                return false;
+            }
+        };
+        let mut order: Vec<&skua_config::SyncUrl> = s.from.iter().collect();
+        if let Some(c) = &self.current
+            && let Some(i) = order.iter().position(|u| u.to_string() == *c)
+        {
+            let u = order.remove(i);
+            order.insert(0, u);
+        }
+        let with_ha = self.ctl.has_leases();
+        for url in order {
+            let name = url.to_string();
+            // Wait for a change only on the source followed last (and never at start).
+            let wait = if !first && self.current.as_deref() == Some(name.as_str()) {
+                s.wait
+            } else {
+                Duration::ZERO
+            };
+            let known = self
+                .seen
+                .get(&name)
+                .cloned()
+                .unwrap_or_else(|| self.ctl.sync.current().digest.clone());
+            let answer = match ask(url, &s.token, tls.clone(), &known, wait).await {
+                Ok(a) => a,
+                Err(e) => {
+                    self.log_error(&format!("{name}: {e}"));
+                    if self.current.as_deref() == Some(name.as_str()) {
+                        self.current = None;
+                        self.ctl.sync.set_following(None);
+                    }
+                    continue;
+                }
+            };
+            if with_ha && !answer.leased {
+                // Not the master: not followed (the data flows from the VIP's holder).
+                if self.current.as_deref() == Some(name.as_str()) {
+                    self.current = None;
+                    self.ctl.sync.set_following(None);
+                }
+                continue;
+            }
+            if self.ctl.holds_lease() {
+                // Became master while asking.
+                return true;
+            }
+            self.current = Some(name.clone());
+            if with_ha {
+                self.ctl.sync.set_following(Some(&name));
+            }
+            if let Some(b) = answer.bundle {
+                if !b.digest_ok() {
+                    self.log_error(&format!(
+                        "{name}: the answer does not match its digest; ignored"
+                    ));
+                    return false;
+                }
+                match self.ctl.sync_apply(&b, &name, &answer.node).await {
+                    Ok(_) => {}
+                    Err(e) => {
+                        let c = self.ctl.clone();
+                        let (n, d, m) = (name.clone(), b.digest.clone(), e.message().to_owned());
+                        let _ =
+                            tokio::task::spawn_blocking(move || c.sync_failed(&n, &d, &m)).await;
+                    }
+                }
+                self.seen.insert(name, b.digest);
+            }
+            return true;
+        }
+        false
+    }
+}
+
+/// One `GET /sync` to `url`.
+async fn ask(
+    url: &skua_config::SyncUrl,
+    token: &str,
+    tls: Option<Arc<tokio_rustls::rustls::ClientConfig>>,
+    known: &str,
+    wait: Duration,
+) -> Result<SyncAnswer, String> {
+    let path = format!("/sync?known={known}&wait={}", wait.as_secs());
+    let connect = async {
+        let tcp = tokio::net::TcpStream::connect((url.host.as_str(), url.port))
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        let _ = tcp.set_nodelay(true);
+        Ok::<_, String>(tcp)
+    };
+    let tcp = tokio::time::timeout(CONNECT_TIMEOUT, connect)
+        .await
+        .map_err(|_| format!("no connection within {} s", CONNECT_TIMEOUT.as_secs()))??;
+    let total = wait + Duration::from_secs(5);
+    let host = if url.host.contains(':') {
+        format!("[{}]", url.host)
+    } else {
+        url.host.clone()
+    };
+    let fut = async {
+        match tls {
+            Some(cfg) => {
+                let name = rustls_pki_types::ServerName::try_from(url.host.clone())
+                    .map_err(|e| format!("tls name {}: {e}", url.host))?;
+                let io = tokio::time::timeout(
+                    CONNECT_TIMEOUT,
+                    tokio_rustls::TlsConnector::from(cfg).connect(name, tcp),
+                )
+                .await
+                .map_err(|_| "TLS handshake timed out".to_string())?
+                .map_err(|e| format!("TLS: {e}"))?;
+                request(io, &host, url.port, &path, token).await
+            }
+            None => request(tcp, &host, url.port, &path, token).await,
+        }
+    };
+    tokio::time::timeout(total, fut)
+        .await
+        .map_err(|_| format!("no answer within {} s", total.as_secs()))?
+}
+
+async fn request<IO>(
+    io: IO,
+    host: &str,
+    port: u16,
+    path: &str,
+    token: &str,
+) -> Result<SyncAnswer, String>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(io))
+        .await
+        .map_err(|e| format!("http: {e}"))?;
+    let driver = tokio::spawn(conn);
+    let req = hyper::Request::get(path)
+        .header(hyper::header::HOST, format!("{host}:{port}"))
+        .header(hyper::header::AUTHORIZATION, format!("Bearer {token}"))
+        .body(http_body_util::Empty::<axum::body::Bytes>::new())
+        .map_err(|e| format!("request: {e}"))?;
+    let resp = send
+        .send_request(req)
+        .await
+        .map_err(|e| format!("http: {e}"));
+    let out = async {
+        let resp = resp?;
+        let status = resp.status();
+        let body = http_body_util::Limited::new(resp.into_body(), MAX_BUNDLE)
+            .collect()
+            .await
+            .map_err(|e| format!("reading the answer: {e}"))?
+            .to_bytes();
+        if !status.is_success() {
+            let text = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
+            return Err(format!(
+                "{status}: {}",
+                crate::control::ha::printable(&text)
+            ));
+        }
+        serde_json::from_slice::<SyncAnswer>(&body).map_err(|e| format!("answer: {e}"))
+    }
+    .await;
+    driver.abort();
+    out
+}

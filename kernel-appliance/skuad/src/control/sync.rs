@@ -1,0 +1,708 @@
+//! What a node offers its followers, and what it takes from the node it follows (`sync:`;
+//! docs/ha.md, "Configuration and API data").
+//!
+//! **Offered**: a [`Bundle`], the text of the `sync: shared-config:` file *as loaded* (never
+//! an edit not reloaded yet) and the zones and records made through the API, named by a
+//! SHA-256 digest. It is refreshed after every reload, API write and sync, and followers
+//! waiting on an unchanged digest are woken ([`SyncBook::subscribe`]).
+//!
+//! **Taken** ([`Control::sync_apply`]): a bundle must match its digest; its shared text
+//! must not carry what belongs to one node (`api:`, `audit:`, `ha:`, `sync:` clauses,
+//! `interface:`, `port:`, `include:`), its records are bounded and canonical like API
+//! writes, and records under a zone this node receives by zone transfer are left to the
+//! transfer. It is compiled with this node's own main file, recorded in the audit log
+//! (`sync-in`) before anything changes, written (the shared file and the state file,
+//! atomically), then served like a reload. One that does not compile changes nothing.
+//!
+//! While this node follows a master (it holds no lease and its source does), API writes
+//! are refused with the master's address: a write here would be replaced at the source's
+//! next change. No HTTP or sockets here: the API layer serves `GET /sync` and runs the
+//! follower's requests.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use serde::{Deserialize, Serialize};
+use sha2::Digest as _;
+
+use super::state::{self, Overlay, ZoneEntry};
+use super::{Applied, Control, CtlError, MAX_RR_CANONICAL};
+use crate::base::log;
+
+/// Largest `GET /sync` answer a follower reads.
+pub const MAX_BUNDLE: usize = 64 << 20;
+
+/// What a source offers: its shared configuration text and its API data.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bundle {
+    /// [`digest`] of the rest.
+    pub digest: String,
+    /// The shared configuration file's text, when the source has one.
+    pub config: Option<String>,
+    /// Zones made through the API.
+    pub zones: Vec<ZoneEntry>,
+    /// Records made through the API, canonical.
+    pub records: Vec<String>,
+}
+
+/// SHA-256 over the bundle's parts, each length-prefixed (no two bundles share an input).
+pub fn digest(config: Option<&str>, zones: &[ZoneEntry], records: &[String]) -> String {
+    let mut h = sha2::Sha256::new();
+    let mut put = |s: &str| {
+        h.update((s.len() as u64).to_be_bytes());
+        h.update(s.as_bytes());
+    };
+    put("skua-sync-1");
+    match config {
+        Some(t) => {
+            put("config");
+            put(t);
+        }
+        None => put("no-config"),
+    }
+    put(&zones.len().to_string());
+    for z in zones {
+        put(&z.name);
+        put(&z.zone_type);
+    }
+    put(&records.len().to_string());
+    for r in records {
+        put(r);
+    }
+    hex::encode(h.finalize())
+}
+
+impl Bundle {
+    fn of(shared: Option<&(PathBuf, String)>, overlay: &Overlay) -> Bundle {
+        let config = shared.map(|(_, t)| t.clone());
+        Bundle {
+            digest: digest(config.as_deref(), &overlay.zones, &overlay.records),
+            config,
+            zones: overlay.zones.clone(),
+            records: overlay.records.clone(),
+        }
+    }
+
+    /// Whether the digest is the digest of the content.
+    pub fn digest_ok(&self) -> bool {
+        digest(self.config.as_deref(), &self.zones, &self.records) == self.digest
+    }
+}
+
+/// A follower's settings, checked at load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncSettings {
+    /// The sources, in order.
+    pub from: Vec<skua_config::SyncUrl>,
+    /// The bearer token for them.
+    pub token: String,
+    /// PEM certificate authorities for `https://` sources.
+    pub tls_ca: Option<Vec<u8>>,
+    /// How long a source holds an unchanged request.
+    pub wait: Duration,
+}
+
+impl SyncSettings {
+    /// The settings of `cfg` (files relative to `dir`), `None` without `from:`, or the first
+    /// problem with its location.
+    pub fn from_config(
+        cfg: &skua_config::Config,
+        dir: Option<&Path>,
+    ) -> Result<Option<SyncSettings>, String> {
+        let s = &cfg.sync;
+        let Some(first) = s.from.first() else {
+            return Ok(None);
+        };
+        let at = |rel: &str| {
+            let p = PathBuf::from(rel);
+            match dir {
+                Some(d) if p.is_relative() => d.join(p),
+                _ => p,
+            }
+        };
+        let from = s
+            .from
+            .iter()
+            .map(|u| skua_config::SyncUrl::parse(&u.value).map_err(|e| format!("{}: {e}", u.loc)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let Some(tf) = &s.token_file else {
+            return Err(format!(
+                "{}: sync: from: needs token-file: (a token of the source's API, role operator)",
+                first.loc
+            ));
+        };
+        let token = super::auth::read_secret(&at(&tf.value))
+            .map_err(|e| format!("{}: sync: token-file: {e}", tf.loc))?;
+        let tls_ca = match &s.tls_ca {
+            Some(ca) => {
+                use rustls_pki_types::CertificateDer;
+                use rustls_pki_types::pem::PemObject;
+                let pem = std::fs::read(at(&ca.value))
+                    .map_err(|e| format!("{}: sync: tls-ca: {}: {e}", ca.loc, ca.value))?;
+                let n = CertificateDer::pem_slice_iter(&pem)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| format!("{}: sync: tls-ca: {}: {e}", ca.loc, ca.value))?
+                    .len();
+                if n == 0 {
+                    return Err(format!(
+                        "{}: sync: tls-ca: {} holds no PEM certificate",
+                        ca.loc, ca.value
+                    ));
+                }
+                Some(pem)
+            }
+            None => None,
+        };
+        if let Some(u) = s.from.iter().find(|u| u.value.starts_with("https://"))
+            && tls_ca.is_none()
+        {
+            return Err(format!(
+                "{}: sync: an https:// source needs tls-ca: (the authority its API certificate chains to)",
+                u.loc
+            ));
+        }
+        Ok(Some(SyncSettings {
+            from,
+            token,
+            tls_ca,
+            wait: Duration::from_secs(s.wait_s.into()),
+        }))
+    }
+}
+
+/// What `GET /status` and the metrics show of sync.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SyncStatus {
+    /// The digest this node offers.
+    pub digest: String,
+    /// The source followed now (this node holds no lease and the source does), if any.
+    pub following: Option<String>,
+    /// Bundles taken from a source.
+    pub applied: u64,
+    /// Bundles that could not be taken.
+    pub failed: u64,
+    /// Bundles sent to followers.
+    pub served: u64,
+    /// The last bundle taken: digest, source, seconds since.
+    pub last_applied: Option<LastApplied>,
+    /// The last failure (a source unreachable, refused, or a bundle that does not load).
+    pub last_error: Option<String>,
+}
+
+/// The last bundle taken.
+#[derive(Debug, Clone, Serialize)]
+pub struct LastApplied {
+    /// Its digest.
+    pub digest: String,
+    /// Its source.
+    pub from: String,
+    /// Seconds since.
+    pub age_s: u64,
+    #[serde(skip)]
+    at: Option<Instant>,
+}
+
+/// The sync state of the control core.
+pub struct SyncBook {
+    offer: ArcSwap<Bundle>,
+    changed: tokio::sync::watch::Sender<u64>,
+    settings: ArcSwap<Option<SyncSettings>>,
+    following: Mutex<Option<(String, Instant)>>,
+    served: AtomicU64,
+    applied: AtomicU64,
+    failed: AtomicU64,
+    last_applied: Mutex<Option<LastApplied>>,
+    last_error: Mutex<Option<String>>,
+    /// The last digest recorded as sent to each follower (actor, address): `sync-out` is
+    /// written once per version and follower, not once per request.
+    sent: Mutex<HashMap<(String, Option<IpAddr>), String>>,
+    /// The last digest recorded as failed from each source: likewise.
+    failed_seen: Mutex<HashMap<String, String>>,
+}
+
+impl Default for SyncBook {
+    fn default() -> Self {
+        SyncBook {
+            offer: ArcSwap::from_pointee(Bundle::of(None, &Overlay::default())),
+            changed: tokio::sync::watch::channel(0).0,
+            settings: ArcSwap::from_pointee(None),
+            following: Mutex::new(None),
+            served: AtomicU64::new(0),
+            applied: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            last_applied: Mutex::new(None),
+            last_error: Mutex::new(None),
+            sent: Mutex::new(HashMap::new()),
+            failed_seen: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// At most this many followers (or sources) remembered for the once-per-version audit
+/// entries; past it the memory starts over (an entry may then repeat, never be lost).
+const REMEMBERED: usize = 1024;
+
+impl SyncBook {
+    /// Offers what `shared` and `overlay` hold, waking waiting followers when it changed.
+    pub fn offer(&self, shared: Option<&(PathBuf, String)>, overlay: &Overlay) {
+        let b = Bundle::of(shared, overlay);
+        if b.digest != self.offer.load().digest {
+            self.offer.store(Arc::new(b));
+            self.changed.send_modify(|g| *g += 1);
+        }
+    }
+
+    /// What this node offers now.
+    pub fn current(&self) -> Arc<Bundle> {
+        self.offer.load_full()
+    }
+
+    /// A receiver that sees every change of the offer.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// Puts follower settings in force (checked by [`SyncSettings::from_config`]).
+    pub fn set_settings(&self, s: Option<SyncSettings>) {
+        if s.is_none() {
+            *lock(&self.following) = None;
+        }
+        self.settings.store(Arc::new(s));
+    }
+
+    /// The follower settings in force.
+    pub fn settings(&self) -> Arc<Option<SyncSettings>> {
+        self.settings.load_full()
+    }
+
+    /// The source this node follows now, if any: set by the follower at each answer of a
+    /// source holding the lease while this node holds none, and good for a little longer
+    /// than one request (a follower that stopped asking stops refusing writes).
+    pub fn following(&self) -> Option<String> {
+        let wait = self
+            .settings
+            .load()
+            .as_ref()
+            .as_ref()
+            .map_or(Duration::ZERO, |s| s.wait);
+        lock(&self.following)
+            .as_ref()
+            .filter(|(_, at)| at.elapsed() < wait + Duration::from_secs(10))
+            .map(|(f, _)| f.clone())
+    }
+
+    /// Notes whom this node follows now (`None`: nobody).
+    pub fn set_following(&self, from: Option<&str>) {
+        *lock(&self.following) = from.map(|f| (f.to_owned(), Instant::now()));
+    }
+
+    /// Notes a failure to reach or read a source (for `/status`).
+    pub fn note_error(&self, e: &str) {
+        *lock(&self.last_error) = Some(e.to_owned());
+    }
+
+    /// What `/status` shows.
+    pub fn status(&self) -> SyncStatus {
+        SyncStatus {
+            digest: self.offer.load().digest.clone(),
+            following: self.following(),
+            applied: self.applied.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            served: self.served.load(Ordering::Relaxed),
+            last_applied: lock(&self.last_applied).as_ref().map(|l| LastApplied {
+                age_s: l.at.map_or(0, |t| t.elapsed().as_secs()),
+                ..l.clone()
+            }),
+            last_error: lock(&self.last_error).clone(),
+        }
+    }
+}
+
+/// Clauses and directives that describe one node, refused in a shared file.
+fn node_specific(c: &skua_config::Config) -> Option<&'static str> {
+    if !c.files.is_empty() {
+        return Some("include: (included files are not sent: put their lines in the shared file)");
+    }
+    if c.api != skua_config::Api::default() {
+        return Some("an api: clause (each node has its own API and tokens)");
+    }
+    if c.audit != skua_config::Audit::default() {
+        return Some("an audit: clause (each node has its own audit log and key)");
+    }
+    if c.ha != skua_config::Ha::default() {
+        return Some("an ha: clause (each node has its own service addresses)");
+    }
+    if c.sync != skua_config::Sync::default() {
+        return Some("a sync: clause (each node names its own sources)");
+    }
+    if !c.server.interfaces.is_empty() {
+        return Some("interface: (each node has its own addresses)");
+    }
+    if c.server.port != skua_config::Server::default().port {
+        return Some("port: (each node has its own listeners)");
+    }
+    None
+}
+
+/// Checks a shared text before it is compiled: it parses alone, and carries nothing that
+/// belongs to one node.
+fn check_shared(text: &str, path: &Path) -> Result<(), CtlError> {
+    // Before parsing: parsing would read the files it names on this node.
+    if text.lines().any(|l| {
+        let l = l.trim_start();
+        l.starts_with("include:") || l.starts_with("include-toplevel:")
+    }) {
+        return Err(CtlError::Invalid(
+            "the shared configuration holds include: (included files are not sent: put their lines in the shared file)".into(),
+        ));
+    }
+    let c = skua_config::parse_str(text, &path.display().to_string())
+        .map_err(|e| CtlError::Invalid(format!("the shared configuration: {e}")))?;
+    match node_specific(&c) {
+        Some(what) => Err(CtlError::Invalid(format!(
+            "the shared configuration holds {what}; keep that in each node's main file"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The overlay a bundle asks for, canonical and bounded like API writes; records under a
+/// zone this node receives by zone transfer are left out (their count returned): the
+/// transfer brings them.
+fn incoming_overlay(base: &skua_config::Config, b: &Bundle) -> Result<(Overlay, usize), CtlError> {
+    let bad = |e: String| CtlError::Invalid(format!("the source's API data: {e}"));
+    let secondaries: Vec<skua_engine::name::WireName> = base
+        .auth_zones
+        .iter()
+        .filter(|z| !z.primaries.is_empty())
+        .filter_map(|z| skua_engine::name::WireName::parse(&z.name.value, None).ok())
+        .collect();
+    let mut o = Overlay::default();
+    for z in &b.zones {
+        state::check_zone_type(&z.zone_type).map_err(bad)?;
+        let name = state::canonical_zone(&z.name).map_err(bad)?;
+        if o.zones.iter().any(|x| x.name == name) {
+            return Err(bad(format!("zone {name} twice")));
+        }
+        o.zones.push(ZoneEntry {
+            name,
+            zone_type: z.zone_type.clone(),
+        });
+    }
+    let mut skipped = 0;
+    for r in &b.records {
+        if r.len() > MAX_RR_CANONICAL {
+            return Err(bad(format!(
+                "a record of {} bytes (at most {MAX_RR_CANONICAL})",
+                r.len()
+            )));
+        }
+        let c = state::canonical_rr(r).map_err(bad)?;
+        let under_secondary = skua_engine::name::WireName::parse(state::rr_owner(&c), None)
+            .is_ok_and(|n| secondaries.iter().any(|apex| n.is_subdomain_of(apex)));
+        if under_secondary {
+            skipped += 1;
+        } else if !o.records.contains(&c) {
+            o.records.push(c);
+        }
+    }
+    Ok((o, skipped))
+}
+
+/// How many of `new` are not in `old`, and of `old` not in `new`.
+fn delta<T: PartialEq>(old: &[T], new: &[T]) -> (usize, usize) {
+    (
+        new.iter().filter(|x| !old.contains(x)).count(),
+        old.iter().filter(|x| !new.contains(x)).count(),
+    )
+}
+
+impl Control {
+    /// What `/status` shows of sync (a node holding a lease follows nobody).
+    pub fn sync_status(&self) -> SyncStatus {
+        let mut s = self.sync.status();
+        if self.holds_lease() {
+            s.following = None;
+        }
+        s
+    }
+
+    /// Records that `b` was sent to a follower (`sync-out`), once per version and follower.
+    pub fn sync_served(&self, actor: &str, source: Option<IpAddr>, b: &Bundle) {
+        self.sync.served.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut sent = lock(&self.sync.sent);
+            let key = (actor.to_owned(), source);
+            if sent.get(&key) == Some(&b.digest) {
+                return;
+            }
+            if sent.len() >= REMEMBERED {
+                sent.clear();
+            }
+            sent.insert(key, b.digest.clone());
+        }
+        let detail = serde_json::json!({
+            "digest": b.digest,
+            "config_sha256": b.config.as_ref().map(|t| hex::encode(sha2::Sha256::digest(t.as_bytes()))),
+            "zones": b.zones.len(),
+            "records": b.records.len(),
+        });
+        log::info(format_args!(
+            "sync: sent version {} to {actor}{}",
+            &b.digest[..12],
+            source.map(|s| format!(" at {s}")).unwrap_or_default()
+        ));
+        self.record(skua_audit::kind::SYNC_OUT, actor, source, detail);
+    }
+
+    /// Records a failure to take a source's version (`sync-in-failed`), once per version
+    /// and source; the old configuration and data keep serving.
+    pub fn sync_failed(&self, from: &str, digest: &str, error: &str) {
+        self.sync.failed.fetch_add(1, Ordering::Relaxed);
+        self.sync.note_error(&format!("{from}: {error}"));
+        {
+            let mut seen = lock(&self.sync.failed_seen);
+            if seen.get(from).map(String::as_str) == Some(digest) {
+                return;
+            }
+            if seen.len() >= REMEMBERED {
+                seen.clear();
+            }
+            seen.insert(from.to_owned(), digest.to_owned());
+        }
+        log::error(format_args!(
+            "sync: version {} from {from} not taken: {error}; the configuration in force keeps serving",
+            digest.get(..12).unwrap_or(digest)
+        ));
+        self.record(
+            skua_audit::kind::SYNC_IN_FAILED,
+            "sync",
+            None,
+            serde_json::json!({"from": from, "digest": digest, "error": error}),
+        );
+    }
+
+    /// Takes a source's bundle (see the module documentation). `Ok(None)`: this node
+    /// serves it already.
+    pub async fn sync_apply(
+        &self,
+        b: &Bundle,
+        from: &str,
+        node: &str,
+    ) -> Result<Option<Applied>, CtlError> {
+        if !b.digest_ok() {
+            return Err(CtlError::Invalid(
+                "the bundle does not match its digest".into(),
+            ));
+        }
+        let t0 = Instant::now();
+        let mut inner = self.inner.lock().await;
+        if b.digest == self.sync.current().digest {
+            return Ok(None);
+        }
+        let swap = match (&b.config, &inner.shared) {
+            (Some(t), Some((p, cur))) => {
+                check_shared(t, p)?;
+                (t != cur).then(|| (p.clone(), t.clone()))
+            }
+            (Some(_), None) => {
+                return Err(CtlError::Invalid(
+                    "the source shares a configuration file, but sync: shared-config: is not set on this node".into(),
+                ));
+            }
+            (None, _) => None,
+        };
+        let (overlay, skipped) = incoming_overlay(&inner.base, b)?;
+        if inner.state_path.is_none() && overlay != Overlay::default() {
+            return Err(CtlError::Unavailable(
+                "no state file on this node (api: state-file:): API data cannot be kept".into(),
+            ));
+        }
+        let staged = self.stage(swap.clone(), Some(overlay.clone())).await?;
+        let (za, zr) = delta(&inner.overlay.zones, &overlay.zones);
+        let (ra, rr) = delta(&inner.overlay.records, &overlay.records);
+        let mut detail = serde_json::json!({
+            "from": from,
+            "node": super::ha::printable(node),
+            "digest": b.digest,
+            "config_changed": swap.is_some(),
+            "zones": overlay.zones.len(),
+            "records": overlay.records.len(),
+            "zones_added": za,
+            "zones_removed": zr,
+            "records_added": ra,
+            "records_removed": rr,
+            "generation": self.generation() + 1,
+        });
+        if let Some((_, t)) = &swap {
+            detail["config_sha256"] = hex::encode(sha2::Sha256::digest(t.as_bytes())).into();
+        }
+        if skipped > 0 {
+            detail["records_left_to_zone_transfer"] = skipped.into();
+        }
+        tokio::task::block_in_place(|| {
+            self.append_required(skua_audit::kind::SYNC_IN, "sync", None, detail)
+        })?;
+        let state_path = staged.state_path.clone();
+        let written = tokio::task::block_in_place(|| -> Result<(), String> {
+            if let Some(p) = &state_path {
+                overlay
+                    .save(p)
+                    .map_err(|e| format!("cannot write the state file {}: {e}", p.display()))?;
+            }
+            if let Some((p, t)) = &swap {
+                use std::os::unix::fs::PermissionsExt as _;
+                let mode = std::fs::metadata(p).map_or(0o644, |m| m.permissions().mode() & 0o7777);
+                state::write_atomic(p, t, mode)
+                    .map_err(|e| format!("cannot write the shared file {}: {e}", p.display()))?;
+            }
+            Ok(())
+        });
+        if let Err(e) = written {
+            // The entry above said what would change; this one says it did not. The old
+            // state file stays if the shared file failed after it: rewritten now.
+            if let Some(p) = &state_path {
+                let _ = inner.overlay.save(p);
+            }
+            self.record(
+                skua_audit::kind::SYNC_IN,
+                "sync",
+                None,
+                serde_json::json!({"from": from, "digest": b.digest, "result": "failed", "error": e}),
+            );
+            return Err(CtlError::Internal(e));
+        }
+        let applied = self.commit(&mut inner, staged, t0);
+        drop(inner);
+        self.sync.applied.fetch_add(1, Ordering::Relaxed);
+        *lock(&self.sync.last_applied) = Some(LastApplied {
+            digest: b.digest.clone(),
+            from: from.to_owned(),
+            age_s: 0,
+            at: Some(Instant::now()),
+        });
+        *lock(&self.sync.last_error) = None;
+        log::info(format_args!(
+            "sync: version {} from {from} ({node}) serves: {} zones, {} records{}",
+            &b.digest[..12],
+            overlay.zones.len(),
+            overlay.records.len(),
+            if swap.is_some() {
+                ", shared configuration changed"
+            } else {
+                ""
+            }
+        ));
+        applied.map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn overlay(zones: &[(&str, &str)], records: &[&str]) -> Overlay {
+        Overlay {
+            zones: zones
+                .iter()
+                .map(|(n, t)| ZoneEntry {
+                    name: (*n).into(),
+                    zone_type: (*t).into(),
+                })
+                .collect(),
+            records: records.iter().map(|r| (*r).to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn digest_names_the_content_and_nothing_else() {
+        let a = Bundle::of(
+            None,
+            &overlay(&[("a.", "static")], &["a. 60 IN A 198.18.0.1"]),
+        );
+        assert!(a.digest_ok());
+        let mut b = a.clone();
+        b.records[0] = "a. 60 IN A 198.18.0.2".into();
+        assert!(!b.digest_ok());
+        // No config and an empty config differ; a zone's type counts; moving text between
+        // fields changes the digest (lengths are part of the input).
+        let shared = (PathBuf::from("/x"), String::new());
+        assert_ne!(
+            Bundle::of(Some(&shared), &Overlay::default()).digest,
+            Bundle::default().digest
+        );
+        let c = Bundle::of(
+            None,
+            &overlay(&[("a.", "redirect")], &["a. 60 IN A 198.18.0.1"]),
+        );
+        assert_ne!(a.digest, c.digest);
+        let d = Bundle::of(
+            None,
+            &overlay(&[("a.static", "")], &["a. 60 IN A 198.18.0.1"]),
+        );
+        assert_ne!(a.digest, d.digest);
+    }
+
+    #[test]
+    fn shared_text_refuses_what_belongs_to_one_node() {
+        let p = Path::new("/etc/skua/shared.conf");
+        assert!(check_shared("server:\n  local-zone: \"x.\" static\n", p).is_ok());
+        for (text, want) in [
+            ("api:\n  port: 8953\n", "api: clause"),
+            ("ha:\n  address: 198.18.0.53\n", "ha: clause"),
+            ("sync:\n  wait: 3\n", "sync: clause"),
+            ("server:\n  interface: 198.18.0.1\n", "interface:"),
+            ("server:\n  port: 5300\n", "port:"),
+            ("server:\n  include: /etc/passwd\n", "include:"),
+            ("server:\n  local-data: \"broken\n", "shared.conf:2"),
+        ] {
+            let e = check_shared(text, p).unwrap_err();
+            assert!(e.message().contains(want), "{text:?}: {}", e.message());
+        }
+    }
+
+    #[test]
+    fn incoming_records_are_canonical_bounded_and_leave_secondary_zones_alone() {
+        let base = skua_config::parse_str(
+            "auth-zone:\n  name: sec.example.\n  primary: 198.18.0.9\n",
+            "t.conf",
+        )
+        .unwrap();
+        let b = Bundle {
+            digest: String::new(),
+            config: None,
+            zones: vec![ZoneEntry {
+                name: "Lab.Example".into(),
+                zone_type: "static".into(),
+            }],
+            records: vec![
+                "WWW.lab.example. 60 IN A 198.18.0.1".into(),
+                "www.lab.example. 60 IN A 198.18.0.1".into(),
+                "h.sec.example. 60 IN A 198.18.0.2".into(),
+            ],
+        };
+        let (o, skipped) = incoming_overlay(&base, &b).unwrap();
+        assert_eq!(o.zones[0].name, "lab.example.");
+        assert_eq!(o.records, ["www.lab.example. 60 IN A 198.18.0.1"]);
+        assert_eq!(skipped, 1);
+        let mut bad = b.clone();
+        bad.zones[0].zone_type = "nonsense".into();
+        assert!(incoming_overlay(&base, &bad).is_err());
+        let mut long = b;
+        long.records = vec![format!(
+            "x.lab.example. 60 IN TXT \"{}\"",
+            "a".repeat(MAX_RR_CANONICAL)
+        )];
+        assert!(incoming_overlay(&base, &long).is_err());
+    }
+}
