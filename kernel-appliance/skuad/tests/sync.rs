@@ -272,6 +272,14 @@ fn configuration_and_api_data_follow_the_lease_with_both_sides_audited() {
         .filter(|i| i["detail"]["config_changed"] == true)
         .count();
     assert!(config_changes >= 2, "{ins:?}");
+    let m = b.call("GET", "/metrics", "read", None).body;
+    assert!(m.contains("\nskua_sync_following 1\n"), "{m}");
+    assert!(
+        m.contains("skua_sync_events_total{event=\"failed\"} 1"),
+        "{m}"
+    );
+    let m = a.call("GET", "/metrics", "read", None).body;
+    assert!(m.contains("\nskua_sync_following 0\n"), "{m}");
     for n in [&a, &b] {
         let v = n.call("POST", "/audit/verify", "admin", None);
         assert_eq!(v.status, 200, "{}", v.body);

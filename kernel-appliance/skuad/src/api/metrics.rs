@@ -183,6 +183,43 @@ fn ha_prometheus(p: &mut Prom, ctl: &Control) {
     }
 }
 
+/// Sync (`sync:`): what this node sent and took, and whether it follows a source now.
+fn sync_prometheus(p: &mut Prom, ctl: &Control) {
+    let st = ctl.sync_status();
+    let follower = ctl.sync.settings().is_some();
+    if !follower && st.served == 0 {
+        return;
+    }
+    p.head(
+        "skua_sync_events_total",
+        "counter",
+        "Versions of configuration and API data sent to followers (served), taken from a source (applied), or not taken (failed).",
+    );
+    for (event, v) in [
+        ("served", st.served),
+        ("applied", st.applied),
+        ("failed", st.failed),
+    ] {
+        p.line("skua_sync_events_total", &[("event", event)], v);
+    }
+    if follower {
+        p.head(
+            "skua_sync_following",
+            "gauge",
+            "1 while this node follows a source (it holds no lease and the source does): API writes are refused here.",
+        );
+        p.line("skua_sync_following", &[], u8::from(st.following.is_some()));
+        if let Some(l) = &st.last_applied {
+            p.head(
+                "skua_sync_last_applied_age_seconds",
+                "gauge",
+                "Time since a source's version was last taken.",
+            );
+            p.line("skua_sync_last_applied_age_seconds", &[], l.age_s);
+        }
+    }
+}
+
 fn resolver_prometheus(p: &mut Prom, ctl: &Control) {
     let Some(h) = ctl.serving.resolver.load_full() else {
         return;
@@ -663,5 +700,6 @@ pub fn prometheus(ctl: &Control) -> String {
     }
     resolver_prometheus(&mut p, ctl);
     ha_prometheus(&mut p, ctl);
+    sync_prometheus(&mut p, ctl);
     p.0
 }
