@@ -9,7 +9,7 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -328,4 +328,153 @@ fn configuration_and_api_data_follow_the_lease_with_both_sides_audited() {
     assert_eq!(r.status, 201, "{}", r.body);
     a.start();
     assert_eq!(a.a("late.api.example."), Some([198, 18, 2, 5]));
+}
+
+/// A test authority and a server certificate for 127.0.0.1 it signed (openssl):
+/// (authority, certificate, key).
+fn test_ca(dir: &Path, tag: &str) -> (PathBuf, PathBuf, PathBuf) {
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    let script = format!(
+        "cd '{d}'; \
+         openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout {tag}-ca.key -out {tag}-ca.pem -days 2 -subj '/CN=Skua sync test CA {tag}' 2>/dev/null; \
+         openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout {tag}.key -out {tag}.csr -subj '/CN=127.0.0.1' 2>/dev/null; \
+         openssl x509 -req -in {tag}.csr -CA {tag}-ca.pem -CAkey {tag}-ca.key -CAcreateserial -out {tag}.pem -days 2 -extfile ext.cnf 2>/dev/null; \
+         chmod 600 {tag}.key",
+        d = dir.display()
+    );
+    let ok = std::process::Command::new("sh")
+        .args(["-ec", &script])
+        .status()
+        .expect("sh")
+        .success();
+    assert!(ok, "test certificates");
+    (
+        dir.join(format!("{tag}-ca.pem")),
+        dir.join(format!("{tag}.pem")),
+        dir.join(format!("{tag}.key")),
+    )
+}
+
+/// Without `ha:` a node follows its source whenever it answers; over HTTPS the source's
+/// certificate must chain to `tls-ca:` (a follower given another authority takes nothing
+/// and says why); the follower refuses API writes while it follows.
+#[test]
+fn https_sources_are_verified_against_tls_ca() {
+    let (a_dns, a_api) = (free_port(), free_port());
+    let src = Dir::new("sync-tls-a");
+    let (ca, cert, key) = test_ca(&src.0, "api");
+    let shared = "server:\n  local-data: \"tls.shared. 300 IN A 198.18.4.4\"\n";
+    std::fs::write(src.0.join("shared.conf"), shared).unwrap();
+    let mut conf = config(
+        a_dns,
+        a_api,
+        &src.0,
+        &format!(
+            "  tls-cert: \"{}\"\n  tls-key: \"{}\"\n",
+            cert.display(),
+            key.display()
+        ),
+    );
+    conf.push_str(&format!(
+        "include: \"{}\"\nsync:\n  shared-config: shared.conf\n",
+        src.0.join("shared.conf").display()
+    ));
+    std::fs::write(src.0.join("skuad.conf"), &conf).unwrap();
+    let child = std::process::Command::new(SKUAD)
+        .args(["--no-xdp", "--config"])
+        .arg(src.0.join("skuad.conf"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let _a = Daemon {
+        child,
+        dns: SocketAddr::new(LO, a_dns),
+        api: SocketAddr::new(LO, a_api),
+        conf: src.0.join("skuad.conf"),
+    };
+    until(Duration::from_secs(20), "the source answers DNS", || {
+        std::net::TcpStream::connect((LO, a_api)).is_ok()
+    });
+
+    let follower = |tag: &str, ca: &Path| {
+        let (dns, api) = (free_port(), free_port());
+        let mut n = node(tag, "127.0.0.63", dns, api, a_api);
+        n.conf = n
+            .conf
+            .replace(
+                &format!("from: http://127.0.0.1:{a_api}"),
+                &format!(
+                    "from: https://127.0.0.1:{a_api}\n  tls-ca: \"{}\"",
+                    ca.display()
+                ),
+            )
+            .replace("ha:\n  address: 127.0.0.63\n  lease-max: 60000\n", "");
+        n.start();
+        n
+    };
+    let good = follower("sync-tls-b", &ca);
+    assert_eq!(
+        good.a("tls.shared."),
+        Some([198, 18, 4, 4]),
+        "taken at start"
+    );
+    assert_eq!(
+        std::fs::read_to_string(good.dir.0.join("shared.conf")).unwrap(),
+        shared
+    );
+    let r = good.call(
+        "POST",
+        "/records",
+        "dns",
+        Some(r#"{"rr": "w.example. 300 IN A 198.18.4.5"}"#),
+    );
+    assert_eq!(r.status, 409, "a follower refuses writes: {}", r.body);
+
+    let other = Dir::new("sync-tls-other");
+    let (wrong_ca, _, _) = test_ca(&other.0, "other");
+    let bad = follower("sync-tls-c", &wrong_ca);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        bad.a("tls.shared."),
+        None,
+        "nothing taken from an unverified source"
+    );
+    assert_eq!(
+        std::fs::read_to_string(bad.dir.0.join("shared.conf")).unwrap(),
+        "server:\n"
+    );
+    let st = bad.call("GET", "/status", "read", None).json();
+    let e = st["sync"]["last_error"].as_str().unwrap_or("").to_string();
+    assert!(e.contains("TLS") && e.contains("certificate"), "{st}");
+    assert_eq!(st["sync"]["following"], serde_json::Value::Null);
+    // Nothing followed: it takes writes.
+    let r = bad.call(
+        "POST",
+        "/records",
+        "dns",
+        Some(r#"{"rr": "w.example. 300 IN A 198.18.4.5"}"#),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+
+    // The source's shared file changed and reloaded (SIGHUP): the good follower takes it.
+    let shared2 = format!("{shared}  local-data: \"tls2.shared. 300 IN A 198.18.4.6\"\n");
+    std::fs::write(src.0.join("shared.conf"), &shared2).unwrap();
+    let pid = _a.child.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    until(
+        Duration::from_secs(5),
+        "the reloaded shared file on B",
+        || good.a("tls2.shared.") == Some([198, 18, 4, 6]),
+    );
 }

@@ -206,7 +206,7 @@ fn sync_prometheus(p: &mut Prom, ctl: &Control) {
         p.head(
             "skua_sync_following",
             "gauge",
-            "1 while this node follows a source (it holds no lease and the source does): API writes are refused here.",
+            "1 while this node follows a source (with ha: addresses, it holds no lease and the source does): API writes are refused here.",
         );
         p.line("skua_sync_following", &[], u8::from(st.following.is_some()));
         if let Some(l) = &st.last_applied {

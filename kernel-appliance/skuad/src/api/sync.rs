@@ -38,6 +38,8 @@ use crate::control::sync::{Bundle, MAX_BUNDLE, SyncSettings};
 const MAX_WAIT: Duration = Duration::from_secs(25);
 /// Time to connect (and finish TLS) to a source.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest pause between rounds while every source fails.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// Budget of the first round at start.
 const CATCH_UP: Duration = Duration::from_secs(3);
 
@@ -128,8 +130,10 @@ pub async fn follow(ctl: Arc<Control>) {
             continue;
         }
         if !f.round(false).await {
-            // Nobody to follow now: ask again in a second.
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            // Nobody to follow now: ask again in a second, or, while every source fails
+            // (down, refusing the token, an unverified certificate), back off to 30 s.
+            let backoff = Duration::from_secs(1 << f.failures.min(5)).min(MAX_BACKOFF);
+            tokio::time::sleep(backoff).await;
         }
     }
 }
@@ -143,6 +147,8 @@ struct Follower {
     tls: Option<(Vec<u8>, Arc<tokio_rustls::rustls::ClientConfig>)>,
     /// Last error logged, to log a repeated one once a minute only.
     logged: Option<(String, std::time::Instant)>,
+    /// Rounds in a row in which every source failed.
+    failures: u32,
 }
 
 impl Follower {
@@ -153,6 +159,7 @@ impl Follower {
             current: None,
             tls: None,
             logged: None,
+            failures: 0,
         }
     }
 
@@ -226,6 +233,8 @@ impl Follower {
             order.insert(0, u);
         }
         let with_ha = self.ctl.has_leases();
+        let sources = order.len();
+        let mut failed = 0;
         for url in order {
             let name = url.to_string();
             // Wait for a change only on the source followed last (and never at start).
@@ -242,6 +251,7 @@ impl Follower {
             let answer = match ask(url, &s.token, tls.clone(), &known, wait).await {
                 Ok(a) => a,
                 Err(e) => {
+                    failed += 1;
                     self.log_error(&format!("{name}: {e}"));
                     if self.current.as_deref() == Some(name.as_str()) {
                         self.current = None;
@@ -250,6 +260,7 @@ impl Follower {
                     continue;
                 }
             };
+            self.failures = 0;
             if with_ha && !answer.leased {
                 // Not the master: not followed (the data flows from the VIP's holder).
                 if self.current.as_deref() == Some(name.as_str()) {
@@ -263,9 +274,7 @@ impl Follower {
                 return true;
             }
             self.current = Some(name.clone());
-            if with_ha {
-                self.ctl.sync.set_following(Some(&name));
-            }
+            self.ctl.sync.set_following(Some(&name));
             if let Some(b) = answer.bundle {
                 if !b.digest_ok() {
                     self.log_error(&format!(
@@ -285,6 +294,9 @@ impl Follower {
                 self.seen.insert(name, b.digest);
             }
             return true;
+        }
+        if failed == sources {
+            self.failures = self.failures.saturating_add(1);
         }
         false
     }

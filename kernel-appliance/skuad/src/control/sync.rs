@@ -14,7 +14,8 @@
 //! (`sync-in`) before anything changes, written (the shared file and the state file,
 //! atomically), then served like a reload. One that does not compile changes nothing.
 //!
-//! While this node follows a master (it holds no lease and its source does), API writes
+//! While this node follows a source (with `ha:` addresses: it holds no lease and the source
+//! does; without: the source answers), API writes
 //! are refused with the master's address: a write here would be replaced at the source's
 //! next change. No HTTP or sockets here: the API layer serves `GET /sync` and runs the
 //! follower's requests.
