@@ -28,6 +28,7 @@ Exit status 0 only when every check holds.
 """
 
 import ctypes
+import hashlib
 import json
 import os
 import signal
@@ -48,6 +49,7 @@ VIP = "198.18.53.53"
 CLIENT = "198.18.53.100"
 ADVERT_MS = 100
 RESULTS = []
+SYNC_TOKEN = "sync-token-0123456789abcdef"
 # "skua" (skuad + skua-agent) or "keepalived" (Unbound with ip-freebind + keepalived, the
 # usual setup today), for the benchmark's side-by-side runs.
 PEER = "skua"
@@ -78,6 +80,16 @@ class Node:
         self.ctl = os.path.join(self.dir, "control.sock")
         self.skuad = None
         self.agent = None
+        peer = [a for n, (a, _) in NODES.items() if n != name][0]
+        # Each run starts afresh: no API data, an empty shared file, a new audit log.
+        for f in ("state.conf", "audit.log", "audit.log.checkpoint"):
+            if os.path.exists(os.path.join(self.dir, f)):
+                os.remove(os.path.join(self.dir, f))
+        with open(os.path.join(self.dir, "shared.conf"), "w") as f:
+            f.write("server:\n")
+        secret(os.path.join(self.dir, "sync.token"), SYNC_TOKEN)
+        secret(os.path.join(self.dir, "audit.key"), "5a" * 32)
+        # Both nodes follow each other (sync:): the data flow from the lease holder.
         with open(os.path.join(self.dir, "skuad.conf"), "w") as f:
             f.write(f"""server:
   interface: {self.addr}
@@ -85,12 +97,23 @@ class Node:
   access-control: 198.18.0.0/15 allow
   local-zone: "example." static
   local-data: "a.example. 60 IN A 198.18.0.{1 if name == 'n1' else 2}"
+include: "{self.dir}/shared.conf"
 ha:
   address: {VIP}
 api:
   interface: 127.0.0.1@8053
+  interface: {self.addr}@8053
   control-socket: "{self.ctl}"
   state-file: "{self.dir}/state.conf"
+  token: "sync operator sha256:{hashlib.sha256(SYNC_TOKEN.encode()).hexdigest()}"
+audit:
+  log: "{self.dir}/audit.log"
+  key: file:{self.dir}/audit.key
+sync:
+  from: http://{peer}:8053
+  token-file: "{self.dir}/sync.token"
+  shared-config: "{self.dir}/shared.conf"
+  wait: 5
 """)
         with open(os.path.join(self.dir, "agent.toml"), "w") as f:
             f.write(f"""[agent]
@@ -225,6 +248,90 @@ vrrp_instance VI_1 {{
     def stop(self):
         self.kill("agent", signal.SIGTERM)
         self.kill("skuad", signal.SIGTERM)
+
+
+def secret(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o600)
+
+
+def answer(node, qname):
+    """The A record node answers for qname (asked from the client namespace), or ''."""
+    r = ns("ha-c", "dig", "+short", "+time=1", "+tries=1", f"@{node.addr}", qname, "A",
+           check=False)
+    return r.stdout.strip()
+
+
+def skuactl(node, *args):
+    return ns(node.ns, os.path.join(BIN, "skuactl"), "--socket", node.ctl, *args, check=False)
+
+
+def audit(node, kind):
+    with open(os.path.join(node.dir, "audit.log")) as f:
+        return [e for e in (json.loads(l) for l in f if l.strip()) if e["kind"] == kind]
+
+
+def sync_scenario():
+    """The shared configuration and API data follow the VRRP master through the API, with
+    both audit logs recording each version: n1 master, n2 follows (at its start, then
+    within the long-poll), n2 refuses writes; n1's agent killed, n2 master, n1 (its skuad
+    still running, its lease over) follows n2."""
+    name = "sync"
+    print(f"== {name}", flush=True)
+    topology()
+    n1, n2 = Node("n1"), Node("n2")
+    with open(os.path.join(n1.dir, "shared.conf"), "w") as f:
+        f.write('server:\n  local-zone: "shared." static\n'
+                '  local-data: "one.shared. 60 IN A 198.18.1.1"\n')
+    n1.start_skuad()
+    n1.start_agent()
+    if not wait_for(lambda: master(n1), 10, f"{name}: n1 becomes master"):
+        return
+    out = skuactl(n1, "zone", "add", "api.example.", "static")
+    check(out.returncode == 0, f"{name}: zone added on n1 ({out.stdout}{out.stderr})")
+    out = skuactl(n1, "record", "add", "www.api.example. 60 IN A 198.18.2.2")
+    check(out.returncode == 0, f"{name}: record added on n1 ({out.stdout}{out.stderr})")
+    n2.start_skuad()
+    n2.start_agent()
+    wait_for(lambda: backup(n2), 10, f"{name}: n2 is backup")
+    check(answer(n2, "one.shared.") == "198.18.1.1", f"{name}: n2 took n1's shared file at start")
+    check(answer(n2, "www.api.example.") == "198.18.2.2", f"{name}: n2 took n1's API data at start")
+    out = skuactl(n1, "record", "add", "mail.api.example. 60 IN A 198.18.2.3")
+    t0 = time.monotonic()
+    wait_for(lambda: answer(n2, "mail.api.example.") == "198.18.2.3", 3,
+             f"{name}: an API write on the master reaches the backup")
+    print(f"   write on n1 answered by n2 after {time.monotonic() - t0:.3f} s", flush=True)
+    out = skuactl(n2, "record", "add", "x.api.example. 60 IN A 198.18.2.9")
+    check(out.returncode != 0 and "follows http://198.18.53.1:8053" in out.stdout + out.stderr,
+          f"{name}: the backup refuses writes, naming the master ({out.stdout}{out.stderr})")
+    # The master's audit log has each version it sent (sync-out, to the token "sync" from
+    # n2's address); the backup's has the same digests (sync-in, from n1).
+    outs = {e["detail"]["digest"] for e in audit(n1, "sync-out")
+            if e["actor"] == "sync" and e["source"] == NODES["n2"][0]}
+    ins = [e["detail"]["digest"] for e in audit(n2, "sync-in")
+           if e["detail"]["from"] == "http://198.18.53.1:8053"]
+    check(len(ins) >= 2 and set(ins) <= outs,
+          f"{name}: every sync-in on n2 has its sync-out on n1 ({ins} / {outs})")
+
+    # Failover: n1's agent killed; n2 takes the lease and the writes; n1 follows n2.
+    n1.kill("agent")
+    wait_for(lambda: master(n2), 3, f"{name}: n2 master after n1's agent died")
+    out = skuactl(n2, "record", "add", "new.api.example. 60 IN A 198.18.2.4")
+    check(out.returncode == 0, f"{name}: the new master takes writes ({out.stdout}{out.stderr})")
+    wait_for(lambda: answer(n1, "new.api.example.") == "198.18.2.4", 8,
+             f"{name}: the old master follows the new one")
+    out = skuactl(n1, "record", "add", "y.api.example. 60 IN A 198.18.2.9")
+    check(out.returncode != 0 and "follows http://198.18.53.2:8053" in out.stdout + out.stderr,
+          f"{name}: the old master refuses writes now ({out.stdout}{out.stderr})")
+    back = [e for e in audit(n1, "sync-in") if e["detail"]["from"] == "http://198.18.53.2:8053"]
+    check(len(back) >= 1, f"{name}: n1 recorded the version it took from n2 ({back})")
+    for n in (n1, n2):
+        out = sh(os.path.join(BIN, "skuactl"), "audit", "verify", os.path.join(n.dir, "audit.log"),
+                 "--key-file", os.path.join(n.dir, "audit.key"), check=False)
+        check(out.returncode == 0, f"{name}: {n.name}'s audit log verifies ({out.stdout}{out.stderr})")
+    n1.stop()
+    n2.stop()
 
 
 def query(qid):
@@ -669,11 +776,14 @@ def main():
         return
     if names == ["all"] or not names:
         names = ["kill-agent", "kill-skuad", "stop-agent", "release", "link-down",
-                 "partition", "partition-kill", "failback"]
+                 "partition", "partition-kill", "failback", "sync"]
     try:
         for _ in range(repeat):
             for n in names:
-                scenario(n)
+                if n == "sync":
+                    sync_scenario()
+                else:
+                    scenario(n)
     finally:
         teardown()
     if out:
