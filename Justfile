@@ -104,7 +104,7 @@ sriov-qemu:
 # Two nodes (skuad + skua-agent) in network namespaces on a bridge, a client asking the VIP every 10 ms: the master's agent killed, then its link, then a failback; skuactl ha status shown (root, ~1 min; tests/ha/ha.py, docs/ha.md).
 ha-demo:
     cargo build --release -p skuad -p skua-agent -p skuactl
-    python3 tests/ha/ha.py target/release "${TMPDIR:-/tmp}/skua-ha-demo" kill-agent link-down failback
+    python3 tests/ha/ha.py target/release "${TMPDIR:-/tmp}/skua-ha-demo" kill-agent link-down failback sync
 
 # Failover benchmark (root): N kills (kill -9) of the master's agent for skua-agent and for keepalived + Unbound, interleaved on the same topology, then each one's CPU at 10 adverts/s; failover p50/p99/max, queries lost, intervals where both nodes answer (docs/ha.md, docs/benchmarks.md section 7). Default 50 kills each with priorities 200/190 (the backup's priority sets the master-down interval), ~10 min.
 bench-ha n="50" priorities="200,190":

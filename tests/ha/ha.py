@@ -105,7 +105,7 @@ api:
   interface: {self.addr}@8053
   control-socket: "{self.ctl}"
   state-file: "{self.dir}/state.conf"
-  token: "sync operator sha256:{hashlib.sha256(SYNC_TOKEN.encode()).hexdigest()}"
+  token: "sync sync sha256:{hashlib.sha256(SYNC_TOKEN.encode()).hexdigest()}"
 audit:
   log: "{self.dir}/audit.log"
   key: file:{self.dir}/audit.key
@@ -305,6 +305,9 @@ def sync_scenario():
     out = skuactl(n2, "record", "add", "x.api.example. 60 IN A 198.18.2.9")
     check(out.returncode != 0 and "follows http://198.18.53.1:8053" in out.stdout + out.stderr,
           f"{name}: the backup refuses writes, naming the master ({out.stdout}{out.stderr})")
+    out = skuactl(n2, "status")
+    check("following http://198.18.53.1:8053" in out.stdout,
+          f"{name}: skuactl status on n2 says whom it follows:\n{out.stdout}")
     # The master's audit log has each version it sent (sync-out, to the token "sync" from
     # n2's address); the backup's has the same digests (sync-in, from n1).
     outs = {e["detail"]["digest"] for e in audit(n1, "sync-out")

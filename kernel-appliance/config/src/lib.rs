@@ -133,8 +133,8 @@ use std::path::{Path, PathBuf};
 
 pub use model::{
     Api, Audit, AuditFsync, AuthZone, Config, DEFAULT_SIZE_LIMIT_XFR, DEFAULT_XFR_MAX_RECORDS,
-    Error, ForwardZone, Ha, Loc, Located, PortAction, PortRule, Rrl, Server, Sync, TsigKey,
-    UpstreamAddr, UpstreamHost, Warning, ZoneKind,
+    Error, ForwardZone, Ha, Loc, Located, PortAction, PortRule, Rrl, Server, Sync, SyncUrl,
+    TsigKey, UpstreamAddr, UpstreamHost, Warning, ZoneKind,
 };
 
 /// The local control socket skuad makes when `control-socket:` is not set, and where
@@ -204,85 +204,18 @@ pub fn parse_file_with(
     Ok((parser.finish()?, texts))
 }
 
-/// A `sync: from:` source: `http://HOST:PORT` or `https://HOST:PORT` (HOST a name, an IPv4
-/// address or a bracketed IPv6 address; no path, user or query).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SyncUrl {
-    /// `https://`.
-    pub tls: bool,
-    /// The host, without brackets.
-    pub host: String,
-    /// The port (default 443 for https, 80 for http).
-    pub port: u16,
-}
-
-impl SyncUrl {
-    /// Parses a `from:` value.
-    ///
-    /// # Errors
-    ///
-    /// What is wrong with it.
-    pub fn parse(s: &str) -> Result<SyncUrl, String> {
-        let (tls, rest) = if let Some(r) = s.strip_prefix("https://") {
-            (true, r)
-        } else if let Some(r) = s.strip_prefix("http://") {
-            (false, r)
-        } else {
-            return Err(format!(
-                "'{s}': a sync source is http://HOST:PORT or https://HOST:PORT"
-            ));
-        };
-        let rest = rest.strip_suffix('/').unwrap_or(rest);
-        if rest.is_empty() || rest.contains(['/', '?', '#', '@']) {
-            return Err(format!(
-                "'{s}': only a scheme, a host and a port (no path, user or query)"
-            ));
-        }
-        let default = if tls { 443 } else { 80 };
-        let (host, port) = if let Some(r) = rest.strip_prefix('[') {
-            let (h, after) = r
-                .split_once(']')
-                .ok_or_else(|| format!("'{s}': unclosed '['"))?;
-            h.parse::<std::net::Ipv6Addr>()
-                .map_err(|_| format!("'{s}': '{h}' is not an IPv6 address"))?;
-            let port = match after {
-                "" => default,
-                p => p
-                    .strip_prefix(':')
-                    .and_then(|p| p.parse().ok())
-                    .ok_or_else(|| format!("'{s}': bad port"))?,
-            };
-            (h.to_owned(), port)
-        } else {
-            match rest.split_once(':') {
-                Some((h, p)) => (
-                    h.to_owned(),
-                    p.parse().map_err(|_| format!("'{s}': bad port '{p}'"))?,
-                ),
-                None => (rest.to_owned(), default),
-            }
-        };
-        let name_ok = !host.is_empty()
-            && host.len() <= 253
-            && host
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b':');
-        if !name_ok || port == 0 {
-            return Err(format!("'{s}': bad host or port"));
-        }
-        Ok(SyncUrl { tls, host, port })
-    }
-}
-
-impl core::fmt::Display for SyncUrl {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let scheme = if self.tls { "https" } else { "http" };
-        if self.host.contains(':') {
-            write!(f, "{scheme}://[{}]:{}", self.host, self.port)
-        } else {
-            write!(f, "{scheme}://{}:{}", self.host, self.port)
-        }
-    }
+/// Parses configuration text as [`parse_str`] does, except that `include:` and
+/// `include-toplevel:` are errors: no file is read (text from another node, checked before
+/// it is used).
+///
+/// # Errors
+///
+/// As [`parse_str`], and an `include:` line.
+pub fn parse_str_without_includes(text: &str, virtual_name: &str) -> Result<Config, Error> {
+    let mut parser = parse::Parser::new();
+    parser.no_include = true;
+    parser.read_virtual(text, virtual_name)?;
+    parser.finish()
 }
 
 /// Parses configuration text that is not read from a file; `virtual_name` is the file name

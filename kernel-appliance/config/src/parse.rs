@@ -10,8 +10,8 @@ use crate::directives::{
 };
 use crate::lexer::{Token, tokenize};
 use crate::model::{
-    AuditFsync, AuthZone, Config, Error, ForwardZone, Loc, Located, PortAction, PortRule, TsigKey,
-    UpstreamAddr, UpstreamHost, Warning, ZoneKind,
+    AuditFsync, AuthZone, Config, Error, ForwardZone, Loc, Located, PortAction, PortRule, SyncUrl,
+    TsigKey, UpstreamAddr, UpstreamHost, Warning, ZoneKind,
 };
 
 /// Deepest include nesting accepted (loops are caught before; this bounds pathological but
@@ -104,6 +104,9 @@ pub(crate) struct Parser {
     pub(crate) swap: Option<(PathBuf, String)>,
     /// The text of each file read, by canonical path, when asked ([`crate::parse_file_with`]).
     pub(crate) texts: Option<Vec<(PathBuf, String)>>,
+    /// `include:` is an error ([`crate::parse_str_without_includes`]): text from elsewhere
+    /// must not make this node read its own files.
+    pub(crate) no_include: bool,
 }
 
 impl Parser {
@@ -116,6 +119,7 @@ impl Parser {
             audit_log_clause: None,
             swap: None,
             texts: None,
+            no_include: false,
         }
     }
 
@@ -283,6 +287,12 @@ impl Parser {
         source: &Source,
     ) -> Result<usize, Error> {
         if name == "include" || name == "include-toplevel" {
+            if self.no_include {
+                return Err(Error::at(
+                    loc,
+                    format!("'{name}:' is not allowed here (no file is read for this text)"),
+                ));
+            }
             let Some(pattern) = vals.first() else {
                 return Err(Error::at(loc, format!("'{name}:' needs a file name")));
             };
@@ -940,7 +950,24 @@ impl Parser {
         match key {
             SyncKey::From => {
                 check_sync_url(&v.value).map_err(|e| Error::at(loc, e))?;
+                let plain = SyncUrl::parse(&v.value).is_ok_and(|u| {
+                    !u.tls
+                        && !u
+                            .host
+                            .parse::<std::net::IpAddr>()
+                            .is_ok_and(|a| a.is_loopback())
+                        && u.host != "localhost"
+                });
                 s.from.push(v);
+                if plain {
+                    self.config.warnings.push(Warning {
+                        loc: loc.clone(),
+                        msg:
+                            "sync: 'from: http://' sends the token and the configuration in clear \
+                              (use https:// with tls-ca:, unless this link is private)"
+                                .into(),
+                    });
+                }
             }
             SyncKey::TokenFile => s.token_file = Some(v),
             SyncKey::SharedConfig => s.shared_config = Some(v),
@@ -1471,9 +1498,9 @@ fn parse_bool(name: &str, tok: &Token, loc: &Loc) -> Result<bool, Error> {
 }
 
 /// A decimal number in `lo..=hi`.
-/// Checks a `sync: from:` value ([`crate::SyncUrl`]).
+/// Checks a `sync: from:` value ([`SyncUrl`]).
 fn check_sync_url(v: &str) -> Result<(), String> {
-    crate::SyncUrl::parse(v).map(|_| ())
+    SyncUrl::parse(v).map(|_| ())
 }
 
 fn ranged(name: &str, tok: &Token, lo: u64, hi: u64, loc: &Loc) -> Result<u64, Error> {
@@ -1503,7 +1530,8 @@ fn ranged_u32(name: &str, tok: &Token, loc: &Loc) -> Result<u32, Error> {
 }
 
 /// The roles an API token may have.
-const TOKEN_ROLES: [&str; 4] = ["read", "dns", "operator", "admin"];
+/// `sync` is the follower's role (`GET /sync` only: docs/ha.md).
+const TOKEN_ROLES: [&str; 5] = ["read", "dns", "operator", "admin", "sync"];
 
 /// Checks the shape of an `api:` `token: "NAME ROLE SECRET"` (the daemon parses it): three
 /// words separated by single spaces, a known role, a secret given by reference. The secret

@@ -1276,11 +1276,11 @@ fn rrl_api_audit_errors_name_file_line_and_reason() {
         ),
         (
             "api:\n  token: ci root env:A\n",
-            "t.conf:2: 'token:' role 'root' is not one of read, dns, operator, admin",
+            "t.conf:2: 'token:' role 'root' is not one of read, dns, operator, admin, sync",
         ),
         (
             "api:\n  token: ci Admin env:A\n",
-            "t.conf:2: 'token:' role 'Admin' is not one of read, dns, operator, admin",
+            "t.conf:2: 'token:' role 'Admin' is not one of read, dns, operator, admin, sync",
         ),
         (
             "api:\n  token: ci read hunter2\n",
@@ -1551,7 +1551,7 @@ fn control_socket_directives() {
         ),
         (
             "api:\n  control-socket-group-role: root\n",
-            ":2: 'control-socket-group-role:' role 'root' is not one of read, dns, operator, admin",
+            ":2: 'control-socket-group-role:' role 'root' is not one of read, dns, operator, admin, sync",
         ),
     ] {
         let e = err(text);
@@ -2871,7 +2871,15 @@ sync:
     wait: 5
 ",
     );
-    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    // A plain-HTTP source off the host is a warning (token and configuration in clear).
+    assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+    assert_eq!(c.warnings[0].loc.line, 5);
+    assert!(c.warnings[0].msg.contains("in clear"), "{:?}", c.warnings);
+    assert!(
+        parse("sync:\n  from: http://127.0.0.1:8953\n")
+            .warnings
+            .is_empty()
+    );
     assert_eq!(
         lines(&c.sync.from),
         [
@@ -2948,4 +2956,21 @@ fn parse_file_with_swaps_one_file_and_returns_the_texts_read() {
         .unwrap_err()
         .to_string();
     assert!(e.starts_with(&format!("{}:2:", shared.display())), "{e}");
+}
+
+#[test]
+fn text_from_elsewhere_reads_no_file() {
+    for text in [
+        "include: /etc/passwd\n",
+        "server: include: /etc/passwd\n",
+        "\u{feff}include: /etc/passwd\n",
+        "server:\n  local-zone: \"x.\" static include-toplevel: /etc/passwd\n",
+    ] {
+        let e = crate::parse_str_without_includes(text, "shared.conf")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not allowed here"), "{text:?}: {e}");
+        assert!(!e.contains("root:"), "{e}");
+    }
+    assert!(crate::parse_str_without_includes("server:\n  port: 53\n", "s").is_ok());
 }

@@ -664,7 +664,38 @@ fn status_text(v: &Value) -> String {
         ("reloads", ok_failed(&v["reloads"])),
         ("api writes", ok_failed(&v["writes"])),
     ];
-    rows.iter().map(|(k, v)| format!("{k:<12}{v}\n")).collect()
+    let mut out: String = rows.iter().map(|(k, v)| format!("{k:<12}{v}\n")).collect();
+    if let Some(line) = sync_line(&v["sync"]) {
+        out += &format!("{:<12}{line}\n", "sync");
+    }
+    out
+}
+
+/// The `sync` row of `skuactl status`: whom this node follows, the version it offers, the
+/// counters and the last error (docs/ha.md, "Configuration and API data").
+fn sync_line(s: &Value) -> Option<String> {
+    let digest = s["digest"].as_str()?;
+    let short = digest.get(..12).unwrap_or(digest);
+    let mut line = match s["following"].as_str() {
+        Some(f) => format!("following {f}, version {short}"),
+        None => format!("version {short}"),
+    };
+    if let Some(a) = s["last_applied"].as_object() {
+        line += &format!(
+            ", last taken {} ago",
+            duration(a.get("age_s").and_then(Value::as_u64).unwrap_or(0))
+        );
+    }
+    line += &format!(
+        "; {} taken, {} failed, {} sent",
+        num(&s["applied"]),
+        num(&s["failed"]),
+        num(&s["served"])
+    );
+    if let Some(e) = s["last_error"].as_str() {
+        line += &format!("; last error: {e}");
+    }
+    Some(line)
 }
 
 fn stats_text(v: &Value) -> String {
@@ -1101,6 +1132,26 @@ fn table(rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_shows_sync_only_when_the_daemon_reports_it() {
+        let base = serde_json::json!({"version": "0.1.0", "generation": 3});
+        assert!(!status_text(&base).contains("sync"));
+        let mut v = base.clone();
+        v["sync"] = serde_json::json!({
+            "digest": "0123456789abcdef0123", "following": "http://198.18.0.1:8053",
+            "applied": 4, "failed": 1, "served": 0,
+            "last_applied": {"digest": "x", "from": "y", "age_s": 65},
+            "last_error": "http://198.18.0.1:8053: connect: refused",
+        });
+        let t = status_text(&v);
+        assert!(
+            t.contains(
+                "sync        following http://198.18.0.1:8053, version 0123456789ab, last taken 1m05s ago; 4 taken, 1 failed, 0 sent; last error: http://198.18.0.1:8053: connect: refused\n"
+            ),
+            "{t}"
+        );
+    }
 
     fn args(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()

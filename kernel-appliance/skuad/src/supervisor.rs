@@ -117,7 +117,7 @@ pub fn run(source: Source, xdp_opts: &XdpOptions) -> Result<(), String> {
     let result = rt.block_on(async {
         // A follower takes its source's configuration and data before its API opens (so
         // before its agent can take a lease with stale data).
-        api::sync::catch_up(&ctl).await;
+        let follower = api::sync::catch_up(&ctl).await;
         let (api_stop, api_stopped) = tokio::sync::watch::channel(false);
         for l in api_listeners {
             let mut rx = api_stopped.clone();
@@ -163,7 +163,7 @@ pub fn run(source: Source, xdp_opts: &XdpOptions) -> Result<(), String> {
                 tokio::time::sleep(wait).await;
             }
         });
-        let follower = tokio::spawn(api::sync::follow(ctl.clone()));
+        let follower = tokio::spawn(api::sync::follow(follower));
         notify::notify(&format!(
             "READY=1\nSTATUS=serving on {} ({})",
             settings

@@ -22,6 +22,9 @@ struct Node {
     d: Option<Daemon>,
 }
 
+/// The followers' token: role `sync`, good for `GET /sync` only.
+const SYNC_TOKEN: &str = "sync-token-0123456789ab";
+
 const KEY: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 fn secret(path: &Path, text: &str) {
@@ -33,9 +36,17 @@ fn secret(path: &Path, text: &str) {
 fn node(tag: &str, vip: &str, dns: u16, api: u16, peer_api: u16) -> Node {
     let dir = Dir::new(tag);
     secret(&dir.0.join("audit.key"), KEY);
-    secret(&dir.0.join("sync.token"), tok("operator"));
+    secret(&dir.0.join("sync.token"), SYNC_TOKEN);
     std::fs::write(dir.0.join("shared.conf"), "server:\n").unwrap();
-    let mut conf = config(dns, api, &dir.0, "");
+    let mut conf = config(
+        dns,
+        api,
+        &dir.0,
+        &format!(
+            "  token: \"follower sync sha256:{}\"\n",
+            sha256_hex(SYNC_TOKEN)
+        ),
+    );
     conf.push_str(&format!(
         "include: \"{shared}\"\n\
          ha:\n  address: {vip}\n  lease-max: 60000\n\
@@ -148,9 +159,24 @@ fn configuration_and_api_data_follow_the_lease_with_both_sides_audited() {
     let state_b = std::fs::read_to_string(b.dir.0.join("state.conf")).unwrap();
     assert!(state_b.contains("www.api.example."), "{state_b}");
 
-    // The source's route needs an operator token.
+    // The source's route needs a sync token (or operator); a sync token gets nothing else.
     let r = a.call("GET", "/sync", "dns", None);
     assert_eq!(r.status, 403, "{}", r.body);
+    for (m, path, body) in [
+        ("GET", "/status", None),
+        ("POST", "/ha/release", Some("{}")),
+        ("POST", "/reload", None),
+        ("GET", "/config", None),
+    ] {
+        let r = http(a.d(), m, path, Some(SYNC_TOKEN), body).unwrap();
+        assert_eq!(r.status, 403, "sync token on {m} {path}: {}", r.body);
+    }
+    let st = b.call("GET", "/status", "read", None).json();
+    assert_eq!(
+        st["sync"]["at_start"],
+        format!("took the version of http://127.0.0.1:{a_api}"),
+        "{st}"
+    );
     let offer = a.call("GET", "/sync", "operator", None).json();
     assert_eq!(offer["leased"], true);
     assert_eq!(offer["bundle"]["config"], shared_v1);
@@ -243,26 +269,39 @@ fn configuration_and_api_data_follow_the_lease_with_both_sides_audited() {
             .unwrap()
             .contains("only-a.zone")
     );
-    // Fixed on the master: taken.
-    std::fs::write(a.dir.0.join("shared.conf"), &shared_v2).unwrap();
-    assert_eq!(a.call("POST", "/reload", "operator", None).status, 200);
-    until(Duration::from_secs(3), "the fixed version on B", || {
-        b.kinds("sync-in").last().is_some_and(|e| {
-            e["detail"]["digest"] == a.call("GET", "/sync", "operator", None).json()["digest"]
-        })
+    // Fixed on the follower (the zone file copied in, a local reload): the same version
+    // is asked for again and taken.
+    std::fs::copy(a.dir.0.join("only-a.zone"), b.dir.0.join("only-a.zone")).unwrap();
+    assert_eq!(b.call("POST", "/reload", "operator", None).status, 200);
+    until(Duration::from_secs(3), "v3 on B after its reload", || {
+        b.a("w.onlya.") == Some([198, 18, 3, 3])
     });
+    assert_eq!(
+        std::fs::read_to_string(b.dir.0.join("shared.conf")).unwrap(),
+        shared_v3
+    );
+    // And a new version after it.
+    let shared_v4 =
+        format!("{shared_v3}server:\n  local-data: \"three.shared. 300 IN A 198.18.1.3\"\n");
+    std::fs::write(a.dir.0.join("shared.conf"), &shared_v4).unwrap();
+    assert_eq!(a.call("POST", "/reload", "operator", None).status, 200);
+    let v4 = a.call("GET", "/sync", "operator", None).json()["digest"].clone();
+    until(Duration::from_secs(3), "v4 on B", || {
+        b.a("three.shared.") == Some([198, 18, 1, 3])
+    });
+    assert_eq!(b.kinds("sync-in").last().unwrap()["detail"]["digest"], v4);
 
     // Both audit logs: each version B took is a sync-out on A (to B's token, from B's
     // address) and a sync-in on B (from A), with the same digest.
     let outs = a.kinds("sync-out");
     let ins = b.kinds("sync-in");
-    assert!(ins.len() >= 3, "{ins:?}");
+    assert!(ins.len() >= 5, "{ins:?}");
     for i in &ins {
         let d = &i["detail"]["digest"];
         assert_eq!(i["detail"]["from"], format!("http://127.0.0.1:{a_api}"));
         assert!(
             outs.iter().any(|o| o["detail"]["digest"] == *d
-                && o["actor"] == "operator-tok"
+                && o["actor"] == "follower"
                 && o["source"] == "127.0.0.1"),
             "sync-in {d} without its sync-out: {outs:?}"
         );
@@ -286,11 +325,21 @@ fn configuration_and_api_data_follow_the_lease_with_both_sides_audited() {
         assert_eq!(v.json()["ok"], true, "{}", v.body);
     }
 
-    // The lease moves to B (a failover): B is writable, and A now follows B.
+    // The lease moves to B (a failover): B is writable, and A now follows B. In between,
+    // with no lease on either node, neither takes writes (they would diverge).
     assert_eq!(
         a.call("POST", "/ha/release", "operator", Some("{}")).status,
         200
     );
+    for n in [&a, &b] {
+        let r = n.call(
+            "POST",
+            "/records",
+            "dns",
+            Some(r#"{"rr": "z.api.example. 300 IN A 198.18.2.9"}"#),
+        );
+        assert_eq!(r.status, 409, "{}", r.body);
+    }
     let r = b.call(
         "POST",
         "/ha/lease",
@@ -374,9 +423,10 @@ fn https_sources_are_verified_against_tls_ca() {
         a_api,
         &src.0,
         &format!(
-            "  tls-cert: \"{}\"\n  tls-key: \"{}\"\n",
+            "  tls-cert: \"{}\"\n  tls-key: \"{}\"\n  token: \"follower sync sha256:{}\"\n",
             cert.display(),
-            key.display()
+            key.display(),
+            sha256_hex(SYNC_TOKEN)
         ),
     );
     conf.push_str(&format!(
@@ -397,9 +447,11 @@ fn https_sources_are_verified_against_tls_ca() {
         api: SocketAddr::new(LO, a_api),
         conf: src.0.join("skuad.conf"),
     };
-    until(Duration::from_secs(20), "the source answers DNS", || {
-        std::net::TcpStream::connect((LO, a_api)).is_ok()
-    });
+    until(
+        Duration::from_secs(20),
+        "the source's API accepts connections",
+        || std::net::TcpStream::connect((LO, a_api)).is_ok(),
+    );
 
     let follower = |tag: &str, ca: &Path| {
         let (dns, api) = (free_port(), free_port());

@@ -75,7 +75,7 @@ pub const ROUTES: &[(&str, &str, Option<Role>)] = &[
     ("GET", "/ha", Some(Role::Read)),
     ("POST", "/ha/lease", Some(Role::Operator)),
     ("POST", "/ha/release", Some(Role::Operator)),
-    ("GET", "/sync", Some(Role::Operator)),
+    ("GET", "/sync", Some(Role::Sync)),
 ];
 
 /// The API's own settings that a reload changes: its certificate and body limit.
@@ -351,10 +351,10 @@ async fn authorize_local(
     next: Next,
 ) -> Response {
     if let Some(need) = need
-        && peer.role.is_none_or(|r| r < need)
+        && peer.role.is_none_or(|r| !r.may(need))
     {
         let why = match peer.role {
-            Some(r) => format!("forbidden: role {r} < {need}"),
+            Some(r) => format!("forbidden: role {r} < {}", need.needed()),
             None => "forbidden: not root, the daemon's user or a member of control-socket-group"
                 .to_string(),
         };
@@ -363,9 +363,10 @@ async fn authorize_local(
             StatusCode::FORBIDDEN,
             "forbidden",
             format!(
-                "{} on the control socket: {why}; {} {route} needs {need}",
+                "{} on the control socket: {why}; {} {route} needs {}",
                 peer.actor,
-                req.method()
+                req.method(),
+                need.needed()
             ),
         )
         .into_response();
@@ -447,17 +448,18 @@ async fn authenticate(
         );
         return r;
     };
-    if token.role < need {
-        let why = format!("forbidden: role {} < {need}", token.role);
+    if !token.role.may(need) {
+        let why = format!("forbidden: role {} < {}", token.role, need.needed());
         refused(&ctl, Some(source), &token.name, req.method(), &route, &why);
         return ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
             format!(
-                "token '{}' has role {}; {} {route} needs {need}",
+                "token '{}' has role {}; {} {route} needs {}",
                 token.name,
                 token.role,
-                req.method()
+                req.method(),
+                need.needed()
             ),
         )
         .into_response();

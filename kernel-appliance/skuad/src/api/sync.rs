@@ -31,8 +31,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::{ApiError, Ctl, Q, Who, who};
 use crate::base::log;
-use crate::control::Control;
 use crate::control::sync::{Bundle, MAX_BUNDLE, SyncSettings};
+use crate::control::{Control, CtlError};
 
 /// The longest a source holds a request (below the API's 30 s stall limit).
 const MAX_WAIT: Duration = Duration::from_secs(25);
@@ -90,58 +90,115 @@ pub(super) async fn serve(
         }
     }
     let changed = q.known.as_deref() != Some(cur.digest.as_str());
-    if changed {
+    let bundle = if changed {
         let (actor, src) = who(&caller);
         let (actor, b) = (actor.to_owned(), cur.clone());
         let c = ctl.ctl.clone();
-        let _ = tokio::task::spawn_blocking(move || c.sync_served(&actor, src, &b)).await;
-    }
-    Ok(axum::Json(SyncAnswer {
-        node: node_name(&ctl),
-        leased: ctl.holds_lease(),
-        digest: cur.digest.clone(),
-        bundle: changed.then(|| (*cur).clone()),
+        // Serialized once per version, whatever the number of followers.
+        tokio::task::spawn_blocking(move || {
+            c.sync_served(&actor, src, &b);
+            c.sync.serialized(&b)
+        })
+        .await
+        .map_err(|e| ApiError::from(crate::control::CtlError::Internal(e.to_string())))?
+    } else {
+        Arc::from("null")
+    };
+    let head = serde_json::json!({
+        "node": node_name(&ctl),
+        "leased": ctl.holds_lease(),
+        "digest": cur.digest,
     })
-    .into_response())
+    .to_string();
+    // `{"node":…,"leased":…,"digest":…` + `,"bundle":…}`: the bundle's JSON as cached.
+    let body = format!("{},\"bundle\":{bundle}}}", &head[..head.len() - 1]);
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response())
 }
 
-/// Asks each source once (no waiting), bounded by [`CATCH_UP`]: called at start, before
-/// the API opens.
-pub async fn catch_up(ctl: &Arc<Control>) {
-    if ctl.sync.settings().is_none() {
-        return;
-    }
+/// Asks each source once, each request bounded by [`CATCH_UP`] (taking a version is not:
+/// it completes): called at start, before the API opens. Returns the follower, for
+/// [`follow`].
+pub async fn catch_up(ctl: &Arc<Control>) -> Follower {
     let mut f = Follower::new(ctl.clone());
-    if tokio::time::timeout(CATCH_UP, f.round(true)).await.is_err() {
-        log::warn(format_args!(
-            "sync: no source answered within {} s at start; serving what this node has",
-            CATCH_UP.as_secs()
-        ));
+    if ctl.sync.settings().is_none() {
+        return f;
     }
+    let what = match f.round(Some(CATCH_UP)).await {
+        Round::Followed(name, true) => format!("took the version of {name}"),
+        Round::Followed(name, false) => format!("up to date with {name}"),
+        Round::Master => "master (holds a lease): follows nobody".into(),
+        Round::Nobody => {
+            log::warn(format_args!(
+                "sync: no source to follow at start (see sync.last_error); serving what this node has"
+            ));
+            "no source to follow: served what it had".into()
+        }
+    };
+    ctl.sync.note_start(&what);
+    f
 }
 
 /// The follower's task: runs until the process stops.
-pub async fn follow(ctl: Arc<Control>) {
-    let mut f = Follower::new(ctl);
+pub async fn follow(mut f: Follower) {
     loop {
         if f.ctl.sync.settings().is_none() {
             f.ctl.sync.set_following(None);
             tokio::time::sleep(Duration::from_secs(1)).await;
             continue;
         }
-        if !f.round(false).await {
-            // Nobody to follow now: ask again in a second, or, while every source fails
-            // (down, refusing the token, an unverified certificate), back off to 30 s.
-            let backoff = Duration::from_secs(1 << f.failures.min(5)).min(MAX_BACKOFF);
-            tokio::time::sleep(backoff).await;
+        let t0 = tokio::time::Instant::now();
+        match f.round(None).await {
+            Round::Master => tokio::time::sleep(Duration::from_millis(200)).await,
+            Round::Followed(_, took) => {
+                // A source holds an unchanged request for `wait:`; one that answers at
+                // once without a version (not a skuad, a proxy) is not asked in a loop.
+                let wait = f.ctl.sync.settings().as_ref().as_ref().map(|s| s.wait);
+                if !took && wait.is_some_and(|w| t0.elapsed() + Duration::from_secs(1) < w) {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+            Round::Nobody => {
+                // Nobody to follow now: ask again in a second, or, while every source
+                // fails (down, refusing the token, an unverified certificate, a version
+                // this node cannot store), back off to 30 s.
+                let backoff = Duration::from_secs(1 << f.failures.min(5)).min(MAX_BACKOFF);
+                tokio::time::sleep(backoff).await;
+            }
         }
     }
 }
 
-struct Follower {
+/// What a round found.
+enum Round {
+    /// This node holds a lease: it follows nobody.
+    Master,
+    /// It follows this source; `true` when it took a version from it.
+    Followed(String, bool),
+    /// No source to follow (none answered, none holds the lease, or a version could not
+    /// be stored here).
+    Nobody,
+}
+
+/// What a follower last had from a source.
+struct Seen {
+    /// The source's digest, taken (or refused as invalid).
+    source: String,
+    /// This node's own digest right after (a change since means this node diverged: its
+    /// source's version is asked for again).
+    local: String,
+    /// Local reloads then (one since may make a refused version load).
+    reloads: u64,
+}
+
+/// The follower's state, from the catch-up at start to the stop.
+pub struct Follower {
     ctl: Arc<Control>,
-    /// Per source: the last version taken (or that failed) from it, sent as `known`.
-    seen: HashMap<String, String>,
+    /// Per source: what this node last had from it.
+    seen: HashMap<String, Seen>,
     /// The source followed at the last round (asked with waiting).
     current: Option<String>,
     tls: Option<(Vec<u8>, Arc<tokio_rustls::rustls::ClientConfig>)>,
@@ -205,24 +262,44 @@ impl Follower {
         Ok(Some(cfg))
     }
 
+    /// The digest to send as `known` to `name`: what this node last had from it, unless
+    /// this node changed since (then none: the source's version is asked for again).
+    fn known(&self, name: &str) -> String {
+        let local = self.ctl.sync.current().digest.clone();
+        match self.seen.get(name) {
+            Some(s) if s.local == local && s.reloads == self.ctl.sync.local_reloads() => {
+                s.source.clone()
+            }
+            Some(_) => String::new(),
+            // First contact: this node's own version (the same when it already serves it).
+            None => local,
+        }
+    }
+
+    fn forget_current(&mut self, name: &str) {
+        if self.current.as_deref() == Some(name) {
+            self.current = None;
+            self.ctl.sync.set_following(None);
+        }
+    }
+
     /// One round: the sources in order (the one followed last first) until one is
-    /// followed. Returns whether one was (its request waited for a change).
-    async fn round(&mut self, first: bool) -> bool {
+    /// followed. `budget`: a bound on each request, and no waiting (the catch-up).
+    async fn round(&mut self, budget: Option<Duration>) -> Round {
         let Some(s) = (*self.ctl.sync.settings()).clone() else {
-            return false;
+            return Round::Nobody;
         };
         if self.ctl.holds_lease() {
             // The master follows nobody.
             self.ctl.sync.set_following(None);
             self.current = None;
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            return true;
+            return Round::Master;
         }
         let tls = match self.client_tls(&s) {
             Ok(t) => t,
             Err(e) => {
                 self.log_error(&e);
-                return false;
+                return Round::Nobody;
             }
         };
         let mut order: Vec<&skua_config::SyncUrl> = s.from.iter().collect();
@@ -237,68 +314,73 @@ impl Follower {
         let mut failed = 0;
         for url in order {
             let name = url.to_string();
-            // Wait for a change only on the source followed last (and never at start).
-            let wait = if !first && self.current.as_deref() == Some(name.as_str()) {
+            // Wait for a change only on the source followed last (never at start).
+            let wait = if budget.is_none() && self.current.as_deref() == Some(name.as_str()) {
                 s.wait
             } else {
                 Duration::ZERO
             };
-            let known = self
-                .seen
-                .get(&name)
-                .cloned()
-                .unwrap_or_else(|| self.ctl.sync.current().digest.clone());
-            let answer = match ask(url, &s.token, tls.clone(), &known, wait).await {
+            let known = self.known(&name);
+            let limit = budget.unwrap_or(wait + Duration::from_secs(5));
+            let answer = match ask(url, &s.token, tls.clone(), &known, wait, limit).await {
                 Ok(a) => a,
                 Err(e) => {
                     failed += 1;
                     self.log_error(&format!("{name}: {e}"));
-                    if self.current.as_deref() == Some(name.as_str()) {
-                        self.current = None;
-                        self.ctl.sync.set_following(None);
-                    }
+                    self.forget_current(&name);
                     continue;
                 }
             };
-            self.failures = 0;
             if with_ha && !answer.leased {
-                // Not the master: not followed (the data flows from the VIP's holder).
-                if self.current.as_deref() == Some(name.as_str()) {
-                    self.current = None;
-                    self.ctl.sync.set_following(None);
-                }
+                // Not the master: not followed (the data flow from the VIP's holder).
+                self.forget_current(&name);
                 continue;
             }
             if self.ctl.holds_lease() {
                 // Became master while asking.
-                return true;
+                return Round::Master;
             }
+            self.failures = 0;
             self.current = Some(name.clone());
             self.ctl.sync.set_following(Some(&name));
-            if let Some(b) = answer.bundle {
-                if !b.digest_ok() {
-                    self.log_error(&format!(
-                        "{name}: the answer does not match its digest; ignored"
-                    ));
-                    return false;
-                }
-                match self.ctl.sync_apply(&b, &name, &answer.node).await {
-                    Ok(_) => {}
-                    Err(e) => {
-                        let c = self.ctl.clone();
-                        let (n, d, m) = (name.clone(), b.digest.clone(), e.message().to_owned());
-                        let _ =
-                            tokio::task::spawn_blocking(move || c.sync_failed(&n, &d, &m)).await;
-                    }
-                }
-                self.seen.insert(name, b.digest);
+            let Some(b) = answer.bundle else {
+                return Round::Followed(name, false);
+            };
+            if !b.digest_ok() {
+                self.log_error(&format!(
+                    "{name}: the answer does not match its digest; ignored"
+                ));
+                self.failures = self.failures.saturating_add(1);
+                return Round::Nobody;
             }
-            return true;
+            let reloads = self.ctl.sync.local_reloads();
+            let r = self.ctl.sync_apply(&b, &name, &answer.node).await;
+            let took = matches!(r, Ok(Some(_)));
+            if let Err(e) = &r {
+                let c = self.ctl.clone();
+                let (n, d, m) = (name.clone(), b.digest.clone(), e.message().to_owned());
+                let _ = tokio::task::spawn_blocking(move || c.sync_failed(&n, &d, &m)).await;
+                if !matches!(e, CtlError::Invalid(_) | CtlError::BadRequest(_)) {
+                    // This node could not store or record it (disk, audit log): asked
+                    // again, with back-off, rather than marked as seen.
+                    self.failures = self.failures.saturating_add(1);
+                    return Round::Nobody;
+                }
+            }
+            self.seen.insert(
+                name.clone(),
+                Seen {
+                    source: b.digest,
+                    local: self.ctl.sync.current().digest.clone(),
+                    reloads,
+                },
+            );
+            return Round::Followed(name, took);
         }
         if failed == sources {
             self.failures = self.failures.saturating_add(1);
         }
-        false
+        Round::Nobody
     }
 }
 
@@ -309,6 +391,7 @@ async fn ask(
     tls: Option<Arc<tokio_rustls::rustls::ClientConfig>>,
     known: &str,
     wait: Duration,
+    total: Duration,
 ) -> Result<SyncAnswer, String> {
     let path = format!("/sync?known={known}&wait={}", wait.as_secs());
     let connect = async {
@@ -318,10 +401,10 @@ async fn ask(
         let _ = tcp.set_nodelay(true);
         Ok::<_, String>(tcp)
     };
-    let tcp = tokio::time::timeout(CONNECT_TIMEOUT, connect)
+    let connect_limit = CONNECT_TIMEOUT.min(total);
+    let tcp = tokio::time::timeout(connect_limit, connect)
         .await
-        .map_err(|_| format!("no connection within {} s", CONNECT_TIMEOUT.as_secs()))??;
-    let total = wait + Duration::from_secs(5);
+        .map_err(|_| format!("no connection within {connect_limit:?}"))??;
     let host = if url.host.contains(':') {
         format!("[{}]", url.host)
     } else {
@@ -346,7 +429,7 @@ async fn ask(
     };
     tokio::time::timeout(total, fut)
         .await
-        .map_err(|_| format!("no answer within {} s", total.as_secs()))?
+        .map_err(|_| format!("no answer within {total:?}"))?
 }
 
 async fn request<IO>(

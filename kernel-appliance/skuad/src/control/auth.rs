@@ -17,10 +17,14 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-/// What a token may do. Each role includes the ones before it.
+/// What a token may do. Each role from `read` on includes the ones before it; `sync`
+/// stands apart ([`Role::may`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
+    /// Only `GET /sync`: the token a follower holds (`sync:`), which lets it read this
+    /// node's shared configuration and API data and nothing else (no lease, no reload).
+    Sync,
     /// Read state: status, stats, metrics, zones, records, ACL.
     Read,
     /// Read + change local zones and records.
@@ -32,9 +36,29 @@ pub enum Role {
 }
 
 impl Role {
+    /// Whether a caller of this role may use a route that needs `need`: `sync` routes are
+    /// open to `sync` tokens and to `operator` and above (who may read the configuration
+    /// anyway); a `sync` token may use nothing else.
+    pub fn may(self, need: Role) -> bool {
+        match (self, need) {
+            (Role::Sync, n) => n == Role::Sync,
+            (r, Role::Sync) => r >= Role::Operator,
+            (r, n) => r >= n,
+        }
+    }
+
+    /// What a route that needs this role asks for, in words.
+    pub fn needed(self) -> String {
+        match self {
+            Role::Sync => "sync (or operator)".into(),
+            r => r.to_string(),
+        }
+    }
+
     /// Its name in the configuration and in JSON.
     pub fn as_str(self) -> &'static str {
         match self {
+            Role::Sync => "sync",
             Role::Read => "read",
             Role::Dns => "dns",
             Role::Operator => "operator",
@@ -47,11 +71,16 @@ impl std::str::FromStr for Role {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         Ok(match s {
+            "sync" => Role::Sync,
             "read" => Role::Read,
             "dns" => Role::Dns,
             "operator" => Role::Operator,
             "admin" => Role::Admin,
-            _ => return Err(format!("unknown role '{s}' (read, dns, operator, admin)")),
+            _ => {
+                return Err(format!(
+                    "unknown role '{s}' (read, dns, operator, admin, or sync)"
+                ));
+            }
         })
     }
 }
@@ -553,6 +582,11 @@ mod tests {
         ]);
         assert!(empty.check("").is_none());
         assert!(Role::Admin > Role::Operator && Role::Dns > Role::Read);
+        // sync stands apart: its own route only; that route also for operator and admin.
+        assert!(Role::Sync.may(Role::Sync) && !Role::Sync.may(Role::Read));
+        assert!(Role::Operator.may(Role::Sync) && Role::Admin.may(Role::Sync));
+        assert!(!Role::Read.may(Role::Sync) && !Role::Dns.may(Role::Sync));
+        assert!(Role::Dns.may(Role::Read) && !Role::Read.may(Role::Dns));
     }
 
     #[test]

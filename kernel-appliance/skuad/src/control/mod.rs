@@ -872,7 +872,19 @@ impl Control {
         let staged = self.stage(None, None).await.inspect_err(|_| {
             self.reloads_failed.fetch_add(1, Ordering::Relaxed);
         })?;
-        self.commit(&mut inner, staged, t0)
+        let (applied, listener_error) = self.commit(&mut inner, staged, t0);
+        // A follower asks its source again after a local reload: a version that failed
+        // here may load now (a zone file copied in, the main file fixed).
+        self.sync.local_reloaded();
+        if let Some(e) = listener_error {
+            // The configuration serves; a listener it names could not be bound.
+            self.reloads_failed.fetch_add(1, Ordering::Relaxed);
+            return Err(CtlError::Internal(format!(
+                "reloaded, but a listener could not be bound: {e} (the other listeners changed; that address keeps its previous sockets, if any)"
+            )));
+        }
+        self.reloads_ok.fetch_add(1, Ordering::Relaxed);
+        Ok(applied)
     }
 
     /// Reads the configuration source (with `swap`: one file read as given text) and the
@@ -948,8 +960,10 @@ impl Control {
         res.map_err(CtlError::Invalid)
     }
 
-    /// Puts a staged configuration in force (see [`Self::stage`]).
-    fn commit(&self, inner: &mut Inner, st: Staged, t0: Instant) -> Result<Applied, CtlError> {
+    /// Puts a staged configuration in force (see [`Self::stage`]). The configuration serves
+    /// in any case; the second value says what could not be applied with it (a listener
+    /// that could not be bound, the resolver, the audit log).
+    fn commit(&self, inner: &mut Inner, st: Staged, t0: Instant) -> (Applied, Option<String>) {
         let Staged {
             cfg,
             dir,
@@ -1009,20 +1023,13 @@ impl Control {
         inner.serials = serials;
         inner.shared = shared;
         self.sync.offer(inner.shared.as_ref(), &inner.overlay);
-        if let Some(e) = listener_error {
-            // The configuration serves; a listener it names could not be bound.
-            self.reloads_failed.fetch_add(1, Ordering::Relaxed);
-            return Err(CtlError::Internal(format!(
-                "reloaded, but a listener could not be bound: {e} (the other listeners changed; that address keeps its previous sockets, if any)"
-            )));
-        }
-        self.reloads_ok.fetch_add(1, Ordering::Relaxed);
-        Ok(Applied {
+        let applied = Applied {
             generation: self.generation(),
             records,
             elapsed_ms: t0.elapsed().as_secs_f64() * 1e3,
             warnings,
-        })
+        };
+        (applied, listener_error)
     }
 
     /// Makes the dataplanes match new settings.
@@ -1107,12 +1114,21 @@ impl Control {
     ) -> Result<Applied, (CtlError, bool)> {
         let unrecorded = |e: CtlError| (e, false);
         let t0 = Instant::now();
-        if let Some(from) = self.sync.following().filter(|_| !self.holds_lease()) {
+        if !self.holds_lease() {
             // Written here, it would be replaced by the source's data at its next change:
-            // refused, so that nothing acknowledged is lost (docs/ha.md).
-            return Err(unrecorded(CtlError::Conflict(format!(
-                "this node follows {from} (sync:): change zones and records there, the master"
-            ))));
+            // refused, so that nothing acknowledged is lost (docs/ha.md). A node of an HA
+            // pair that follows the other takes writes only as master, even while it
+            // follows nobody (both without a lease: two nodes taking writes would diverge).
+            if let Some(from) = self.sync.following() {
+                return Err(unrecorded(CtlError::Conflict(format!(
+                    "this node follows {from} (sync:): change zones and records there, the master"
+                ))));
+            }
+            if self.has_leases() && self.sync.settings().is_some() {
+                return Err(unrecorded(CtlError::Conflict(
+                    "this node holds no lease (ha:) and follows the node that does (sync:): change zones and records on the master".into(),
+                )));
+            }
         }
         let mut inner = self.inner.lock().await;
         let Some(path) = inner.state_path.clone() else {

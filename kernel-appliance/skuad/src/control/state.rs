@@ -20,7 +20,7 @@ use skua_engine::text;
 pub const DEFAULT_STATE_FILE: &str = "/var/lib/skua/api-state.conf";
 
 /// A local zone added through the API.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ZoneEntry {
     /// Canonical name: lower case, absolute (`example.org.`).
     pub name: String,

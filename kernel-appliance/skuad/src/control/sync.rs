@@ -20,7 +20,7 @@
 //! next change. No HTTP or sockets here: the API layer serves `GET /sync` and runs the
 //! follower's requests.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,6 +37,8 @@ use crate::base::log;
 
 /// Largest `GET /sync` answer a follower reads.
 pub const MAX_BUNDLE: usize = 64 << 20;
+/// Most zones and records a version may hold (checked before any is parsed).
+pub const MAX_ENTRIES: usize = 1_000_000;
 
 /// What a source offers: its shared configuration text and its API data.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -194,6 +196,8 @@ pub struct SyncStatus {
     pub last_applied: Option<LastApplied>,
     /// The last failure (a source unreachable, refused, or a bundle that does not load).
     pub last_error: Option<String>,
+    /// What the catch-up at start found (before the API opened).
+    pub at_start: Option<String>,
 }
 
 /// The last bundle taken.
@@ -225,6 +229,12 @@ pub struct SyncBook {
     sent: Mutex<HashMap<(String, Option<IpAddr>), String>>,
     /// The last digest recorded as failed from each source: likewise.
     failed_seen: Mutex<HashMap<String, String>>,
+    /// Local reloads: a follower asks its source again after one.
+    local_reloads: AtomicU64,
+    /// What the catch-up at start found.
+    at_start: Mutex<Option<String>>,
+    /// The offer serialized once (digest, JSON): a source answers many followers.
+    serialized: Mutex<Option<(String, Arc<str>)>>,
 }
 
 impl Default for SyncBook {
@@ -241,6 +251,9 @@ impl Default for SyncBook {
             last_error: Mutex::new(None),
             sent: Mutex::new(HashMap::new()),
             failed_seen: Mutex::new(HashMap::new()),
+            local_reloads: AtomicU64::new(0),
+            at_start: Mutex::new(None),
+            serialized: Mutex::new(None),
         }
     }
 }
@@ -307,6 +320,36 @@ impl SyncBook {
         *lock(&self.following) = from.map(|f| (f.to_owned(), Instant::now()));
     }
 
+    /// Notes a reload of this node's own configuration.
+    pub fn local_reloaded(&self) {
+        self.local_reloads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Local reloads so far.
+    pub fn local_reloads(&self) -> u64 {
+        self.local_reloads.load(Ordering::Relaxed)
+    }
+
+    /// Notes what the catch-up at start found (for `/status`).
+    pub fn note_start(&self, what: &str) {
+        *lock(&self.at_start) = Some(what.to_owned());
+    }
+
+    /// `bundle` as JSON, serialized once per version.
+    pub fn serialized(&self, bundle: &Bundle) -> Arc<str> {
+        let mut g = lock(&self.serialized);
+        if let Some((d, j)) = g.as_ref()
+            && *d == bundle.digest
+        {
+            return j.clone();
+        }
+        let j: Arc<str> = serde_json::to_string(bundle)
+            .unwrap_or_else(|_| "null".into())
+            .into();
+        *g = Some((bundle.digest.clone(), j.clone()));
+        j
+    }
+
     /// Notes a failure to reach or read a source (for `/status`).
     pub fn note_error(&self, e: &str) {
         *lock(&self.last_error) = Some(e.to_owned());
@@ -325,49 +368,77 @@ impl SyncBook {
                 ..l.clone()
             }),
             last_error: lock(&self.last_error).clone(),
+            at_start: lock(&self.at_start).clone(),
         }
     }
 }
 
 /// Clauses and directives that describe one node, refused in a shared file.
-fn node_specific(c: &skua_config::Config) -> Option<&'static str> {
-    if !c.files.is_empty() {
-        return Some("include: (included files are not sent: put their lines in the shared file)");
-    }
+fn node_specific(c: &skua_config::Config) -> Option<String> {
     if c.api != skua_config::Api::default() {
-        return Some("an api: clause (each node has its own API and tokens)");
+        return Some("an api: clause (each node has its own API and tokens)".into());
     }
     if c.audit != skua_config::Audit::default() {
-        return Some("an audit: clause (each node has its own audit log and key)");
+        return Some("an audit: clause (each node has its own audit log and key)".into());
     }
     if c.ha != skua_config::Ha::default() {
-        return Some("an ha: clause (each node has its own service addresses)");
+        return Some("an ha: clause (each node has its own service addresses)".into());
     }
     if c.sync != skua_config::Sync::default() {
-        return Some("a sync: clause (each node names its own sources)");
+        return Some("a sync: clause (each node names its own sources)".into());
     }
     if !c.server.interfaces.is_empty() {
-        return Some("interface: (each node has its own addresses)");
+        return Some("interface: (each node has its own addresses)".into());
     }
     if c.server.port != skua_config::Server::default().port {
-        return Some("port: (each node has its own listeners)");
+        return Some("port: (each node has its own listeners)".into());
+    }
+    if c.server.directory.is_some() {
+        return Some("directory: (each node has its own)".into());
+    }
+    if let Some(z) = c.auth_zones.iter().find(|z| !z.primaries.is_empty()) {
+        return Some(format!(
+            "auth-zone {} with primary: (a secondary zone is one node's role: each node's main file says it)",
+            z.name.value
+        ));
+    }
+    // Files it names: only in this node's configuration directory (a relative path without
+    // `..`), so a source can make a follower read, and a transfer write, nothing else.
+    let paths = c
+        .auth_zones
+        .iter()
+        .filter_map(|z| z.zonefile.as_ref().map(|f| ("zonefile:", f.value.as_str())))
+        .chain(
+            c.server
+                .tls_cert_bundle
+                .iter()
+                .map(|f| ("tls-cert-bundle:", f.value.as_str())),
+        )
+        .chain(c.tsig_keys.iter().filter_map(|k| {
+            k.secret
+                .value
+                .strip_prefix("file:")
+                .map(|f| ("tsig-key secret: file:", f))
+        }));
+    for (what, p) in paths {
+        let path = Path::new(p);
+        if path.is_absolute()
+            || path
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            return Some(format!(
+                "{what} {p} (a shared file names files relative to the configuration directory, without '..')"
+            ));
+        }
     }
     None
 }
 
-/// Checks a shared text before it is compiled: it parses alone, and carries nothing that
-/// belongs to one node.
+/// Checks a shared text before it is compiled: it parses alone, reading no file (an
+/// `include:` anywhere is an error), and carries nothing that belongs to one node.
 fn check_shared(text: &str, path: &Path) -> Result<(), CtlError> {
-    // Before parsing: parsing would read the files it names on this node.
-    if text.lines().any(|l| {
-        let l = l.trim_start();
-        l.starts_with("include:") || l.starts_with("include-toplevel:")
-    }) {
-        return Err(CtlError::Invalid(
-            "the shared configuration holds include: (included files are not sent: put their lines in the shared file)".into(),
-        ));
-    }
-    let c = skua_config::parse_str(text, &path.display().to_string())
+    let c = skua_config::parse_str_without_includes(text, &path.display().to_string())
         .map_err(|e| CtlError::Invalid(format!("the shared configuration: {e}")))?;
     match node_specific(&c) {
         Some(what) => Err(CtlError::Invalid(format!(
@@ -388,11 +459,19 @@ fn incoming_overlay(base: &skua_config::Config, b: &Bundle) -> Result<(Overlay, 
         .filter(|z| !z.primaries.is_empty())
         .filter_map(|z| skua_engine::name::WireName::parse(&z.name.value, None).ok())
         .collect();
+    if b.zones.len() + b.records.len() > MAX_ENTRIES {
+        return Err(bad(format!(
+            "{} zones and {} records: at most {MAX_ENTRIES} in all",
+            b.zones.len(),
+            b.records.len()
+        )));
+    }
     let mut o = Overlay::default();
+    let mut names = HashSet::new();
     for z in &b.zones {
         state::check_zone_type(&z.zone_type).map_err(bad)?;
         let name = state::canonical_zone(&z.name).map_err(bad)?;
-        if o.zones.iter().any(|x| x.name == name) {
+        if !names.insert(name.clone()) {
             return Err(bad(format!("zone {name} twice")));
         }
         o.zones.push(ZoneEntry {
@@ -401,6 +480,7 @@ fn incoming_overlay(base: &skua_config::Config, b: &Bundle) -> Result<(Overlay, 
         });
     }
     let mut skipped = 0;
+    let mut seen = HashSet::new();
     for r in &b.records {
         if r.len() > MAX_RR_CANONICAL {
             return Err(bad(format!(
@@ -413,7 +493,7 @@ fn incoming_overlay(base: &skua_config::Config, b: &Bundle) -> Result<(Overlay, 
             .is_ok_and(|n| secondaries.iter().any(|apex| n.is_subdomain_of(apex)));
         if under_secondary {
             skipped += 1;
-        } else if !o.records.contains(&c) {
+        } else if seen.insert(c.clone()) {
             o.records.push(c);
         }
     }
@@ -421,11 +501,9 @@ fn incoming_overlay(base: &skua_config::Config, b: &Bundle) -> Result<(Overlay, 
 }
 
 /// How many of `new` are not in `old`, and of `old` not in `new`.
-fn delta<T: PartialEq>(old: &[T], new: &[T]) -> (usize, usize) {
-    (
-        new.iter().filter(|x| !old.contains(x)).count(),
-        old.iter().filter(|x| !new.contains(x)).count(),
-    )
+fn delta<T: Eq + std::hash::Hash>(old: &[T], new: &[T]) -> (usize, usize) {
+    let (o, n): (HashSet<&T>, HashSet<&T>) = (old.iter().collect(), new.iter().collect());
+    (n.difference(&o).count(), o.difference(&n).count())
 }
 
 impl Control {
@@ -523,7 +601,12 @@ impl Control {
             }
             (None, _) => None,
         };
-        let (overlay, skipped) = incoming_overlay(&inner.base, b)?;
+        let (overlay, skipped) = tokio::task::block_in_place(|| incoming_overlay(&inner.base, b))?;
+        if swap.is_none() && overlay == inner.overlay {
+            // Nothing this node serves would change (records left to zone transfer make
+            // the digests differ).
+            return Ok(None);
+        }
         if inner.state_path.is_none() && overlay != Overlay::default() {
             return Err(CtlError::Unavailable(
                 "no state file on this node (api: state-file:): API data cannot be kept".into(),
@@ -583,8 +666,12 @@ impl Control {
             );
             return Err(CtlError::Internal(e));
         }
-        let applied = self.commit(&mut inner, staged, t0);
+        let (applied, not_applied) = self.commit(&mut inner, staged, t0);
         drop(inner);
+        if let Some(e) = not_applied {
+            // The version serves; what it names could not all be put in force.
+            log::warn(format_args!("sync: version from {from} serves, but: {e}"));
+        }
         self.sync.applied.fetch_add(1, Ordering::Relaxed);
         *lock(&self.sync.last_applied) = Some(LastApplied {
             digest: b.digest.clone(),
@@ -604,7 +691,7 @@ impl Control {
                 ""
             }
         ));
-        applied.map(Some)
+        Ok(Some(applied))
     }
 }
 
@@ -658,6 +745,14 @@ mod tests {
     fn shared_text_refuses_what_belongs_to_one_node() {
         let p = Path::new("/etc/skua/shared.conf");
         assert!(check_shared("server:\n  local-zone: \"x.\" static\n", p).is_ok());
+        // Files in the configuration directory are fine.
+        assert!(
+            check_shared(
+                "auth-zone:\n  name: x.\n  zonefile: zones/x.zone\ntsig-key:\n  name: k.\n  secret: file:k.key\n",
+                p
+            )
+            .is_ok()
+        );
         for (text, want) in [
             ("api:\n  port: 8953\n", "api: clause"),
             ("ha:\n  address: 198.18.0.53\n", "ha: clause"),
@@ -665,7 +760,30 @@ mod tests {
             ("server:\n  interface: 198.18.0.1\n", "interface:"),
             ("server:\n  port: 5300\n", "port:"),
             ("server:\n  include: /etc/passwd\n", "include:"),
+            ("server: include: /etc/passwd\n", "include:"),
+            ("\u{feff}include: /etc/passwd\n", "include:"),
             ("server:\n  local-data: \"broken\n", "shared.conf:2"),
+            ("server:\n  directory: /\n", "directory:"),
+            (
+                "auth-zone:\n  name: x.\n  primary: 198.18.0.9\n  zonefile: x.zone\n",
+                "with primary:",
+            ),
+            (
+                "auth-zone:\n  name: x.\n  zonefile: /var/lib/skua/skuad.conf\n",
+                "zonefile: /var/lib/skua/skuad.conf",
+            ),
+            (
+                "auth-zone:\n  name: x.\n  zonefile: ../x.zone\n",
+                "zonefile: ../x.zone",
+            ),
+            (
+                "tsig-key:\n  name: k.\n  secret: file:/etc/skua/api.key\n",
+                "secret: file: /etc/skua/api.key",
+            ),
+            (
+                "server:\n  tls-cert-bundle: /etc/ssl/x.pem\n",
+                "tls-cert-bundle:",
+            ),
         ] {
             let e = check_shared(text, p).unwrap_err();
             assert!(e.message().contains(want), "{text:?}: {}", e.message());
