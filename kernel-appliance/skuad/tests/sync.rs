@@ -75,6 +75,11 @@ impl Node {
     fn call(&self, method: &str, path: &str, role: &str, body: Option<&str>) -> Resp {
         http(self.d(), method, path, Some(tok(role)), body).unwrap()
     }
+    /// `POST /records` with a dns token.
+    fn add_record(&self, rr: &str) -> Resp {
+        let body = serde_json::json!({ "rr": rr }).to_string();
+        self.call("POST", "/records", "dns", Some(&body))
+    }
     fn addr(&self) -> SocketAddr {
         SocketAddr::new(LO, self.dns)
     }
@@ -133,12 +138,7 @@ fn configuration_and_api_data_follow_the_lease_with_both_sides_audited() {
         Some(r#"{"name": "api.example.", "type": "static"}"#),
     );
     assert_eq!(r.status, 201, "{}", r.body);
-    let r = a.call(
-        "POST",
-        "/records",
-        "dns",
-        Some(r#"{"rr": "www.api.example. 300 IN A 198.18.2.2"}"#),
-    );
+    let r = a.add_record("www.api.example. 300 IN A 198.18.2.2");
     assert_eq!(r.status, 201, "{}", r.body);
     b.start();
     assert_eq!(
@@ -183,12 +183,7 @@ fn configuration_and_api_data_follow_the_lease_with_both_sides_audited() {
 
     // An API write on the master reaches the follower within the long-poll (not its 5 s
     // wait): a change wakes the waiting request.
-    let r = a.call(
-        "POST",
-        "/records",
-        "dns",
-        Some(r#"{"rr": "mail.api.example. 300 IN A 198.18.2.3"}"#),
-    );
+    let r = a.add_record("mail.api.example. 300 IN A 198.18.2.3");
     assert_eq!(r.status, 201, "{}", r.body);
     let t = until(Duration::from_secs(3), "API record on B", || {
         b.a("mail.api.example.") == Some([198, 18, 2, 3])
@@ -196,12 +191,7 @@ fn configuration_and_api_data_follow_the_lease_with_both_sides_audited() {
     eprintln!("API write on the master served by the follower after {t:?}");
 
     // The follower refuses writes, naming the master; its status says whom it follows.
-    let r = b.call(
-        "POST",
-        "/records",
-        "dns",
-        Some(r#"{"rr": "x.api.example. 300 IN A 198.18.2.9"}"#),
-    );
+    let r = b.add_record("x.api.example. 300 IN A 198.18.2.9");
     assert_eq!(r.status, 409, "{}", r.body);
     assert!(
         r.body
@@ -332,12 +322,7 @@ fn configuration_and_api_data_follow_the_lease_with_both_sides_audited() {
         200
     );
     for n in [&a, &b] {
-        let r = n.call(
-            "POST",
-            "/records",
-            "dns",
-            Some(r#"{"rr": "z.api.example. 300 IN A 198.18.2.9"}"#),
-        );
+        let r = n.add_record("z.api.example. 300 IN A 198.18.2.9");
         assert_eq!(r.status, 409, "{}", r.body);
     }
     let r = b.call(
@@ -347,33 +332,18 @@ fn configuration_and_api_data_follow_the_lease_with_both_sides_audited() {
         Some(r#"{"ttl_ms": 60000}"#),
     );
     assert_eq!(r.status, 200, "{}", r.body);
-    let r = b.call(
-        "POST",
-        "/records",
-        "dns",
-        Some(r#"{"rr": "new.api.example. 300 IN A 198.18.2.4"}"#),
-    );
+    let r = b.add_record("new.api.example. 300 IN A 198.18.2.4");
     assert_eq!(r.status, 201, "the new master takes writes: {}", r.body);
     until(Duration::from_secs(8), "B's write on A", || {
         a.a("new.api.example.") == Some([198, 18, 2, 4])
     });
-    let r = a.call(
-        "POST",
-        "/records",
-        "dns",
-        Some(r#"{"rr": "y.api.example. 300 IN A 198.18.2.9"}"#),
-    );
+    let r = a.add_record("y.api.example. 300 IN A 198.18.2.9");
     assert_eq!(r.status, 409, "{}", r.body);
 
     // A stopped, a change on B, A back: A serves it from its first answer (it caught up
     // before its API opened, so before its agent could take a lease with old data).
     a.d = None;
-    let r = b.call(
-        "POST",
-        "/records",
-        "dns",
-        Some(r#"{"rr": "late.api.example. 300 IN A 198.18.2.5"}"#),
-    );
+    let r = b.add_record("late.api.example. 300 IN A 198.18.2.5");
     assert_eq!(r.status, 201, "{}", r.body);
     a.start();
     assert_eq!(a.a("late.api.example."), Some([198, 18, 2, 5]));
@@ -479,12 +449,7 @@ fn https_sources_are_verified_against_tls_ca() {
         std::fs::read_to_string(good.dir.0.join("shared.conf")).unwrap(),
         shared
     );
-    let r = good.call(
-        "POST",
-        "/records",
-        "dns",
-        Some(r#"{"rr": "w.example. 300 IN A 198.18.4.5"}"#),
-    );
+    let r = good.add_record("w.example. 300 IN A 198.18.4.5");
     assert_eq!(r.status, 409, "a follower refuses writes: {}", r.body);
 
     let other = Dir::new("sync-tls-other");
@@ -505,12 +470,7 @@ fn https_sources_are_verified_against_tls_ca() {
     assert!(e.contains("TLS") && e.contains("certificate"), "{st}");
     assert_eq!(st["sync"]["following"], serde_json::Value::Null);
     // Nothing followed: it takes writes.
-    let r = bad.call(
-        "POST",
-        "/records",
-        "dns",
-        Some(r#"{"rr": "w.example. 300 IN A 198.18.4.5"}"#),
-    );
+    let r = bad.add_record("w.example. 300 IN A 198.18.4.5");
     assert_eq!(r.status, 201, "{}", r.body);
 
     // The source's shared file changed and reloaded (SIGHUP): the good follower takes it.

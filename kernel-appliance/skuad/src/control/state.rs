@@ -234,27 +234,13 @@ pub fn save_serials(
     state: &Path,
     serials: &std::collections::BTreeMap<String, u32>,
 ) -> io::Result<()> {
-    let path = serials_path(state);
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".skuad-serials.")
-        .suffix(".tmp")
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))
-        .tempfile_in(&dir)?;
     let mut text = String::from(
         "# skuad: serials of transferred auth zones with API data (never served lower).\n",
     );
     for (z, s) in serials {
         text.push_str(&format!("{z} {s}\n"));
     }
-    tmp.write_all(text.as_bytes())?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(&path).map_err(|e| e.error)?;
-    std::fs::File::open(&dir)?.sync_all()
+    write_atomic(&serials_path(state), &text, 0o600)
 }
 
 /// Largest state file read: far above any real one (a million records is ~60 MB), small
