@@ -130,6 +130,11 @@ pub(crate) enum ServerKey {
     RrlMinTableSize,
     TlsCertBundle,
     TlsSystemCert,
+    TlsServiceKey,
+    TlsServicePem,
+    TlsPort,
+    PadResponses,
+    PadResponsesBlockSize,
     MsgCacheSize,
     MsgCacheSlabs,
     RrsetCacheSize,
@@ -316,18 +321,21 @@ const SERVER: &[(&str, Support<ServerKey>)] = &[
     ("edns-tcp-keepalive", U(1)),
     ("edns-tcp-keepalive-timeout", U(1)),
     ("udp-upstream-without-downstream", U(1)),
-    ("tls-service-key", U(1)),
-    ("ssl-service-key", U(1)),
-    ("tls-service-pem", U(1)),
-    ("ssl-service-pem", U(1)),
-    ("tls-port", U(1)),
-    ("ssl-port", U(1)),
+    ("tls-service-key", I(ServerKey::TlsServiceKey)),
+    ("ssl-service-key", I(ServerKey::TlsServiceKey)),
+    ("tls-service-pem", I(ServerKey::TlsServicePem)),
+    ("ssl-service-pem", I(ServerKey::TlsServicePem)),
+    ("tls-port", I(ServerKey::TlsPort)),
+    ("ssl-port", I(ServerKey::TlsPort)),
     ("tls-additional-port", U(1)),
     ("tls-session-ticket-keys", U(1)),
     ("tls-ciphers", U(1)),
     ("tls-ciphersuites", U(1)),
-    ("pad-responses", U(1)),
-    ("pad-responses-block-size", U(1)),
+    ("pad-responses", I(ServerKey::PadResponses)),
+    (
+        "pad-responses-block-size",
+        I(ServerKey::PadResponsesBlockSize),
+    ),
     ("pad-queries", U(1)),
     ("pad-queries-block-size", U(1)),
     ("tls-use-sni", U(1)),
@@ -849,7 +857,7 @@ mod tests {
                 U(_) => None,
             })
             .collect();
-        assert_eq!(keys.len(), 76, "one table entry per ServerKey variant");
+        assert_eq!(keys.len(), 81, "one table entry per ServerKey variant");
         for (table, want) in [(FORWARD_ZONE, 7), (STUB_ZONE, 8)] {
             let keys: HashSet<String> = table
                 .iter()

@@ -221,6 +221,20 @@ pub struct Server {
     /// `tls-system-cert:` (alias `tls-win-cert:`): also trust the system's CA store.
     /// Default no.
     pub tls_system_cert: bool,
+    /// `tls-service-key:` (alias `ssl-service-key:`): the private key (PEM) of the DNS over
+    /// TLS service (RFC 7858). With `tls-service-pem:`, an `interface:` on `tls-port:`
+    /// serves DNS over TLS.
+    pub tls_service_key: Option<Located<String>>,
+    /// `tls-service-pem:` (alias `ssl-service-pem:`): its certificate chain (PEM).
+    pub tls_service_pem: Option<Located<String>>,
+    /// `tls-port:` (alias `ssl-port:`): an `interface:` on this port serves DNS over TLS
+    /// instead of plain DNS. Default 853.
+    pub tls_port: u16,
+    /// `pad-responses:`: pad responses to encrypted clients that ask (EDNS padding, RFC
+    /// 7830, with the block size of RFC 8467 §4.1). Default yes.
+    pub pad_responses: bool,
+    /// `pad-responses-block-size:`. Default 468.
+    pub pad_responses_block_size: u16,
     /// `msg-cache-size:` in bytes (a size: `4m`, `512k`, as `so-rcvbuf:`; 0 is kept as 0).
     /// Default 4 MiB.
     pub msg_cache_size: usize,
@@ -332,6 +346,11 @@ impl Default for Server {
             rrl: Rrl::default(),
             tls_cert_bundle: None,
             tls_system_cert: false,
+            tls_service_key: None,
+            tls_service_pem: None,
+            tls_port: 853,
+            pad_responses: true,
+            pad_responses_block_size: 468,
             msg_cache_size: 4 << 20,
             msg_cache_slabs: 4,
             rrset_cache_size: 4 << 20,

@@ -1081,6 +1081,15 @@ impl Parser {
             }
             ServerKey::TlsCertBundle => s.tls_cert_bundle = Some(located(text())),
             ServerKey::TlsSystemCert => s.tls_system_cert = parse_bool(name, &vals[0], loc)?,
+            ServerKey::TlsServiceKey => s.tls_service_key = Some(located(text())),
+            ServerKey::TlsServicePem => s.tls_service_pem = Some(located(text())),
+            ServerKey::TlsPort => {
+                s.tls_port = ranged(name, &vals[0], 1, u16::MAX.into(), loc)? as u16;
+            }
+            ServerKey::PadResponses => s.pad_responses = parse_bool(name, &vals[0], loc)?,
+            ServerKey::PadResponsesBlockSize => {
+                s.pad_responses_block_size = ranged(name, &vals[0], 1, 65535, loc)? as u16;
+            }
             ServerKey::MsgCacheSize => {
                 s.msg_cache_size = parse_size(name, &vals[0], loc)?.unwrap_or(0);
             }

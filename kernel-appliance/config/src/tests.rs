@@ -2974,3 +2974,31 @@ fn text_from_elsewhere_reads_no_file() {
     }
     assert!(crate::parse_str_without_includes("server:\n  port: 53\n", "s").is_ok());
 }
+
+#[test]
+fn dns_over_tls_directives() {
+    let c = parse("server:\n");
+    assert_eq!(
+        (
+            c.server.tls_port,
+            c.server.pad_responses,
+            c.server.pad_responses_block_size
+        ),
+        (853, true, 468)
+    );
+    assert!(c.server.tls_service_key.is_none() && c.server.tls_service_pem.is_none());
+    let c = parse(
+        "server:\n  ssl-service-key: k.pem\n  tls-service-pem: c.pem\n  ssl-port: 8853\n  \
+         pad-responses: no\n  pad-responses-block-size: 128\n",
+    );
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    assert_eq!(c.server.tls_service_key.unwrap().value, "k.pem");
+    assert_eq!(c.server.tls_service_pem.unwrap().value, "c.pem");
+    assert_eq!(c.server.tls_port, 8853);
+    assert!(!c.server.pad_responses);
+    assert_eq!(c.server.pad_responses_block_size, 128);
+    assert_eq!(
+        err("server:\n  tls-port: 0\n"),
+        "t.conf:2: 'tls-port:' value 0 is out of range (1-65535)"
+    );
+}

@@ -46,6 +46,7 @@ mod exchange;
 mod general;
 pub mod localzone;
 pub mod name;
+pub mod padding;
 pub mod rr;
 pub mod rrl;
 pub mod stats;

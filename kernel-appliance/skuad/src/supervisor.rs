@@ -53,6 +53,7 @@ pub fn run(source: Source, xdp_opts: &XdpOptions) -> Result<(), String> {
         }
     };
     let serving = Arc::new(Serving::new(engine));
+    serving.dot.service.store(boot.take_dot());
     let settings = boot.settings.clone();
     let cfg = boot.config.clone();
     let planes = {

@@ -9,7 +9,7 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -349,35 +349,6 @@ fn configuration_and_api_data_follow_the_lease_with_both_sides_audited() {
     assert_eq!(a.a("late.api.example."), Some([198, 18, 2, 5]));
 }
 
-/// A test authority and a server certificate for 127.0.0.1 it signed (openssl):
-/// (authority, certificate, key).
-fn test_ca(dir: &Path, tag: &str) -> (PathBuf, PathBuf, PathBuf) {
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
-    )
-    .unwrap();
-    let script = format!(
-        "cd '{d}'; \
-         openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout {tag}-ca.key -out {tag}-ca.pem -days 2 -subj '/CN=Skua sync test CA {tag}' 2>/dev/null; \
-         openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout {tag}.key -out {tag}.csr -subj '/CN=127.0.0.1' 2>/dev/null; \
-         openssl x509 -req -in {tag}.csr -CA {tag}-ca.pem -CAkey {tag}-ca.key -CAcreateserial -out {tag}.pem -days 2 -extfile ext.cnf 2>/dev/null; \
-         chmod 600 {tag}.key",
-        d = dir.display()
-    );
-    let ok = std::process::Command::new("sh")
-        .args(["-ec", &script])
-        .status()
-        .expect("sh")
-        .success();
-    assert!(ok, "test certificates");
-    (
-        dir.join(format!("{tag}-ca.pem")),
-        dir.join(format!("{tag}.pem")),
-        dir.join(format!("{tag}.key")),
-    )
-}
-
 /// Without `ha:` a node follows its source whenever it answers; over HTTPS the source's
 /// certificate must chain to `tls-ca:` (a follower given another authority takes nothing
 /// and says why); the follower refuses API writes while it follows.
@@ -385,7 +356,8 @@ fn test_ca(dir: &Path, tag: &str) -> (PathBuf, PathBuf, PathBuf) {
 fn https_sources_are_verified_against_tls_ca() {
     let (a_dns, a_api) = (free_port(), free_port());
     let src = Dir::new("sync-tls-a");
-    let (ca, cert, key) = test_ca(&src.0, "api");
+    let ca = test_ca(&src.0, "api");
+    let (cert, key) = test_leaf(&src.0, "api", "api-leaf", "IP:127.0.0.1");
     let shared = "server:\n  local-data: \"tls.shared. 300 IN A 198.18.4.4\"\n";
     std::fs::write(src.0.join("shared.conf"), shared).unwrap();
     let mut conf = config(
@@ -453,7 +425,7 @@ fn https_sources_are_verified_against_tls_ca() {
     assert_eq!(r.status, 409, "a follower refuses writes: {}", r.body);
 
     let other = Dir::new("sync-tls-other");
-    let (wrong_ca, _, _) = test_ca(&other.0, "other");
+    let wrong_ca = test_ca(&other.0, "other");
     let bad = follower("sync-tls-c", &wrong_ca);
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(

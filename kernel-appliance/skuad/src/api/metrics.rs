@@ -183,6 +183,30 @@ fn ha_prometheus(p: &mut Prom, ctl: &Control) {
     }
 }
 
+/// DNS over TLS: handshakes by result, when a certificate is configured.
+fn dot_prometheus(p: &mut Prom, ctl: &Control) {
+    let dot = &ctl.serving.dot;
+    if dot.service.load().is_none() {
+        return;
+    }
+    let s = &dot.stats;
+    let r = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    p.head(
+        "skua_dot_handshakes_total",
+        "counter",
+        "DNS over TLS handshakes by result (ok includes resumed).",
+    );
+    for (result, v) in [
+        ("ok", r(&s.handshakes)),
+        ("resumed", r(&s.resumed)),
+        ("failed", r(&s.handshake_failures)),
+        ("timeout", r(&s.handshake_timeouts)),
+        ("no_certificate", r(&s.no_certificate)),
+    ] {
+        p.line("skua_dot_handshakes_total", &[("result", result)], v);
+    }
+}
+
 /// Sync (`sync:`): what this node sent and took, and whether it follows a source now.
 fn sync_prometheus(p: &mut Prom, ctl: &Control) {
     let st = ctl.sync_status();
@@ -701,5 +725,6 @@ pub fn prometheus(ctl: &Control) -> String {
     resolver_prometheus(&mut p, ctl);
     ha_prometheus(&mut p, ctl);
     sync_prometheus(&mut p, ctl);
+    dot_prometheus(&mut p, ctl);
     p.0
 }

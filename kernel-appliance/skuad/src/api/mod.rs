@@ -1051,28 +1051,12 @@ pub async fn bind(cfg: &skua_config::Config) -> Result<Vec<tokio::net::TcpListen
 /// A TLS server configuration from PEM files (certificate chain, private key). Only
 /// TLS 1.2 and 1.3 with rustls' safe defaults; HTTP/1.1 announced through ALPN.
 pub fn tls_config(cert: &str, key: &str) -> Result<tokio_rustls::rustls::ServerConfig, String> {
-    use rustls_pki_types::pem::PemObject;
-    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .map_err(|e| format!("tls-cert {cert}: {e}"))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("tls-cert {cert}: {e}"))?;
-    if certs.is_empty() {
-        return Err(format!("tls-cert {cert}: no certificate in the file"));
-    }
-    let pem = crate::control::auth::read_secret(std::path::Path::new(key))
-        .map_err(|e| format!("tls-key: {e}"))?;
-    let key =
-        PrivateKeyDer::from_pem_slice(pem.as_bytes()).map_err(|e| format!("tls-key {key}: {e}"))?;
-    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
-    let mut c = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("tls: {e}"))?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .map_err(|e| format!("tls-cert/tls-key: {e}"))?;
-    c.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(c)
+    crate::control::tls::server_config(
+        std::path::Path::new(cert),
+        std::path::Path::new(key),
+        &[b"http/1.1"],
+    )
+    .map_err(|e| format!("tls-cert/tls-key: {e}"))
 }
 
 /// Serves the API on `listener` until `stop` resolves: HTTPS when the configuration in

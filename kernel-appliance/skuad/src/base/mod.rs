@@ -16,4 +16,5 @@ pub mod query;
 pub mod resolving;
 pub mod serving;
 pub mod settings;
+pub mod tls;
 pub mod xfr;

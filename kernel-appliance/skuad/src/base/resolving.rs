@@ -75,6 +75,9 @@ pub enum Route {
         tx: mpsc::Sender<Vec<u8>>,
         /// The client.
         peer: SocketAddr,
+        /// Pad the answer to this block length (DNS over TLS, a client that asked: RFC
+        /// 7830, RFC 8467 §4.1).
+        pad: Option<u16>,
     },
 }
 

@@ -36,6 +36,8 @@ pub struct Serving {
     pub leases: crate::base::lease::Leases,
     /// Zone transfers: what they are answered from, and the reports of the TCP dataplane.
     pub xfr: crate::base::xfr::Xfr,
+    /// DNS over TLS: the certificate in force and the listeners' counters.
+    pub dot: crate::base::tls::Dot,
 }
 
 impl Serving {
@@ -50,6 +52,7 @@ impl Serving {
             mirrors: crate::base::resolving::Mirrors::default(),
             leases: crate::base::lease::Leases::default(),
             xfr: crate::base::xfr::Xfr::default(),
+            dot: crate::base::tls::Dot::default(),
         }
     }
 

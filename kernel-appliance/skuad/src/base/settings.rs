@@ -13,6 +13,8 @@ pub struct Settings {
     pub udp: Vec<SocketAddr>,
     /// TCP addresses.
     pub tcp: Vec<SocketAddr>,
+    /// DNS over TLS addresses (RFC 7858: `interface:` on `tls-port:` with a certificate).
+    pub tls: Vec<SocketAddr>,
     /// Worker threads (one UDP socket per thread and address, SO_REUSEPORT).
     pub threads: usize,
     /// Use SO_REUSEPORT.

@@ -42,6 +42,8 @@ pub struct Loaded {
     /// The TSIG keys and the auth zones that may be transferred (`provide-xfr:`,
     /// `notify:`), their versions with the serials the engine serves.
     pub xfr: XfrLoaded,
+    /// DNS over TLS: the certificate and options, when `tls-service-key:`/`-pem:` are set.
+    pub dot: Option<std::sync::Arc<crate::base::tls::DotService>>,
 }
 
 /// What a load gives zone transfers: the keys, each zone with `provide-xfr:` or
@@ -444,9 +446,12 @@ pub fn load_config_after(
     let engine = b.build().map_err(|e| build_error(&e, &locs))?;
     let rrl = rrl_config(&s.rrl)?;
 
-    // Listener settings.
+    // Listener settings. An interface on `tls-port:` serves DNS over TLS when a
+    // certificate is configured, as in Unbound.
+    let dot = super::tls::dot_service(s, loader.base.as_deref()).map_err(LoadError)?;
     let mut udp = Vec::new();
     let mut tcp = Vec::new();
+    let mut tls = Vec::new();
     let ifaces: Vec<(SocketAddr, Option<Loc>)> = if s.interfaces.is_empty() {
         // Unbound's default: localhost only.
         vec![
@@ -465,9 +470,22 @@ pub fn load_config_after(
             .map(|l| parse_interface(&l.value, s.port, &l.loc).map(|a| (a, Some(l.loc.clone()))))
             .collect::<Result<_, _>>()?
     };
-    for (a, _) in ifaces {
+    for (a, loc) in ifaces {
         if (a.is_ipv4() && !s.do_ip4) || (a.is_ipv6() && !s.do_ip6) {
             continue;
+        }
+        if a.port() == s.tls_port {
+            if dot.is_some() {
+                if s.do_tcp {
+                    tls.push(a);
+                }
+                continue;
+            }
+            warnings.push(format!(
+                "{}interface {a} is on tls-port {} but tls-service-key:/tls-service-pem: are not set: it serves plain DNS",
+                loc.map(|l| format!("{l}: ")).unwrap_or_default(),
+                s.tls_port
+            ));
         }
         if s.do_udp {
             udp.push(a);
@@ -521,6 +539,7 @@ pub fn load_config_after(
     let settings = Settings {
         udp,
         tcp,
+        tls,
         threads: s.num_threads.max(1),
         reuseport: s.so_reuseport,
         freebind: s.ip_freebind,
@@ -547,6 +566,7 @@ pub fn load_config_after(
             zones: xfr_zones,
             secondaries,
         },
+        dot,
     })
 }
 

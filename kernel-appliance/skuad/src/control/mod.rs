@@ -24,6 +24,7 @@ pub mod load;
 pub mod source;
 pub mod state;
 pub mod sync;
+pub mod tls;
 pub mod xfr;
 
 use std::net::SocketAddr;
@@ -520,6 +521,7 @@ pub struct Boot {
     serials: std::collections::BTreeMap<String, u32>,
     shared: Option<(PathBuf, String)>,
     sync: Option<sync::SyncSettings>,
+    dot: Option<Arc<crate::base::tls::DotService>>,
 }
 
 impl Boot {
@@ -577,6 +579,7 @@ impl Boot {
             rrl,
             resolver,
             xfr,
+            dot,
             ..
         } = loaded;
         let rrl = rrl_table(None, rrl);
@@ -597,7 +600,13 @@ impl Boot {
             serials,
             shared,
             sync,
+            dot,
         })
+    }
+
+    /// The DNS over TLS service, for the serving handle (once, before listeners start).
+    pub fn take_dot(&mut self) -> Option<Arc<crate::base::tls::DotService>> {
+        self.dot.take()
     }
 
     /// The compiled engine, for the serving handle (once).
@@ -838,10 +847,13 @@ impl Control {
             warnings,
             rrl,
             xfr,
+            dot,
             ..
         } = loaded;
         self.attach_rrl(&mut engine, rrl);
         self.swap_engine(engine);
+        // New handshakes take the new certificate; connections in progress keep theirs.
+        self.serving.dot.service.store(dot);
         // After the engine: a transfer never sends a serial the engine does not serve yet.
         self.install_xfr(xfr);
         self.view.store(Arc::new(view));

@@ -69,6 +69,8 @@ struct TcpEntry {
     addr: SocketAddr,
     task: tokio::task::JoinHandle<()>,
     gate: Gate,
+    /// DNS over TLS.
+    tls: bool,
 }
 
 /// Whether a listener bound with `bound` still has the right gate for `want` (the lease in
@@ -80,6 +82,19 @@ fn same_gate(bound: &Gate, want: &Gate) -> bool {
         (Some(a), Some(b)) => Arc::ptr_eq(a, b),
         _ => false,
     }
+}
+
+/// The stream listeners of `s`: plain TCP, then DNS over TLS (`true`).
+fn stream_addrs(s: &Settings) -> Vec<(SocketAddr, bool)> {
+    s.tcp
+        .iter()
+        .map(|&a| (a, false))
+        .chain(s.tls.iter().map(|&a| (a, true)))
+        .collect()
+}
+
+fn kind(tls: bool) -> &'static str {
+    if tls { "tls" } else { "tcp" }
 }
 
 /// What a reconciliation changed.
@@ -141,10 +156,10 @@ impl Listeners {
                 .map_err(|e| format!("cannot listen: udp {a}: {e}"))?;
             l.udp.push(g);
         }
-        for &a in &s.tcp {
+        for (a, tls) in stream_addrs(s) {
             let t = l
-                .bind_tcp(a, s.freebind)
-                .map_err(|e| format!("cannot listen: tcp {a}: {e}"))?;
+                .bind_tcp(a, s.freebind, tls)
+                .map_err(|e| format!("cannot listen: {} {a}: {e}", kind(tls)))?;
             l.tcp.push(t);
         }
         for a in &s.udp {
@@ -153,8 +168,8 @@ impl Listeners {
                 s.threads
             ));
         }
-        for a in &s.tcp {
-            log::info(format_args!("listening on {a} tcp"));
+        for (a, tls) in stream_addrs(s) {
+            log::info(format_args!("listening on {a} {}", kind(tls)));
         }
         Ok(l)
     }
@@ -205,7 +220,7 @@ impl Listeners {
         })
     }
 
-    fn bind_tcp(&self, addr: SocketAddr, freebind: bool) -> io::Result<TcpEntry> {
+    fn bind_tcp(&self, addr: SocketAddr, freebind: bool, tls: bool) -> io::Result<TcpEntry> {
         let gate = self.shared.leases.get(addr.ip());
         let fd = skua_netio::bind_socket(
             addr,
@@ -225,8 +240,14 @@ impl Listeners {
             self.tcp_stats.clone(),
             self.tcp_params.clone(),
             gate.clone(),
+            tls,
         ));
-        Ok(TcpEntry { addr, task, gate })
+        Ok(TcpEntry {
+            addr,
+            task,
+            gate,
+            tls,
+        })
     }
 
     /// Kernel sockets for the XDP workers' replies that do not fit a frame: the first
@@ -329,29 +350,34 @@ impl Listeners {
                 limit_n: s.tcp_limit,
             }));
         }
+        let want = stream_addrs(s);
         let mut kept = Vec::new();
         for t in std::mem::take(&mut self.tcp) {
             let gate = self.shared.leases.get(t.addr.ip());
-            if s.tcp.contains(&t.addr) && same_gate(&t.gate, &gate) {
+            if want.contains(&(t.addr, t.tls)) && same_gate(&t.gate, &gate) {
                 kept.push(t);
             } else {
                 t.task.abort();
-                log::info(format_args!("stopped listening on {} tcp", t.addr));
+                log::info(format_args!(
+                    "stopped listening on {} {}",
+                    t.addr,
+                    kind(t.tls)
+                ));
                 ch.tcp_stopped.push(t.addr);
             }
         }
         self.tcp = kept;
-        for &a in &s.tcp {
-            if self.tcp.iter().any(|t| t.addr == a) {
+        for (a, tls) in want {
+            if self.tcp.iter().any(|t| t.addr == a && t.tls == tls) {
                 continue;
             }
-            match self.bind_tcp(a, s.freebind) {
+            match self.bind_tcp(a, s.freebind, tls) {
                 Ok(t) => {
-                    log::info(format_args!("listening on {a} tcp"));
+                    log::info(format_args!("listening on {a} {}", kind(tls)));
                     self.tcp.push(t);
                     ch.tcp_started.push(a);
                 }
-                Err(e) => err = Some(format!("tcp {a}: {e}")),
+                Err(e) => err = Some(format!("{} {a}: {e}", kind(tls))),
             }
         }
         match err {

@@ -197,19 +197,22 @@ fn refresh(resolver: Option<&ResolverHandle>, query: &[u8]) {
 /// One TCP connection: pipelined queries (RFC 7766 §6.2.1.1), replies written by a separate
 /// task so that a slow reader does not stall query processing, idle timeout per message
 /// (§6.2.3: a client that stops mid-message is disconnected).
-async fn tcp_conn(
-    stream: TcpStream,
+///
+/// The same for DNS over TLS (RFC 7858 §3.3: the TCP framing inside the TLS session), with
+/// `pad`: responses to clients that carry the EDNS Padding option are padded to this block
+/// length (RFC 7830, RFC 8467 §4.1).
+async fn tcp_conn<S>(
+    stream: S,
     peer: SocketAddr,
     shared: Arc<Serving>,
     stats: Arc<WorkerStats>,
     idle: Duration,
     gate: Gate,
-) {
-    let _ = stream.set_nodelay(true);
-    // Replies of a pipelining client fit easily; a client that never reads fills this and
-    // then the write timeout disconnects it (instead of megabytes of autotuned buffer).
-    let _ = skua_netio::set_send_buffer(&stream, TCP_SNDBUF);
-    let (mut rd, mut wr) = stream.into_split();
+    pad: Option<u16>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let (mut rd, mut wr) = tokio::io::split(stream);
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
     // A client that stops reading its replies must not hold the connection (and its slot)
     // forever: writes get the idle timeout too.
@@ -221,7 +224,13 @@ async fn tcp_conn(
             if !lease::open(&wgate) {
                 break;
             }
-            match tokio::time::timeout(idle, wr.write_all(&buf)).await {
+            match tokio::time::timeout(idle, async {
+                wr.write_all(&buf).await?;
+                // TLS: the record goes out now, not when a later write fills a buffer.
+                wr.flush().await
+            })
+            .await
+            {
                 Ok(Ok(())) => {}
                 _ => break,
             }
@@ -309,6 +318,7 @@ async fn tcp_conn(
             Some(r) => engine.handle_query_with(&req, &q[..n], &mut out[2..], &*r.cache),
             None => engine.handle_query(&req, &q[..n], &mut out[2..]),
         };
+        let pad_to = pad.filter(|_| skua_engine::padding::query_wants_padding(&q[..n]));
         stats.record(&o);
         inform(&o, peer, &q[..n]);
         match o {
@@ -316,6 +326,10 @@ async fn tcp_conn(
                 if info.refresh {
                     refresh(resolver.as_deref(), &q[..n]);
                 }
+                let len = match pad_to {
+                    Some(b) => skua_engine::padding::pad_response(&mut out[2..], len, b),
+                    None => len,
+                };
                 // Cannot truncate: replies are at most 65535 bytes.
                 out[..2].copy_from_slice(&(len as u16).to_be_bytes());
                 match tokio::time::timeout(idle, tx.send(out[..2 + len].to_vec())).await {
@@ -332,6 +346,7 @@ async fn tcp_conn(
                 let route = Route::Tcp {
                     tx: tx.clone(),
                     peer,
+                    pad: pad_to,
                 };
                 hand_over(resolver.as_deref(), &q[..n], route);
             }
@@ -494,14 +509,57 @@ async fn transfer(
     }
 }
 
+/// A DNS over TLS connection: the handshake with the certificate in force now (none
+/// configured: closed), within the idle timeout (a client that stalls mid-handshake holds
+/// only its own slot, and not for long), then queries as over TCP.
+async fn tls_conn(
+    stream: TcpStream,
+    peer: SocketAddr,
+    shared: Arc<Serving>,
+    stats: Arc<WorkerStats>,
+    idle: Duration,
+    gate: Gate,
+) {
+    use crate::base::tls::DotStats;
+    let dot = &shared.dot;
+    let Some(service) = dot.service.load_full() else {
+        DotStats::inc(&dot.stats.no_certificate);
+        return;
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(service.config.clone());
+    let tls = match tokio::time::timeout(idle, acceptor.accept(stream)).await {
+        Ok(Ok(t)) => t,
+        Ok(Err(_)) => {
+            DotStats::inc(&dot.stats.handshake_failures);
+            return;
+        }
+        Err(_) => {
+            DotStats::inc(&dot.stats.handshake_timeouts);
+            return;
+        }
+    };
+    DotStats::inc(&dot.stats.handshakes);
+    if matches!(
+        tls.get_ref().1.handshake_kind(),
+        Some(tokio_rustls::rustls::HandshakeKind::Resumed)
+    ) {
+        DotStats::inc(&dot.stats.resumed);
+    }
+    tcp_conn(tls, peer, shared, stats, idle, gate, service.pad_block).await;
+}
+
 /// Accepts TCP connections on `listener` until aborted, with the parameters in force at
 /// each accept.
+///
+/// With `tls`, each connection is DNS over TLS: the handshake (with the certificate in
+/// force when it begins, bounded by the idle timeout) comes first.
 pub(crate) async fn tcp_accept(
     listener: TcpListener,
     shared: Arc<Serving>,
     stats: Arc<WorkerStats>,
     params: Arc<ArcSwap<TcpParams>>,
     gate: Gate,
+    tls: bool,
 ) {
     let (mut errors, mut last_log) = (0u64, None::<Instant>);
     loop {
@@ -522,8 +580,17 @@ pub(crate) async fn tcp_accept(
                 }
                 let (shared, stats, idle, gate) =
                     (shared.clone(), stats.clone(), p.idle, gate.clone());
+                let _ = stream.set_nodelay(true);
+                // Replies of a pipelining client fit easily; a client that never reads
+                // fills this and then the write timeout disconnects it (instead of
+                // megabytes of autotuned buffer).
+                let _ = skua_netio::set_send_buffer(&stream, TCP_SNDBUF);
                 tokio::spawn(async move {
-                    tcp_conn(stream, peer, shared, stats, idle, gate).await;
+                    if tls {
+                        tls_conn(stream, peer, shared, stats, idle, gate).await;
+                    } else {
+                        tcp_conn(stream, peer, shared, stats, idle, gate, None).await;
+                    }
                     drop(permit);
                 });
             }

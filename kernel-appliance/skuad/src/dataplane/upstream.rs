@@ -604,6 +604,10 @@ fn send(engine: &Engine, c: &Client, cached: &Cached<'_>, buf: &mut [u8]) {
     let Outcome::Reply { len, .. } = engine.answer_cached(&req, &c.query, buf, cached) else {
         return;
     };
+    let len = match c.route {
+        Route::Tcp { pad: Some(b), .. } => skua_engine::padding::pad_response(buf, len, b),
+        _ => len,
+    };
     match &c.route {
         Route::Udp { sock, peer, gate } => {
             if crate::base::lease::open(gate) {

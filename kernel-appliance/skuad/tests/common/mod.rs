@@ -249,3 +249,50 @@ pub fn ask(server: SocketAddr, name: &str) -> (u8, u16, [u8; 4]) {
     }
     panic!("no DNS reply for {name}");
 }
+
+fn sh_ok(script: &str, what: &str) {
+    let ok = Command::new("sh")
+        .args(["-ec", script])
+        .status()
+        .expect("sh")
+        .success();
+    assert!(ok, "{what}");
+}
+
+/// A test certificate authority `TAG-ca.pem` (key `TAG-ca.key`) in `dir` (openssl):
+/// returns the certificate's path.
+pub fn test_ca(dir: &Path, tag: &str) -> PathBuf {
+    sh_ok(
+        &format!(
+            "cd '{d}'; openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+             -keyout {tag}-ca.key -out {tag}-ca.pem -days 2 -subj '/CN=Skua test CA {tag}' 2>/dev/null",
+            d = dir.display()
+        ),
+        "test CA",
+    );
+    dir.join(format!("{tag}-ca.pem"))
+}
+
+/// A server certificate `TAG.pem` (key `TAG.key`, mode 0600) for `san` (`IP:127.0.0.1`,
+/// `DNS:name,IP:...`) signed by the authority `CA` of [`test_ca`]: (certificate, key).
+pub fn test_leaf(dir: &Path, ca: &str, tag: &str, san: &str) -> (PathBuf, PathBuf) {
+    std::fs::write(
+        dir.join(format!("{tag}.cnf")),
+        format!("subjectAltName={san}\nextendedKeyUsage=serverAuth\n"),
+    )
+    .unwrap();
+    sh_ok(
+        &format!(
+            "cd '{d}'; \
+             openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout {tag}.key -out {tag}.csr -subj '/CN={tag}' 2>/dev/null; \
+             openssl x509 -req -in {tag}.csr -CA {ca}-ca.pem -CAkey {ca}-ca.key -CAcreateserial -out {tag}.pem -days 2 -extfile {tag}.cnf 2>/dev/null; \
+             chmod 600 {tag}.key",
+            d = dir.display()
+        ),
+        "test certificate",
+    );
+    (
+        dir.join(format!("{tag}.pem")),
+        dir.join(format!("{tag}.key")),
+    )
+}

@@ -1,0 +1,93 @@
+//! Certificates for the encrypted listeners and the REST API: read, checked and turned
+//! into rustls server configurations at load, so a bad certificate or key fails the load
+//! (or the reload, and the old one keeps serving) with the file and the reason.
+//!
+//! DNS over TLS (RFC 7858): TLS 1.3 and 1.2 only (rustls has nothing older), ALPN `dot`
+//! (a client that offers ALPN without `dot` is refused, RFC 7301 §3.2; one that offers
+//! none is served), session resumption by tickets from one process-wide rotating ticketer
+//! (so a certificate swap does not invalidate the clients' tickets) and a session cache.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use tokio_rustls::rustls;
+
+use crate::base::tls::{ALPN_DOT, DotService};
+
+/// A server configuration for the certificate chain in `cert` and the key in `key` (PEM;
+/// the key file must not be readable by others), offering `alpn`.
+pub fn server_config(
+    cert: &Path,
+    key: &Path,
+    alpn: &[&[u8]],
+) -> Result<rustls::ServerConfig, String> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let shown = cert.display();
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| format!("{shown}: {e}"))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{shown}: {e}"))?;
+    if certs.is_empty() {
+        return Err(format!("{shown}: no certificate in the file"));
+    }
+    let pem = super::auth::read_secret(key)?;
+    let key = PrivateKeyDer::from_pem_slice(pem.as_bytes())
+        .map_err(|e| format!("{}: {e}", key.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut c = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("tls: {e}"))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("{shown} and its key: {e}"))?;
+    c.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok(c)
+}
+
+/// The process's session-ticket issuer: one for every configuration, so that a swapped
+/// certificate keeps the clients' tickets good (its keys rotate on their own).
+fn ticketer() -> Result<Arc<dyn rustls::server::ProducesTickets>, String> {
+    static T: OnceLock<Result<Arc<dyn rustls::server::ProducesTickets>, String>> = OnceLock::new();
+    T.get_or_init(|| rustls::crypto::ring::Ticketer::new().map_err(|e| format!("tls tickets: {e}")))
+        .clone()
+}
+
+/// The DNS over TLS service of `s` (paths relative to `base`), or none without
+/// `tls-service-key:` and `tls-service-pem:`. An error names the directive's line.
+pub fn dot_service(
+    s: &skua_config::Server,
+    base: Option<&Path>,
+) -> Result<Option<Arc<DotService>>, String> {
+    let (key, pem) = match (&s.tls_service_key, &s.tls_service_pem) {
+        (None, None) => return Ok(None),
+        (Some(k), None) => {
+            return Err(format!(
+                "{}: tls-service-key: without tls-service-pem: (give both)",
+                k.loc
+            ));
+        }
+        (None, Some(p)) => {
+            return Err(format!(
+                "{}: tls-service-pem: without tls-service-key: (give both)",
+                p.loc
+            ));
+        }
+        (Some(k), Some(p)) => (k, p),
+    };
+    let at = |v: &str| {
+        let p = PathBuf::from(v);
+        match base {
+            Some(b) if p.is_relative() => b.join(p),
+            _ => p,
+        }
+    };
+    let mut c = server_config(&at(&pem.value), &at(&key.value), &[ALPN_DOT])
+        .map_err(|e| format!("{}: tls-service-pem/tls-service-key: {e}", pem.loc))?;
+    c.ticketer = ticketer()?;
+    c.session_storage = rustls::server::ServerSessionMemoryCache::new(4096);
+    Ok(Some(Arc::new(DotService {
+        config: Arc::new(c),
+        pad_block: s.pad_responses.then_some(s.pad_responses_block_size),
+    })))
+}

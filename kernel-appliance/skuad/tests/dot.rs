@@ -1,0 +1,231 @@
+//! DNS over TLS (RFC 7858): an `interface:` on `tls-port:` with `tls-service-key:` and
+//! `tls-service-pem:` serves the same answers as plain DNS to `kdig +tls` (Knot's client,
+//! verifying the chain and the name), pads responses to clients that ask (RFC 7830, RFC
+//! 8467), refuses a client whose ALPN lacks `dot`, keeps serving others while a client
+//! stalls mid-handshake, and takes a new certificate at a reload without a restart: new
+//! handshakes get it, a connection opened before keeps answering on the old one.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use tokio_rustls::rustls;
+
+/// `kdig` over TLS to `port`, trusting `ca` for the name `dot.test`: its whole output.
+fn kdig(port: u16, ca: &Path, args: &[&str]) -> String {
+    let out = Command::new("kdig")
+        .arg("@127.0.0.1")
+        .args(["-p", &port.to_string()])
+        .arg(format!("+tls-ca={}", ca.display()))
+        .arg("+tls-hostname=dot.test")
+        .args(["+timeout=3", "+retry=0"])
+        .args(args)
+        .output()
+        .expect("kdig (knot-dnsutils)");
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+/// The size kdig reports for the reply (`;; Received N B`).
+fn received(out: &str) -> usize {
+    out.lines()
+        .find_map(|l| l.strip_prefix(";; Received "))
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no reply size in {out}"))
+}
+
+fn der(pem: &Path) -> Vec<u8> {
+    use rustls_pki_types::pem::PemObject;
+    rustls_pki_types::CertificateDer::pem_file_iter(pem)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .to_vec()
+}
+
+/// A TLS client of our own (rustls): a connection, its server certificate, and queries
+/// over it.
+struct Client {
+    tls: rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
+}
+
+impl Client {
+    fn config(ca: &Path, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+        use rustls_pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        for c in rustls_pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        Arc::new(cfg)
+    }
+
+    fn connect(port: u16, ca: &Path, alpn: &[&[u8]]) -> Result<Client, String> {
+        Self::with(port, Self::config(ca, alpn))
+    }
+
+    /// A connection with `cfg` (its session store: a second connection resumes).
+    fn with(port: u16, cfg: Arc<rustls::ClientConfig>) -> Result<Client, String> {
+        let name = rustls_pki_types::ServerName::try_from("dot.test").unwrap();
+        let conn = rustls::ClientConnection::new(cfg, name).unwrap();
+        let sock = TcpStream::connect((LO, port)).map_err(|e| e.to_string())?;
+        sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let mut tls = rustls::StreamOwned::new(conn, sock);
+        // Drive the handshake to its end.
+        while tls.conn.is_handshaking() {
+            tls.conn
+                .complete_io(&mut tls.sock)
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(Client { tls })
+    }
+
+    fn peer_cert(&self) -> Vec<u8> {
+        self.tls.conn.peer_certificates().unwrap()[0].to_vec()
+    }
+
+    /// (rcode, the last 4 bytes: the A record) for `name`.
+    fn ask(&mut self, name: &str) -> (u8, [u8; 4]) {
+        let q = query(0x7777, name, 1);
+        let mut m = (q.len() as u16).to_be_bytes().to_vec();
+        m.extend_from_slice(&q);
+        self.tls.write_all(&m).unwrap();
+        self.tls.flush().unwrap();
+        let mut len = [0u8; 2];
+        self.tls.read_exact(&mut len).unwrap();
+        let mut b = vec![0u8; usize::from(u16::from_be_bytes(len))];
+        self.tls.read_exact(&mut b).unwrap();
+        (b[3] & 0xf, b[b.len() - 4..].try_into().unwrap())
+    }
+}
+
+#[test]
+fn dns_over_tls_serves_pads_and_takes_a_new_certificate_without_a_restart() {
+    let dir = Dir::new("dot");
+    let ca = test_ca(&dir.0, "dot");
+    let (c1, k1) = test_leaf(&dir.0, "dot", "leaf1", "DNS:dot.test,IP:127.0.0.1");
+    let (c2, k2) = test_leaf(&dir.0, "dot", "leaf2", "DNS:dot.test,IP:127.0.0.1");
+    let (pem, key) = (dir.0.join("dot.pem"), dir.0.join("dot.key"));
+    std::fs::copy(&c1, &pem).unwrap();
+    std::fs::copy(&k1, &key).unwrap();
+    let (dns, api, tls) = (free_port(), free_port(), free_port());
+    let mut conf = config(dns, api, &dir.0, "");
+    conf.push_str(&format!(
+        "server:\n  interface: 127.0.0.1@{tls}\n  tls-port: {tls}\n  \
+         tls-service-pem: \"{}\"\n  tls-service-key: \"{}\"\n",
+        pem.display(),
+        key.display()
+    ));
+    let d = start(&dir.0, &conf, dns, api);
+
+    // The same answers as over UDP.
+    let udp = ask(d.dns, "a.example.");
+    assert_eq!(udp, (0, 1, [198, 18, 0, 1]));
+    let out = kdig(tls, &ca, &["+short", "a.example.", "A"]);
+    assert_eq!(out.trim(), "198.18.0.1", "{out}");
+    let out = kdig(tls, &ca, &["nx.example.", "A"]);
+    assert!(out.contains("status: NXDOMAIN"), "{out}");
+    // The TLS port serves no plain DNS.
+    assert!(
+        std::net::UdpSocket::bind((LO, 0))
+            .and_then(|s| {
+                s.set_read_timeout(Some(Duration::from_millis(300)))?;
+                s.send_to(&query(1, "a.example.", 1), (LO, tls))?;
+                s.recv(&mut [0u8; 512])
+            })
+            .is_err()
+    );
+
+    // Padding: only when the query asks (kdig pads over TLS unless +nopadding), to a
+    // multiple of 468 (RFC 8467).
+    let out = kdig(tls, &ca, &["+padding", "a.example.", "A"]);
+    assert_eq!(received(&out) % 468, 0, "{out}");
+    assert!(out.contains("PADDING"), "{out}");
+    let out = kdig(tls, &ca, &["+nopadding", "a.example.", "A"]);
+    assert!(received(&out) < 468, "{out}");
+    assert!(!out.contains("PADDING"), "{out}");
+
+    // ALPN: `dot` or none is served; a client offering only another protocol is refused
+    // (RFC 7301 §3.2).
+    assert!(Client::connect(tls, &ca, &[b"dot"]).is_ok());
+    assert!(Client::connect(tls, &ca, &[]).is_ok());
+    assert!(Client::connect(tls, &ca, &[b"h2"]).is_err());
+
+    // A client stalled mid-handshake does not hold others up.
+    let stalled = TcpStream::connect((LO, tls)).unwrap();
+    let out = kdig(tls, &ca, &["+short", "a.example.", "A"]);
+    assert_eq!(out.trim(), "198.18.0.1", "{out}");
+    drop(stalled);
+
+    // A new certificate: the files replaced, a reload; no restart.
+    let mut old = Client::connect(tls, &ca, &[b"dot"]).unwrap();
+    assert_eq!(old.peer_cert(), der(&c1));
+    assert_eq!(old.ask("a.example."), (0, [198, 18, 0, 1]));
+    std::fs::copy(&c2, &pem).unwrap();
+    std::fs::copy(&k2, &key).unwrap();
+    let r = http(&d, "POST", "/reload", Some(tok("operator")), None).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let new = Client::connect(tls, &ca, &[b"dot"]).unwrap();
+    assert_eq!(
+        new.peer_cert(),
+        der(&c2),
+        "new handshakes get the new certificate"
+    );
+    assert_eq!(
+        old.ask("a.example."),
+        (0, [198, 18, 0, 1]),
+        "the old connection answers"
+    );
+    assert_eq!(old.peer_cert(), der(&c1));
+    let out = kdig(tls, &ca, &["+short", "a.example.", "A"]);
+    assert_eq!(out.trim(), "198.18.0.1", "{out}");
+
+    // A key that does not match the certificate: the reload fails, naming the line, and
+    // the certificate in force keeps serving.
+    std::fs::copy(&k1, &key).unwrap();
+    let r = http(&d, "POST", "/reload", Some(tok("operator")), None).unwrap();
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert!(r.body.contains("tls-service-pem"), "{}", r.body);
+    let again = Client::connect(tls, &ca, &[b"dot"]).unwrap();
+    assert_eq!(again.peer_cert(), der(&c2));
+    // Session resumption (a ticket from the first connection, read with its answer).
+    let cfg = Client::config(&ca, &[b"dot"]);
+    let mut first = Client::with(tls, cfg.clone()).unwrap();
+    assert_eq!(first.ask("a.example."), (0, [198, 18, 0, 1]));
+    drop(first);
+    let mut second = Client::with(tls, cfg).unwrap();
+    assert_eq!(
+        second.tls.conn.handshake_kind(),
+        Some(rustls::HandshakeKind::Resumed)
+    );
+    assert_eq!(second.ask("a.example."), (0, [198, 18, 0, 1]));
+    let m = http(&d, "GET", "/metrics", Some(tok("read")), None)
+        .unwrap()
+        .body;
+    let count = |result: &str| -> u64 {
+        let key = format!("skua_dot_handshakes_total{{result=\"{result}\"}} ");
+        m.lines()
+            .find_map(|l| l.strip_prefix(key.as_str()))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in {m}"))
+    };
+    // kdig 6 times, our client 7 times (one resumed); the h2-only client and the stalled
+    // one failed.
+    assert_eq!(count("ok"), 13, "{m}");
+    assert_eq!(count("resumed"), 1, "{m}");
+    assert_eq!(count("failed"), 2, "{m}");
+    let _ = SocketAddr::new(LO, tls);
+}
