@@ -66,6 +66,10 @@ pub fn query_wants_padding(query: &[u8]) -> bool {
     let Some((at, rtype::OPT)) = last_record(query) else {
         return false;
     };
+    // An OPT record's owner is the root (RFC 6891 §6.1.2): anything else is not one.
+    if query.get(at) != Some(&0) {
+        return false;
+    }
     // An OPT record's owner is the root: one zero byte.
     let rdlen_at = at + 9;
     let Some(rdlen) = be16(query, rdlen_at) else {
@@ -96,6 +100,9 @@ pub fn pad_response(buf: &mut [u8], len: usize, block: u16) -> usize {
     let Some((at, rtype::OPT)) = last_record(&buf[..len]) else {
         return len;
     };
+    if buf[at] != 0 {
+        return len;
+    }
     // The option's header (code, length), then zeros up to the next multiple of `block`.
     let pad = (block - (len + 4) % block) % block;
     let new_len = len + 4 + pad;

@@ -17,6 +17,22 @@ use std::time::Duration;
 use common::*;
 use tokio_rustls::rustls;
 
+/// One DNS query in plain TCP framing to `port`: the answer's rcode, or `None` when no DNS
+/// answer comes (a TLS port answers with an alert or closes).
+fn plain_tcp(port: u16) -> Option<u8> {
+    let mut s = TcpStream::connect((LO, port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    let q = query(0x5151, "a.example.", 1);
+    let mut m = (q.len() as u16).to_be_bytes().to_vec();
+    m.extend_from_slice(&q);
+    s.write_all(&m).ok()?;
+    let mut len = [0u8; 2];
+    s.read_exact(&mut len).ok()?;
+    let mut b = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    s.read_exact(&mut b).ok()?;
+    (b.len() >= 12 && b[..2] == [0x51, 0x51]).then(|| b[3] & 0xf)
+}
+
 /// `kdig` over TLS to `port`, trusting `ca` for the name `dot.test`: its whole output.
 fn kdig(port: u16, ca: &Path, args: &[&str]) -> String {
     let out = Command::new("kdig")
@@ -180,13 +196,30 @@ fn dns_over_tls_serves_pads_and_takes_a_new_certificate_without_a_restart() {
     assert!(Client::connect(tls, &ca, &[]).is_ok());
     assert!(Client::connect(tls, &ca, &[b"h2"]).is_err());
 
-    // A client stalled mid-handshake does not hold others up.
-    let stalled = TcpStream::connect((LO, tls)).unwrap();
-    let out = kdig(tls, &ca, &["+short", "a.example.", "A"]);
-    assert_eq!(out.trim(), "198.18.0.1", "{out}");
-    drop(stalled);
+    // Plain DNS over TCP to the TLS port gets no DNS answer; a query asking for padding
+    // over plain TCP gets none (padding is for encrypted transports).
+    assert_eq!(plain_tcp(tls), None);
+    let out = Command::new("kdig")
+        .args([
+            "@127.0.0.1",
+            "-p",
+            &dns.to_string(),
+            "+tcp",
+            "+padding",
+            "a.example.",
+            "A",
+        ])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(received(&out) < 468 && !out.contains("PADDING"), "{out}");
 
-    // A new certificate: the files replaced, a reload; no restart.
+    // A new certificate: the files replaced, a reload; no restart. A client holding a
+    // ticket from before resumes after it (one ticket key for the process).
+    let before = Client::config(&ca, &[b"dot"]);
+    let mut ticketed = Client::with(tls, before.clone()).unwrap();
+    assert_eq!(ticketed.ask("a.example."), (0, [198, 18, 0, 1]));
+    drop(ticketed);
     let mut old = Client::connect(tls, &ca, &[b"dot"]).unwrap();
     assert_eq!(old.peer_cert(), der(&c1));
     assert_eq!(old.ask("a.example."), (0, [198, 18, 0, 1]));
@@ -199,6 +232,12 @@ fn dns_over_tls_serves_pads_and_takes_a_new_certificate_without_a_restart() {
         new.peer_cert(),
         der(&c2),
         "new handshakes get the new certificate"
+    );
+    let resumed = Client::with(tls, before).unwrap();
+    assert_eq!(
+        resumed.tls.conn.handshake_kind(),
+        Some(rustls::HandshakeKind::Resumed),
+        "a ticket from before the swap"
     );
     assert_eq!(
         old.ask("a.example."),
@@ -238,11 +277,12 @@ fn dns_over_tls_serves_pads_and_takes_a_new_certificate_without_a_restart() {
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| panic!("no {key} in {m}"))
     };
-    // kdig 8 times, our client 7 times (one resumed); the h2-only client and the stalled
-    // one failed.
-    assert_eq!(count("ok"), 15, "{m}");
-    assert_eq!(count("resumed"), 1, "{m}");
+    // kdig 7 times, our client 9 times (two resumed); the h2-only client and plain DNS
+    // sent to the TLS port failed.
+    assert_eq!(count("ok"), 16, "{m}");
+    assert_eq!(count("resumed"), 2, "{m}");
     assert_eq!(count("failed"), 2, "{m}");
+    assert_eq!(count("timeout"), 0, "{m}");
     let _ = SocketAddr::new(LO, tls);
 }
 
@@ -315,4 +355,64 @@ fn twenty_certificate_swaps_under_load_lose_nothing() {
     );
     assert_eq!(bad, 0);
     assert!(ok >= 10, "the kdig loop ran ({ok})");
+}
+
+/// Clients that stall mid-handshake are cut off after the handshake timeout (here the
+/// shorter `tcp-idle-timeout:`), so with every connection slot taken by them a real client
+/// still gets its answer; and an address switches between plain DNS and DNS over TLS at a
+/// reload, keeping its socket.
+#[test]
+fn stalled_handshakes_time_out_and_an_address_switches_to_tls_at_a_reload() {
+    let dir = Dir::new("dot-stall");
+    let ca = test_ca(&dir.0, "stall");
+    let (pem, key) = test_leaf(&dir.0, "stall", "leaf", "DNS:dot.test");
+    let (dns, api, tls) = (free_port(), free_port(), free_port());
+    let base = config(dns, api, &dir.0, "");
+    let plain = format!(
+        "{base}server:\n  interface: 127.0.0.1@{tls}\n  tls-port: {tls}\n  \
+         incoming-num-tcp: 2\n  tcp-idle-timeout: 1000\n"
+    );
+    let with_tls = format!(
+        "{plain}  tls-service-pem: \"{}\"\n  tls-service-key: \"{}\"\n",
+        pem.display(),
+        key.display()
+    );
+    // First without a certificate: the tls-port interface serves plain DNS.
+    let d = start(&dir.0, &plain, dns, api);
+    assert_eq!(plain_tcp(tls), Some(0));
+    // A reload with the certificate: the same address now serves TLS, and only TLS.
+    std::fs::write(&d.conf, &with_tls).unwrap();
+    let r = http(&d, "POST", "/reload", Some(tok("operator")), None).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let out = kdig(tls, &ca, &["+short", "a.example.", "A"]);
+    assert_eq!(out.trim(), "198.18.0.1", "{out}");
+    assert_eq!(plain_tcp(tls), None);
+
+    // Both connection slots taken by clients that never finish their handshake.
+    let stalled: Vec<TcpStream> = (0..2)
+        .map(|_| TcpStream::connect((LO, tls)).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let t0 = std::time::Instant::now();
+    let out = kdig(tls, &ca, &["+short", "a.example.", "A"]);
+    assert_eq!(out.trim(), "198.18.0.1", "{out}");
+    let waited = t0.elapsed();
+    assert!(
+        waited < Duration::from_millis(2500),
+        "answered once the stalled ones were cut off ({waited:?})"
+    );
+    drop(stalled);
+    let m = http(&d, "GET", "/metrics", Some(tok("read")), None)
+        .unwrap()
+        .body;
+    assert!(
+        m.contains("skua_dot_handshakes_total{result=\"timeout\"} 2\n"),
+        "{m}"
+    );
+
+    // And back to plain DNS.
+    std::fs::write(&d.conf, &plain).unwrap();
+    let r = http(&d, "POST", "/reload", Some(tok("operator")), None).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(plain_tcp(tls), Some(0));
 }

@@ -201,7 +201,6 @@ fn dot_prometheus(p: &mut Prom, ctl: &Control) {
         ("resumed", r(&s.resumed)),
         ("failed", r(&s.handshake_failures)),
         ("timeout", r(&s.handshake_timeouts)),
-        ("no_certificate", r(&s.no_certificate)),
     ] {
         p.line("skua_dot_handshakes_total", &[("result", result)], v);
     }

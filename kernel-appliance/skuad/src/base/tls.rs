@@ -32,8 +32,6 @@ pub struct DotStats {
     pub handshake_failures: AtomicU64,
     /// Handshakes that did not finish in time.
     pub handshake_timeouts: AtomicU64,
-    /// Connections accepted while no certificate was configured (closed at once).
-    pub no_certificate: AtomicU64,
     /// Resumed sessions (a ticket or the session cache).
     pub resumed: AtomicU64,
 }

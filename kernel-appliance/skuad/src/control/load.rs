@@ -42,8 +42,6 @@ pub struct Loaded {
     /// The TSIG keys and the auth zones that may be transferred (`provide-xfr:`,
     /// `notify:`), their versions with the serials the engine serves.
     pub xfr: XfrLoaded,
-    /// DNS over TLS: the certificate and options, when `tls-service-key:`/`-pem:` are set.
-    pub dot: Option<std::sync::Arc<crate::base::tls::DotService>>,
 }
 
 /// What a load gives zone transfers: the keys, each zone with `provide-xfr:` or
@@ -448,7 +446,9 @@ pub fn load_config_after(
 
     // Listener settings. An interface on `tls-port:` serves DNS over TLS when a
     // certificate is configured, as in Unbound.
-    let dot = super::tls::dot_service(s, loader.base.as_deref()).map_err(LoadError)?;
+    // The certificate itself is read by reloads only (control::tls), not by every API
+    // write or zone transfer that compiles an engine.
+    let dot = s.tls_service_key.is_some() && s.tls_service_pem.is_some();
     let mut udp = Vec::new();
     let mut tcp = Vec::new();
     let mut tls = Vec::new();
@@ -475,9 +475,14 @@ pub fn load_config_after(
             continue;
         }
         if a.port() == s.tls_port {
-            if dot.is_some() {
+            if dot {
                 if s.do_tcp {
                     tls.push(a);
+                } else {
+                    warnings.push(format!(
+                        "{}interface {a}: DNS over TLS needs TCP, and do-tcp: is no: nothing listens there",
+                        loc.as_ref().map(|l| format!("{l}: ")).unwrap_or_default()
+                    ));
                 }
                 continue;
             }
@@ -566,7 +571,6 @@ pub fn load_config_after(
             zones: xfr_zones,
             secondaries,
         },
-        dot,
     })
 }
 

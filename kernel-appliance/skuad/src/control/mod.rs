@@ -332,6 +332,7 @@ struct Staged {
     serials: std::collections::BTreeMap<String, u32>,
     shared: Option<(PathBuf, String)>,
     sync: Option<sync::SyncSettings>,
+    dot: Option<Arc<crate::base::tls::DotService>>,
 }
 
 /// A part of the process above the control core whose settings come from the
@@ -559,6 +560,7 @@ impl Boot {
             xfr::keep_serials(&loaded.xfr, &serials, state_path.as_deref()).unwrap_or(serials);
         let access = Access::from_config(&cfg).map_err(|e| format!("api: {e}"))?;
         let sync = sync::SyncSettings::from_config(&cfg, dir.as_deref())?;
+        let dot = tls::dot_service(&cfg.server, dir.as_deref())?;
         let audit = Audit::open(&cfg.audit, dir.as_deref())?;
         log::set_verbosity(loaded.settings.verbosity);
         for w in &loaded.warnings {
@@ -579,7 +581,6 @@ impl Boot {
             rrl,
             resolver,
             xfr,
-            dot,
             ..
         } = loaded;
         let rrl = rrl_table(None, rrl);
@@ -847,13 +848,10 @@ impl Control {
             warnings,
             rrl,
             xfr,
-            dot,
             ..
         } = loaded;
         self.attach_rrl(&mut engine, rrl);
         self.swap_engine(engine);
-        // New handshakes take the new certificate; connections in progress keep theirs.
-        self.serving.dot.service.store(dot);
         // After the engine: a transfer never sends a serial the engine does not serve yet.
         self.install_xfr(xfr);
         self.view.store(Arc::new(view));
@@ -949,6 +947,7 @@ impl Control {
                 xfr::keep_serials(&loaded.xfr, &serials, state_path.as_deref()).unwrap_or(serials);
             let access = Access::from_config(&cfg)?;
             let sync = sync::SyncSettings::from_config(&cfg, dir.as_deref())?;
+            let dot = tls::dot_service(&cfg.server, dir.as_deref())?;
             let prepared = hooks
                 .iter()
                 .map(|h| h.prepare(&cfg))
@@ -965,6 +964,7 @@ impl Control {
                 serials,
                 shared: parsed.shared,
                 sync,
+                dot,
             })
         })
         .await
@@ -988,6 +988,7 @@ impl Control {
             serials,
             shared,
             sync,
+            dot,
         } = st;
         for w in &loaded.warnings {
             log::warn(format_args!("{w}"));
@@ -1006,6 +1007,8 @@ impl Control {
             listener_error = Some(format!("resolver: {e}"));
         }
         let (records, warnings) = self.install(loaded, view);
+        // New handshakes take the new certificate; connections in progress keep theirs.
+        self.serving.dot.service.store(dot);
         self.access.store(Arc::new(access));
         for p in prepared {
             p.commit();

@@ -24,8 +24,8 @@ pub fn server_config(
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     let shown = cert.display();
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .map_err(|e| format!("{shown}: {e}"))?
+    let pem = read_bounded(cert)?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<_, _>>()
         .map_err(|e| format!("{shown}: {e}"))?;
     if certs.is_empty() {
@@ -43,6 +43,46 @@ pub fn server_config(
         .map_err(|e| format!("{shown} and its key: {e}"))?;
     c.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Ok(c)
+}
+
+/// Largest certificate chain file read.
+const MAX_CERT_FILE: u64 = 1 << 20;
+
+/// A regular file's contents, at most [`MAX_CERT_FILE`] bytes: opened without blocking (a
+/// FIFO put in place of a certificate must not hang a reload), its type checked on the
+/// file opened.
+fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let shown = path.display();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("{shown}: {e}"))?;
+    let meta = f.metadata().map_err(|e| format!("{shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("{shown}: not a regular file"));
+    }
+    if meta.len() > MAX_CERT_FILE {
+        return Err(format!(
+            "{shown}: {} bytes, more than a certificate chain ({MAX_CERT_FILE} at most)",
+            meta.len()
+        ));
+    }
+    let mut out = Vec::new();
+    f.take(MAX_CERT_FILE)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("{shown}: {e}"))?;
+    Ok(out)
+}
+
+/// The process's TLS session cache (resumption by session ID, TLS 1.2): one for every
+/// configuration, so that a reload keeps the clients' sessions.
+fn session_cache() -> Arc<dyn rustls::server::StoresServerSessions> {
+    static C: OnceLock<Arc<dyn rustls::server::StoresServerSessions>> = OnceLock::new();
+    C.get_or_init(|| rustls::server::ServerSessionMemoryCache::new(4096))
+        .clone()
 }
 
 /// The process's session-ticket issuer: one for every configuration, so that a swapped
@@ -85,7 +125,7 @@ pub fn dot_service(
     let mut c = server_config(&at(&pem.value), &at(&key.value), &[ALPN_DOT])
         .map_err(|e| format!("{}: tls-service-pem/tls-service-key: {e}", pem.loc))?;
     c.ticketer = ticketer()?;
-    c.session_storage = rustls::server::ServerSessionMemoryCache::new(4096);
+    c.session_storage = session_cache();
     Ok(Some(Arc::new(DotService {
         config: Arc::new(c),
         pad_block: s.pad_responses.then_some(s.pad_responses_block_size),

@@ -69,8 +69,9 @@ struct TcpEntry {
     addr: SocketAddr,
     task: tokio::task::JoinHandle<()>,
     gate: Gate,
-    /// DNS over TLS.
-    tls: bool,
+    /// DNS over TLS, read at each accept: an address that switches between plain TCP and
+    /// TLS at a reload keeps its socket (a rebind would race the old one's close).
+    tls: Arc<AtomicBool>,
 }
 
 /// Whether a listener bound with `bound` still has the right gate for `want` (the lease in
@@ -84,12 +85,18 @@ fn same_gate(bound: &Gate, want: &Gate) -> bool {
     }
 }
 
-/// The stream listeners of `s`: plain TCP, then DNS over TLS (`true`).
+/// The stream listeners of `s`, each address once: DNS over TLS (`true`) where it is in
+/// both lists, plain TCP otherwise.
 fn stream_addrs(s: &Settings) -> Vec<(SocketAddr, bool)> {
-    s.tcp
+    s.tls
         .iter()
-        .map(|&a| (a, false))
-        .chain(s.tls.iter().map(|&a| (a, true)))
+        .map(|&a| (a, true))
+        .chain(
+            s.tcp
+                .iter()
+                .filter(|a| !s.tls.contains(a))
+                .map(|&a| (a, false)),
+        )
         .collect()
 }
 
@@ -221,6 +228,7 @@ impl Listeners {
     }
 
     fn bind_tcp(&self, addr: SocketAddr, freebind: bool, tls: bool) -> io::Result<TcpEntry> {
+        let tls = Arc::new(AtomicBool::new(tls));
         let gate = self.shared.leases.get(addr.ip());
         let fd = skua_netio::bind_socket(
             addr,
@@ -240,7 +248,7 @@ impl Listeners {
             self.tcp_stats.clone(),
             self.tcp_params.clone(),
             gate.clone(),
-            tls,
+            tls.clone(),
         ));
         Ok(TcpEntry {
             addr,
@@ -354,21 +362,24 @@ impl Listeners {
         let mut kept = Vec::new();
         for t in std::mem::take(&mut self.tcp) {
             let gate = self.shared.leases.get(t.addr.ip());
-            if want.contains(&(t.addr, t.tls)) && same_gate(&t.gate, &gate) {
-                kept.push(t);
-            } else {
-                t.task.abort();
-                log::info(format_args!(
-                    "stopped listening on {} {}",
-                    t.addr,
-                    kind(t.tls)
-                ));
-                ch.tcp_stopped.push(t.addr);
+            match want.iter().find(|(a, _)| *a == t.addr) {
+                Some(&(_, tls)) if same_gate(&t.gate, &gate) => {
+                    if t.tls.swap(tls, Ordering::Relaxed) != tls {
+                        log::info(format_args!("{} now serves {}", t.addr, kind(tls)));
+                    }
+                    kept.push(t);
+                }
+                _ => {
+                    t.task.abort();
+                    let k = kind(t.tls.load(Ordering::Relaxed));
+                    log::info(format_args!("stopped listening on {} {k}", t.addr));
+                    ch.tcp_stopped.push(t.addr);
+                }
             }
         }
         self.tcp = kept;
         for (a, tls) in want {
-            if self.tcp.iter().any(|t| t.addr == a && t.tls == tls) {
+            if self.tcp.iter().any(|t| t.addr == a) {
                 continue;
             }
             match self.bind_tcp(a, s.freebind, tls) {

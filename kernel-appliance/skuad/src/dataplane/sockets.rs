@@ -509,9 +509,12 @@ async fn transfer(
     }
 }
 
+/// The longest a TLS handshake may take (less when `tcp-idle-timeout:` is shorter).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// A DNS over TLS connection: the handshake with the certificate in force now (none
-/// configured: closed), within the idle timeout (a client that stalls mid-handshake holds
-/// only its own slot, and not for long), then queries as over TCP.
+/// configured: closed), within [`HANDSHAKE_TIMEOUT`] (a client that stalls mid-handshake
+/// holds only its own slot, and not for long), then queries as over TCP.
 async fn tls_conn(
     stream: TcpStream,
     peer: SocketAddr,
@@ -523,11 +526,13 @@ async fn tls_conn(
     use crate::base::tls::DotStats;
     let dot = &shared.dot;
     let Some(service) = dot.service.load_full() else {
-        DotStats::inc(&dot.stats.no_certificate);
         return;
     };
     let acceptor = tokio_rustls::TlsAcceptor::from(service.config.clone());
-    let tls = match tokio::time::timeout(idle, acceptor.accept(stream)).await {
+    // A handshake gets less time than an idle connection: a client that stalls in it holds
+    // a connection slot for nothing.
+    let limit = idle.min(HANDSHAKE_TIMEOUT);
+    let tls = match tokio::time::timeout(limit, acceptor.accept(stream)).await {
         Ok(Ok(t)) => t,
         Ok(Err(_)) => {
             DotStats::inc(&dot.stats.handshake_failures);
@@ -559,7 +564,7 @@ pub(crate) async fn tcp_accept(
     stats: Arc<WorkerStats>,
     params: Arc<ArcSwap<TcpParams>>,
     gate: Gate,
-    tls: bool,
+    tls: Arc<std::sync::atomic::AtomicBool>,
 ) {
     let (mut errors, mut last_log) = (0u64, None::<Instant>);
     loop {
@@ -576,6 +581,14 @@ pub(crate) async fn tcp_accept(
                 {
                     l.count_unleased(1);
                     drop(stream);
+                    continue;
+                }
+                let tls = tls.load(std::sync::atomic::Ordering::Relaxed);
+                if tls
+                    && shared.engine.load().acl().check(peer.ip())
+                        == skua_engine::acl::AclAction::Deny
+                {
+                    // Dropped anyway: not worth a handshake.
                     continue;
                 }
                 let (shared, stats, idle, gate) =
