@@ -17,20 +17,9 @@ use std::time::Duration;
 use common::*;
 use tokio_rustls::rustls;
 
-/// One DNS query in plain TCP framing to `port`: the answer's rcode, or `None` when no DNS
-/// answer comes (a TLS port answers with an alert or closes).
+/// One DNS query in plain TCP framing to `port` ([`ask_tcp`]).
 fn plain_tcp(port: u16) -> Option<u8> {
-    let mut s = TcpStream::connect((LO, port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    let q = query(0x5151, "a.example.", 1);
-    let mut m = (q.len() as u16).to_be_bytes().to_vec();
-    m.extend_from_slice(&q);
-    s.write_all(&m).ok()?;
-    let mut len = [0u8; 2];
-    s.read_exact(&mut len).ok()?;
-    let mut b = vec![0u8; usize::from(u16::from_be_bytes(len))];
-    s.read_exact(&mut b).ok()?;
-    (b.len() >= 12 && b[..2] == [0x51, 0x51]).then(|| b[3] & 0xf)
+    ask_tcp(SocketAddr::new(LO, port), Duration::from_secs(2))
 }
 
 /// `kdig` over TLS to `port`, trusting `ca` for the name `dot.test`: its whole output.

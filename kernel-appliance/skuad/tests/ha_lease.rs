@@ -7,8 +7,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -22,19 +21,9 @@ fn try_ask(server: SocketAddr, wait: Duration) -> Option<u8> {
     s.recv_from(&mut b).ok().map(|_| b[3] & 0xf)
 }
 
-/// One TCP query: `Some(rcode)`, or `None` when the connection is refused, closed or silent.
-fn try_ask_tcp(server: SocketAddr) -> Option<u8> {
-    let mut s = TcpStream::connect_timeout(&server, Duration::from_secs(1)).ok()?;
-    s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
-    let q = query(0x5354, "a.example.", 1);
-    let mut m = (q.len() as u16).to_be_bytes().to_vec();
-    m.extend_from_slice(&q);
-    s.write_all(&m).ok()?;
-    let mut len = [0u8; 2];
-    s.read_exact(&mut len).ok()?;
-    let mut b = vec![0u8; usize::from(u16::from_be_bytes(len))];
-    s.read_exact(&mut b).ok()?;
-    Some(b[3] & 0xf)
+/// One TCP query, waiting 500 ms ([`ask_tcp`]).
+fn ask_tcp_short(server: SocketAddr) -> Option<u8> {
+    ask_tcp(server, Duration::from_millis(500))
 }
 
 fn lease(d: &Daemon, body: &str) -> Resp {
@@ -67,7 +56,7 @@ fn the_service_address_is_answered_only_under_a_running_lease() {
     // The ordinary address answers; the service address does not without a lease.
     assert_eq!(try_ask(d.dns, short), Some(0));
     assert_eq!(try_ask(vip, short), None, "no lease yet: not answered");
-    assert_eq!(try_ask_tcp(vip), None, "nor over TCP");
+    assert_eq!(ask_tcp_short(vip), None, "nor over TCP");
     let st = http(&d, "GET", "/ha", Some(tok("read")), None)
         .unwrap()
         .json();
@@ -100,7 +89,7 @@ fn the_service_address_is_answered_only_under_a_running_lease() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json()["addresses"][0]["serving"], true);
     assert_eq!(try_ask(vip, short), Some(0));
-    assert_eq!(try_ask_tcp(vip), Some(0));
+    assert_eq!(ask_tcp_short(vip), Some(0));
     // Renewed while running (at 400 ms, for 600 ms more): still answered past the first
     // expiry (600 ms), not past the second.
     let until = |ms: u64| {
@@ -116,7 +105,7 @@ fn the_service_address_is_answered_only_under_a_running_lease() {
     // Nobody renews: it ends by itself.
     until(1100);
     assert_eq!(try_ask(vip, short), None, "lease ran out: not answered");
-    assert_eq!(try_ask_tcp(vip), None);
+    assert_eq!(ask_tcp_short(vip), None);
     assert_eq!(
         try_ask(d.dns, short),
         Some(0),

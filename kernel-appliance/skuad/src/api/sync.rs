@@ -221,6 +221,8 @@ impl Follower {
     }
 
     fn log_error(&mut self, e: &str) {
+        // The reason may quote what the source sent (a JSON error): one line, bounded.
+        let e = &crate::control::ha::printable_max(e, 1000);
         self.ctl.sync.note_error(e);
         let again = self
             .logged

@@ -90,7 +90,13 @@ pub struct LeaseBook {
 /// A caller's text (the holder's name, a release reason) fit for a log line and an audit
 /// entry: no control characters (no forged lines), at most 200 characters.
 pub(crate) fn printable(s: &str) -> String {
-    s.chars().filter(|c| !c.is_control()).take(200).collect()
+    printable_max(s, 200)
+}
+
+/// `s` without control characters, at most `max` characters: text from elsewhere (another
+/// node, an upstream's answer) made fit for one log line.
+pub(crate) fn printable_max(s: &str, max: usize) -> String {
+    s.chars().filter(|c| !c.is_control()).take(max).collect()
 }
 
 fn view(l: &Lease, now: u64) -> LeaseView {

@@ -547,6 +547,8 @@ impl Control {
     /// Records a failure to take a source's version (`sync-in-failed`), once per version
     /// and source; the old configuration and data keep serving.
     pub fn sync_failed(&self, from: &str, digest: &str, error: &str) {
+        // The reason may quote the source's text (a parse error): one line, bounded.
+        let error = &super::ha::printable_max(error, 1000);
         self.sync.failed.fetch_add(1, Ordering::Relaxed);
         self.sync.note_error(&format!("{from}: {error}"));
         {
@@ -681,8 +683,9 @@ impl Control {
         });
         *lock(&self.sync.last_error) = None;
         log::info(format_args!(
-            "sync: version {} from {from} ({node}) serves: {} zones, {} records{}",
+            "sync: version {} from {from} ({}) serves: {} zones, {} records{}",
             &b.digest[..12],
+            super::ha::printable(node),
             overlay.zones.len(),
             overlay.records.len(),
             if swap.is_some() {

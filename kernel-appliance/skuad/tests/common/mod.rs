@@ -296,3 +296,20 @@ pub fn test_leaf(dir: &Path, ca: &str, tag: &str, san: &str) -> (PathBuf, PathBu
         dir.join(format!("{tag}.key")),
     )
 }
+
+/// One `a.example. A` query in DNS over TCP framing to `server`, waiting at most `wait` for
+/// the answer: its rcode, or `None` when the connection is refused, closed or silent, or
+/// what comes back is not the answer to it (a TLS port sends an alert).
+pub fn ask_tcp(server: SocketAddr, wait: Duration) -> Option<u8> {
+    let mut s = TcpStream::connect_timeout(&server, Duration::from_secs(1)).ok()?;
+    s.set_read_timeout(Some(wait)).ok()?;
+    let q = query(0x5151, "a.example.", 1);
+    let mut m = (q.len() as u16).to_be_bytes().to_vec();
+    m.extend_from_slice(&q);
+    s.write_all(&m).ok()?;
+    let mut len = [0u8; 2];
+    s.read_exact(&mut len).ok()?;
+    let mut b = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    s.read_exact(&mut b).ok()?;
+    (b.len() >= 12 && b[..2] == [0x51, 0x51]).then(|| b[3] & 0xf)
+}
