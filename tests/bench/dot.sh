@@ -7,8 +7,8 @@
 #   2. new handshakes: full handshakes (no resumption) in a loop for DURATION seconds by
 #      one python3 ssl client: handshakes per second (a client-bound figure: compare the
 #      servers with each other, not with other machines);
-#   3. memory per idle connection: N TLS connections opened and left idle (python3 ssl),
-#      the server's RSS before and after, divided by N.
+#   3. memory per idle connection: N TLS connections opened, one query answered on each,
+#      then left idle (python3 ssl); the server's RSS before and after, divided by N.
 #
 # Everything runs in a network namespace with only loopback (Unbound answers from local
 # data, but a namespace makes sure nothing reaches the Internet). Servers on CPU 1, the
@@ -150,10 +150,21 @@ import socket, ssl, sys, time
 n, ca, ready = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 ctx = ssl.create_default_context(cafile=ca)
 ctx.set_alpn_protocols(["dot"])
+# Each connection asks one question first (so it is a used connection gone idle, not one
+# that never spoke), then stays open without a word.
+q = bytes.fromhex("abcd01000001000000000000") + b"\x02h1\x05bench\x04test\x00\x00\x01\x00\x01"
 conns = []
 for _ in range(n):
     s = socket.create_connection(("127.0.0.1", 853))
-    conns.append(ctx.wrap_socket(s, server_hostname="dot.test"))
+    t = ctx.wrap_socket(s, server_hostname="dot.test")
+    t.sendall(len(q).to_bytes(2, "big") + q)
+    m = t.recv(2)
+    need = int.from_bytes(m, "big")
+    got = b""
+    while len(got) < need:
+        got += t.recv(need - len(got))
+    conns.append(t)
+time.sleep(2)
 open(ready, "w").close()
 time.sleep(600)
 PY

@@ -238,8 +238,10 @@ async fn tcp_conn<S>(
         let _ = tokio::time::timeout(idle, wr.shutdown()).await;
     });
     let stats = &*stats;
-    let mut q = vec![0u8; 65535];
-    let mut out = vec![0u8; 2 + 65535];
+    // No message buffer lives with the connection: a query is read into one of its own
+    // size, and answers are built in the thread's buffer (no await while it is borrowed)
+    // and copied out framed. So an idle connection costs its socket (and TLS state), not
+    // 128 KiB: thousands of DoT clients keep theirs open.
     loop {
         let mut len = [0u8; 2];
         match tokio::time::timeout(idle, rd.read_exact(&mut len)).await {
@@ -247,6 +249,7 @@ async fn tcp_conn<S>(
             _ => break,
         }
         let n = usize::from(u16::from_be_bytes(len));
+        let mut q = vec![0u8; n];
         match tokio::time::timeout(idle, rd.read_exact(&mut q[..n])).await {
             Ok(Ok(_)) => {}
             _ => break,
@@ -294,19 +297,23 @@ async fn tcp_conn<S>(
         if !xfr.keys.is_empty() && n >= 12 && q[10..12] != [0, 0] {
             let unix = crate::base::clock::unix_secs();
             if let Some(sq) = skua_xfr::server::check_signed_query(&q[..n], &xfr.keys, unix) {
-                if let Some(len) = signed_reply(
-                    &engine,
-                    &req,
-                    sq,
-                    &mut out[2..],
-                    &xfr.keys,
-                    unix,
-                    &shared,
-                    peer,
-                ) {
+                let framed = with_out(|out| {
+                    let len = signed_reply(
+                        &engine,
+                        &req,
+                        sq,
+                        &mut out[2..],
+                        &xfr.keys,
+                        unix,
+                        &shared,
+                        peer,
+                    )?;
                     // Cannot truncate: replies are at most 65535 bytes.
                     out[..2].copy_from_slice(&(len as u16).to_be_bytes());
-                    match tokio::time::timeout(idle, tx.send(out[..2 + len].to_vec())).await {
+                    Some(out[..2 + len].to_vec())
+                });
+                if let Some(framed) = framed {
+                    match tokio::time::timeout(idle, tx.send(framed)).await {
                         Ok(Ok(())) => {}
                         _ => break,
                     }
@@ -314,27 +321,38 @@ async fn tcp_conn<S>(
                 continue;
             }
         }
-        let o = match resolver.as_deref() {
-            Some(r) => engine.handle_query_with(&req, &q[..n], &mut out[2..], &*r.cache),
-            None => engine.handle_query(&req, &q[..n], &mut out[2..]),
-        };
         let pad_to = pad.filter(|_| skua_engine::padding::query_wants_padding(&q[..n]));
+        let (o, framed) = with_out(|out| {
+            let o = match resolver.as_deref() {
+                Some(r) => engine.handle_query_with(&req, &q[..n], &mut out[2..], &*r.cache),
+                None => engine.handle_query(&req, &q[..n], &mut out[2..]),
+            };
+            let framed = match o {
+                Outcome::Reply { len, .. } => {
+                    let len = match pad_to {
+                        Some(b) => skua_engine::padding::pad_response(&mut out[2..], len, b),
+                        None => len,
+                    };
+                    // Cannot truncate: replies are at most 65535 bytes.
+                    out[..2].copy_from_slice(&(len as u16).to_be_bytes());
+                    Some(out[..2 + len].to_vec())
+                }
+                _ => None,
+            };
+            (o, framed)
+        });
         stats.record(&o);
         inform(&o, peer, &q[..n]);
         match o {
-            Outcome::Reply { len, info } => {
+            Outcome::Reply { info, .. } => {
                 if info.refresh {
                     refresh(resolver.as_deref(), &q[..n]);
                 }
-                let len = match pad_to {
-                    Some(b) => skua_engine::padding::pad_response(&mut out[2..], len, b),
-                    None => len,
-                };
-                // Cannot truncate: replies are at most 65535 bytes.
-                out[..2].copy_from_slice(&(len as u16).to_be_bytes());
-                match tokio::time::timeout(idle, tx.send(out[..2 + len].to_vec())).await {
-                    Ok(Ok(())) => {}
-                    _ => break,
+                if let Some(framed) = framed {
+                    match tokio::time::timeout(idle, tx.send(framed)).await {
+                        Ok(Ok(())) => {}
+                        _ => break,
+                    }
                 }
             }
             // A denied client over TCP: close, as Unbound does.
@@ -507,6 +525,15 @@ async fn transfer(
             complete
         }
     }
+}
+
+/// Runs `f` with this thread's answer buffer (2 bytes of TCP length prefix, then room for
+/// the largest DNS message). `f` must not await: the buffer is the thread's.
+fn with_out<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
+    thread_local! {
+        static OUT: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; 2 + 65535]);
+    }
+    OUT.with(|b| f(&mut b.borrow_mut()))
 }
 
 /// The longest a TLS handshake may take (less when `tcp-idle-timeout:` is shorter).
