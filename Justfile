@@ -111,3 +111,7 @@ bench-ha n="50" priorities="200,190":
     cargo build --release -p skuad -p skua-agent -p skuactl
     mkdir -p docs/bench-results
     python3 tests/ha/ha.py target/release "${TMPDIR:-/tmp}/skua-bench-ha" --bench {{n}} --priorities {{priorities}} --json docs/bench-results/ha-$(date +%Y-%m-%d)-$(echo {{priorities}} | tr , -).json
+
+# Encrypted DNS: DoT and DoH, skuad vs Unbound vs dnsdist (tests/bench/encrypted.sh; root).
+bench-encrypted *args:
+    bash tests/bench/encrypted.sh {{args}}

@@ -135,6 +135,15 @@ pub(crate) enum ServerKey {
     TlsPort,
     PadResponses,
     PadResponsesBlockSize,
+    HttpsPort,
+    HttpEndpoint,
+    HttpMaxStreams,
+    HttpQueryBufferSize,
+    HttpResponseBufferSize,
+    HttpNotlsDownstream,
+    QuicPort,
+    QuicSize,
+    TcpConnectionLimit,
     MsgCacheSize,
     MsgCacheSlabs,
     RrsetCacheSize,
@@ -167,7 +176,9 @@ pub(crate) enum ServerKey {
 impl ServerKey {
     pub(crate) fn arity(self) -> Arity {
         match self {
-            ServerKey::AccessControl | ServerKey::LocalZone => Arity::Exactly(2),
+            ServerKey::AccessControl | ServerKey::LocalZone | ServerKey::TcpConnectionLimit => {
+                Arity::Exactly(2)
+            }
             ServerKey::LocalData | ServerKey::LocalDataPtr => Arity::RestOfLine,
             _ => Arity::Exactly(1),
         }
@@ -339,17 +350,20 @@ const SERVER: &[(&str, Support<ServerKey>)] = &[
     ("pad-queries", U(1)),
     ("pad-queries-block-size", U(1)),
     ("tls-use-sni", U(1)),
-    ("https-port", U(1)),
-    ("http-endpoint", U(1)),
-    ("http-max-streams", U(1)),
-    ("http-query-buffer-size", U(1)),
-    ("http-response-buffer-size", U(1)),
+    ("https-port", I(ServerKey::HttpsPort)),
+    ("http-endpoint", I(ServerKey::HttpEndpoint)),
+    ("http-max-streams", I(ServerKey::HttpMaxStreams)),
+    ("http-query-buffer-size", I(ServerKey::HttpQueryBufferSize)),
+    (
+        "http-response-buffer-size",
+        I(ServerKey::HttpResponseBufferSize),
+    ),
     ("http-nodelay", U(1)),
-    ("http-notls-downstream", U(1)),
+    ("http-notls-downstream", I(ServerKey::HttpNotlsDownstream)),
     ("proxy-protocol-port", U(1)),
     ("use-systemd", U(1)),
     ("do-daemonize", U(1)),
-    ("tcp-connection-limit", U(2)),
+    ("tcp-connection-limit", I(ServerKey::TcpConnectionLimit)),
     ("access-control-tag", U(2)),
     ("access-control-tag-action", U(3)),
     ("access-control-tag-data", U(3)),
@@ -500,8 +514,8 @@ const SERVER: &[(&str, Support<ServerKey>)] = &[
     ("max-global-quota", U(1)),
     ("dns-error-reporting", U(1)),
     ("nat64-prefix", U(1)),
-    ("quic-port", U(1)),
-    ("quic-size", U(1)),
+    ("quic-port", I(ServerKey::QuicPort)),
+    ("quic-size", I(ServerKey::QuicSize)),
 ];
 
 /// The `server:` directive named `name`, if known.
@@ -857,7 +871,7 @@ mod tests {
                 U(_) => None,
             })
             .collect();
-        assert_eq!(keys.len(), 81, "one table entry per ServerKey variant");
+        assert_eq!(keys.len(), 90, "one table entry per ServerKey variant");
         for (table, want) in [(FORWARD_ZONE, 7), (STUB_ZONE, 8)] {
             let keys: HashSet<String> = table
                 .iter()

@@ -40,6 +40,15 @@ pub struct Located<T> {
     pub loc: Loc,
 }
 
+/// A `tcp-connection-limit:` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionLimit {
+    /// The netblock as written (`192.0.2.0/24`, `2001:db8::/32`, or one address).
+    pub netblock: String,
+    /// Connections at once from the whole netblock.
+    pub limit: u32,
+}
+
 /// A problem that does not stop the configuration from being used: a directive or clause
 /// that is not supported (yet) or not known, an include pattern that matches nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -235,6 +244,35 @@ pub struct Server {
     pub pad_responses: bool,
     /// `pad-responses-block-size:`. Default 468.
     pub pad_responses_block_size: u16,
+    /// `https-port:`: an `interface:` on this port serves DNS over HTTPS (RFC 8484), over
+    /// TLS with the `tls-service-*` certificate, or plain with `http-notls-downstream:`.
+    /// Default 443.
+    pub https_port: u16,
+    /// `http-endpoint:`: the path DNS over HTTPS answers on. Default `/dns-query`.
+    pub http_endpoint: String,
+    /// `http-max-streams:`: concurrent HTTP/2 streams per connection (the
+    /// SETTINGS_MAX_CONCURRENT_STREAMS skuad announces). Default 100, as Unbound.
+    pub http_max_streams: u32,
+    /// `http-query-buffer-size:`: bytes of DNS over HTTPS queries held at once, all
+    /// connections together (a request past it is answered 503). Default 4 MiB.
+    pub http_query_buffer_size: usize,
+    /// `http-response-buffer-size:`: bytes of DNS over HTTPS answers waiting to be sent,
+    /// all connections together (past it, 503). Default 4 MiB.
+    pub http_response_buffer_size: usize,
+    /// `http-notls-downstream:`: DNS over HTTPS without TLS on `https-port:` (behind a
+    /// proxy that terminates TLS). Default no.
+    pub http_notls_downstream: bool,
+    /// `quic-port:`: an `interface:` on this port serves DNS over QUIC (RFC 9250) over UDP
+    /// when a certificate is configured. Default 853 (beside DNS over TLS on TCP, as
+    /// Unbound).
+    pub quic_port: u16,
+    /// `quic-size:`: bytes of DNS over QUIC connection state and buffers, all connections
+    /// together (past it, new connections are refused). Default 8 MiB.
+    pub quic_size: usize,
+    /// `tcp-connection-limit: NETBLOCK LIMIT` entries, as written: at most LIMIT
+    /// connections at once from the netblock over TCP, TLS and HTTPS (further ones are
+    /// closed at once), as Unbound.
+    pub tcp_connection_limits: Vec<Located<ConnectionLimit>>,
     /// `msg-cache-size:` in bytes (a size: `4m`, `512k`, as `so-rcvbuf:`; 0 is kept as 0).
     /// Default 4 MiB.
     pub msg_cache_size: usize,
@@ -351,6 +389,15 @@ impl Default for Server {
             tls_port: 853,
             pad_responses: true,
             pad_responses_block_size: 468,
+            https_port: 443,
+            http_endpoint: "/dns-query".into(),
+            http_max_streams: 100,
+            http_query_buffer_size: 4 << 20,
+            http_response_buffer_size: 4 << 20,
+            http_notls_downstream: false,
+            quic_port: 853,
+            quic_size: 8 << 20,
+            tcp_connection_limits: Vec::new(),
             msg_cache_size: 4 << 20,
             msg_cache_slabs: 4,
             rrset_cache_size: 4 << 20,

@@ -10,8 +10,8 @@ use crate::directives::{
 };
 use crate::lexer::{Token, tokenize};
 use crate::model::{
-    AuditFsync, AuthZone, Config, Error, ForwardZone, Loc, Located, PortAction, PortRule, SyncUrl,
-    TsigKey, UpstreamAddr, UpstreamHost, Warning, ZoneKind,
+    AuditFsync, AuthZone, Config, ConnectionLimit, Error, ForwardZone, Loc, Located, PortAction,
+    PortRule, SyncUrl, TsigKey, UpstreamAddr, UpstreamHost, Warning, ZoneKind,
 };
 
 /// Deepest include nesting accepted (loops are caught before; this bounds pathological but
@@ -1090,6 +1090,37 @@ impl Parser {
             ServerKey::PadResponsesBlockSize => {
                 s.pad_responses_block_size = ranged(name, &vals[0], 1, 65535, loc)? as u16;
             }
+            ServerKey::HttpsPort => {
+                s.https_port = ranged(name, &vals[0], 1, u16::MAX.into(), loc)? as u16;
+            }
+            ServerKey::HttpEndpoint => s.http_endpoint = http_endpoint(name, &text(), loc)?,
+            ServerKey::HttpMaxStreams => {
+                // At least one stream, and no more than a 32-bit SETTINGS value.
+                s.http_max_streams = ranged(name, &vals[0], 1, u32::MAX.into(), loc)? as u32;
+            }
+            ServerKey::HttpQueryBufferSize => {
+                s.http_query_buffer_size = parse_size(name, &vals[0], loc)?.unwrap_or(0);
+            }
+            ServerKey::HttpResponseBufferSize => {
+                s.http_response_buffer_size = parse_size(name, &vals[0], loc)?.unwrap_or(0);
+            }
+            ServerKey::HttpNotlsDownstream => {
+                s.http_notls_downstream = parse_bool(name, &vals[0], loc)?;
+            }
+            ServerKey::QuicPort => {
+                s.quic_port = ranged(name, &vals[0], 1, u16::MAX.into(), loc)? as u16;
+            }
+            ServerKey::QuicSize => s.quic_size = parse_size(name, &vals[0], loc)?.unwrap_or(0),
+            ServerKey::TcpConnectionLimit => {
+                let limit = ranged(name, &vals[1], 0, u32::MAX.into(), loc)? as u32;
+                s.tcp_connection_limits.push(Located {
+                    value: ConnectionLimit {
+                        netblock: vals[0].text.clone(),
+                        limit,
+                    },
+                    loc: loc.clone(),
+                });
+            }
             ServerKey::MsgCacheSize => {
                 s.msg_cache_size = parse_size(name, &vals[0], loc)?.unwrap_or(0);
             }
@@ -1502,6 +1533,26 @@ fn parse_bool(name: &str, tok: &Token, loc: &Loc) -> Result<bool, Error> {
         Err(Error::at(
             loc,
             format!("'{name}:' must be yes or no, not '{}'", tok.text),
+        ))
+    }
+}
+
+/// An `http-endpoint:` value: an absolute path of visible ASCII without a query or a
+/// fragment (the request's path is compared with it byte for byte).
+fn http_endpoint(name: &str, v: &str, loc: &Loc) -> Result<String, Error> {
+    let ok = v.starts_with('/')
+        && v.len() <= 255
+        && v.bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'?' && b != b'#');
+    if ok {
+        Ok(v.to_string())
+    } else {
+        Err(Error::at(
+            loc,
+            format!(
+                "'{name}:' must be a path like /dns-query (visible ASCII, no '?' or '#', at \
+                 most 255 bytes), not '{v}'"
+            ),
         ))
     }
 }

@@ -3002,3 +3002,55 @@ fn dns_over_tls_directives() {
         "t.conf:2: 'tls-port:' value 0 is out of range (1-65535)"
     );
 }
+
+#[test]
+fn dns_over_https_and_connection_limit_directives() {
+    let c = parse("server:\n");
+    let s = &c.server;
+    assert_eq!(
+        (s.https_port, s.http_endpoint.as_str(), s.http_max_streams),
+        (443, "/dns-query", 100)
+    );
+    assert_eq!(
+        (s.http_query_buffer_size, s.http_response_buffer_size),
+        (4 << 20, 4 << 20)
+    );
+    assert!(!s.http_notls_downstream);
+    assert_eq!((s.quic_port, s.quic_size), (853, 8 << 20));
+    assert!(s.tcp_connection_limits.is_empty());
+    let c = parse(
+        "server:\n  https-port: 8443\n  http-endpoint: \"/q\"\n  http-max-streams: 8\n  \
+         http-query-buffer-size: 64k\n  http-response-buffer-size: 1m\n  \
+         http-notls-downstream: yes\n  quic-port: 8853\n  quic-size: 2m\n  \
+         tcp-connection-limit: 192.0.2.0/24 10\n  tcp-connection-limit: 2001:db8::1 0\n",
+    );
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    let s = &c.server;
+    assert_eq!(
+        (s.https_port, s.http_endpoint.as_str(), s.http_max_streams),
+        (8443, "/q", 8)
+    );
+    assert_eq!(
+        (s.http_query_buffer_size, s.http_response_buffer_size),
+        (64 << 10, 1 << 20)
+    );
+    assert!(s.http_notls_downstream);
+    assert_eq!((s.quic_port, s.quic_size), (8853, 2 << 20));
+    let limits: Vec<_> = s
+        .tcp_connection_limits
+        .iter()
+        .map(|l| (l.value.netblock.as_str(), l.value.limit, l.loc.line))
+        .collect();
+    assert_eq!(limits, [("192.0.2.0/24", 10, 10), ("2001:db8::1", 0, 11)]);
+    assert_eq!(
+        err("server:\n  http-endpoint: dns-query\n"),
+        "t.conf:2: 'http-endpoint:' must be a path like /dns-query (visible ASCII, no '?' or '#', at most 255 bytes), not 'dns-query'"
+    );
+    assert!(err("server:\n  http-endpoint: \"/a?b\"\n").starts_with("t.conf:2:"));
+    assert_eq!(
+        err("server:\n  http-max-streams: 0\n"),
+        "t.conf:2: 'http-max-streams:' value 0 is out of range (1-4294967295)"
+    );
+    assert!(err("server:\n  tcp-connection-limit: 10.0.0.0/8\n").starts_with("t.conf:2:"));
+    assert!(err("server:\n  tcp-connection-limit: 10.0.0.0/8 many\n").starts_with("t.conf:2:"));
+}

@@ -113,6 +113,12 @@ impl Netblock {
         })
     }
 
+    /// The prefix length, counted on the 128-bit form (an IPv4 /24 is 120): for ordering
+    /// netblocks from the most specific.
+    pub fn prefix(&self) -> u8 {
+        self.prefix
+    }
+
     fn contains(&self, addr: u128) -> bool {
         addr & mask(self.prefix) == self.addr
     }

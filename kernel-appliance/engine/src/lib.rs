@@ -41,6 +41,7 @@ extern crate alloc;
 extern crate std;
 
 pub mod acl;
+pub mod doh;
 pub mod engine;
 mod exchange;
 mod general;

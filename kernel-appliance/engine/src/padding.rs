@@ -18,12 +18,12 @@ pub const OPTION_PADDING: u16 = 12;
 /// RFC 8467 §4.1: the recommended block length for responses.
 pub const RESPONSE_BLOCK: u16 = 468;
 
-fn be16(m: &[u8], at: usize) -> Option<u16> {
+pub(crate) fn be16(m: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_be_bytes([*m.get(at)?, *m.get(at + 1)?]))
 }
 
 /// Offset just past a (possibly compressed) name at `at`.
-fn skip_name(m: &[u8], mut at: usize) -> Option<usize> {
+pub(crate) fn skip_name(m: &[u8], mut at: usize) -> Option<usize> {
     for _ in 0..128 {
         let b = *m.get(at)?;
         match b & 0xc0 {

@@ -53,7 +53,13 @@ pub fn run(source: Source, xdp_opts: &XdpOptions) -> Result<(), String> {
         }
     };
     let serving = Arc::new(Serving::new(engine));
-    serving.dot.service.store(boot.take_dot());
+    serving.tls.service.store(boot.take_tls());
+    serving
+        .tls
+        .doh
+        .store(Arc::new(crate::control::tls::doh_params(
+            &boot.config.server,
+        )));
     let settings = boot.settings.clone();
     let cfg = boot.config.clone();
     let planes = {

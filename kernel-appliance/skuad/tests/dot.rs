@@ -22,100 +22,12 @@ fn plain_tcp(port: u16) -> Option<u8> {
     ask_tcp(SocketAddr::new(LO, port), Duration::from_secs(2))
 }
 
-/// `kdig` over TLS to `port`, trusting `ca` for the name `dot.test`: its whole output.
+/// `kdig` over TLS ([`kdig_tls`]).
 fn kdig(port: u16, ca: &Path, args: &[&str]) -> String {
-    let out = Command::new("kdig")
-        .arg("@127.0.0.1")
-        .args(["-p", &port.to_string()])
-        .arg(format!("+tls-ca={}", ca.display()))
-        .arg("+tls-hostname=dot.test")
-        .args(["+timeout=3", "+retry=0"])
-        .args(args)
-        .output()
-        .expect("kdig (knot-dnsutils)");
-    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    kdig_tls(port, ca, args)
 }
 
-/// The size kdig reports for the reply (`;; Received N B`).
-fn received(out: &str) -> usize {
-    out.lines()
-        .find_map(|l| l.strip_prefix(";; Received "))
-        .and_then(|r| r.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no reply size in {out}"))
-}
-
-fn der(pem: &Path) -> Vec<u8> {
-    use rustls_pki_types::pem::PemObject;
-    rustls_pki_types::CertificateDer::pem_file_iter(pem)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .to_vec()
-}
-
-/// A TLS client of our own (rustls): a connection, its server certificate, and queries
-/// over it.
-struct Client {
-    tls: rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
-}
-
-impl Client {
-    fn config(ca: &Path, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
-        use rustls_pki_types::pem::PemObject;
-        let mut roots = rustls::RootCertStore::empty();
-        for c in rustls_pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
-            roots.add(c.unwrap()).unwrap();
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-        Arc::new(cfg)
-    }
-
-    fn connect(port: u16, ca: &Path, alpn: &[&[u8]]) -> Result<Client, String> {
-        Self::with(port, Self::config(ca, alpn))
-    }
-
-    /// A connection with `cfg` (its session store: a second connection resumes).
-    fn with(port: u16, cfg: Arc<rustls::ClientConfig>) -> Result<Client, String> {
-        let name = rustls_pki_types::ServerName::try_from("dot.test").unwrap();
-        let conn = rustls::ClientConnection::new(cfg, name).unwrap();
-        let sock = TcpStream::connect((LO, port)).map_err(|e| e.to_string())?;
-        sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-        let mut tls = rustls::StreamOwned::new(conn, sock);
-        // Drive the handshake to its end.
-        while tls.conn.is_handshaking() {
-            tls.conn
-                .complete_io(&mut tls.sock)
-                .map_err(|e| e.to_string())?;
-        }
-        Ok(Client { tls })
-    }
-
-    fn peer_cert(&self) -> Vec<u8> {
-        self.tls.conn.peer_certificates().unwrap()[0].to_vec()
-    }
-
-    /// (rcode, the last 4 bytes: the A record) for `name`.
-    fn ask(&mut self, name: &str) -> (u8, [u8; 4]) {
-        let q = query(0x7777, name, 1);
-        let mut m = (q.len() as u16).to_be_bytes().to_vec();
-        m.extend_from_slice(&q);
-        self.tls.write_all(&m).unwrap();
-        self.tls.flush().unwrap();
-        let mut len = [0u8; 2];
-        self.tls.read_exact(&mut len).unwrap();
-        let mut b = vec![0u8; usize::from(u16::from_be_bytes(len))];
-        self.tls.read_exact(&mut b).unwrap();
-        (b[3] & 0xf, b[b.len() - 4..].try_into().unwrap())
-    }
-}
+type Client = TlsClient;
 
 #[test]
 fn dns_over_tls_serves_pads_and_takes_a_new_certificate_without_a_restart() {
@@ -260,7 +172,7 @@ fn dns_over_tls_serves_pads_and_takes_a_new_certificate_without_a_restart() {
         .unwrap()
         .body;
     let count = |result: &str| -> u64 {
-        let key = format!("skua_dot_handshakes_total{{result=\"{result}\"}} ");
+        let key = format!("skua_tls_handshakes_total{{transport=\"dot\",result=\"{result}\"}} ");
         m.lines()
             .find_map(|l| l.strip_prefix(key.as_str()))
             .and_then(|v| v.parse().ok())
@@ -275,10 +187,35 @@ fn dns_over_tls_serves_pads_and_takes_a_new_certificate_without_a_restart() {
     let _ = SocketAddr::new(LO, tls);
 }
 
-/// The certificate replaced 20 times under load: a `kdig +tls` loop (a new handshake each
-/// time) and a connection kept open and asking all along see no failure; after each
-/// reload the next handshake has the new certificate; the kept connection answers on the
-/// one it began with.
+/// One DNS over HTTPS GET on a kept HTTP/1.1 connection: (rcode, the last 4 octets).
+fn doh_get(c: &mut Client, name: &str) -> (u8, [u8; 4]) {
+    let q = data_encoding::BASE64URL_NOPAD.encode(&query(0, name, 1));
+    let req = format!("GET /dns-query?dns={q} HTTP/1.1\r\nHost: dot.test\r\n\r\n");
+    c.tls.write_all(req.as_bytes()).unwrap();
+    c.tls.flush().unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        c.tls.read_exact(&mut b).unwrap();
+        head.push(b[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length: "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap();
+    let mut body = vec![0u8; len];
+    c.tls.read_exact(&mut body).unwrap();
+    (body[3] & 0xf, body[len - 4..].try_into().unwrap())
+}
+
+/// The certificate replaced 20 times under load, DNS over TLS and DNS over HTTPS on one
+/// certificate: a `kdig +tls` and a `kdig +https` loop (a new handshake each time) and a
+/// connection of each kept open and asking all along see no failure; after each reload
+/// the next handshakes have the new certificate; the kept connections answer on the one
+/// they began with.
 #[test]
 fn twenty_certificate_swaps_under_load_lose_nothing() {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -290,32 +227,40 @@ fn twenty_certificate_swaps_under_load_lose_nothing() {
     let (pem, key) = (dir.0.join("dot.pem"), dir.0.join("dot.key"));
     std::fs::copy(&leaves[0].0, &pem).unwrap();
     std::fs::copy(&leaves[0].1, &key).unwrap();
-    let (dns, api, tls) = (free_port(), free_port(), free_port());
+    let (dns, api, tls, https) = (free_port(), free_port(), free_port(), free_port());
     let mut conf = config(dns, api, &dir.0, "");
     conf.push_str(&format!(
         "server:\n  interface: 127.0.0.1@{tls}\n  tls-port: {tls}\n  \
+         interface: 127.0.0.1@{https}\n  https-port: {https}\n  \
          tls-service-pem: \"{}\"\n  tls-service-key: \"{}\"\n",
         pem.display(),
         key.display()
     ));
     let d = start(&dir.0, &conf, dns, api);
     let stop = Arc::new(AtomicBool::new(false));
-    let (ok, bad) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let kdig_loop = {
-        let (stop, ok, bad, ca) = (stop.clone(), ok.clone(), bad.clone(), ca.clone());
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                let out = kdig(tls, &ca, &["+short", "a.example.", "A"]);
-                if out.trim() == "198.18.0.1" {
-                    ok.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    eprintln!("kdig failed: {out}");
-                    bad.fetch_add(1, Ordering::Relaxed);
+    let counts: Vec<_> = (0..2)
+        .map(|_| (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))))
+        .collect();
+    let loops: Vec<_> = [(tls, "+tls"), (https, "+https")]
+        .into_iter()
+        .zip(counts.iter().cloned())
+        .map(|((port, mode), (ok, bad))| {
+            let (stop, ca) = (stop.clone(), ca.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let out = kdig(port, &ca, &[mode, "+short", "a.example.", "A"]);
+                    if out.trim() == "198.18.0.1" {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        eprintln!("kdig {mode} failed: {out}");
+                        bad.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
-            }
+            })
         })
-    };
+        .collect();
     let mut kept = Client::connect(tls, &ca, &[b"dot"]).unwrap();
+    let mut kept_doh = Client::connect(https, &ca, &[b"http/1.1"]).unwrap();
     let first = kept.peer_cert();
     let mut kept_answers = 0;
     for i in 1..=20 {
@@ -326,24 +271,39 @@ fn twenty_certificate_swaps_under_load_lose_nothing() {
         assert_eq!(r.status, 200, "swap {i}: {}", r.body);
         let fresh = Client::connect(tls, &ca, &[b"dot"]).unwrap();
         assert_eq!(fresh.peer_cert(), der(c), "swap {i}: the new certificate");
+        let fresh = Client::connect(https, &ca, &[b"h2"]).unwrap();
+        assert_eq!(
+            fresh.peer_cert(),
+            der(c),
+            "swap {i}: the new certificate (https)"
+        );
         for _ in 0..5 {
             assert_eq!(kept.ask("a.example."), (0, [198, 18, 0, 1]), "swap {i}");
-            kept_answers += 1;
+            assert_eq!(
+                doh_get(&mut kept_doh, "a.example."),
+                (0, [198, 18, 0, 1]),
+                "swap {i}"
+            );
+            kept_answers += 2;
         }
     }
     stop.store(true, Ordering::Relaxed);
-    kdig_loop.join().unwrap();
+    for l in loops {
+        l.join().unwrap();
+    }
     assert_eq!(
         kept.peer_cert(),
         first,
         "the kept connection stayed on its certificate"
     );
-    let (ok, bad) = (ok.load(Ordering::Relaxed), bad.load(Ordering::Relaxed));
-    eprintln!(
-        "20 swaps: {ok} kdig queries answered, {bad} failed; {kept_answers} on the kept connection"
-    );
-    assert_eq!(bad, 0);
-    assert!(ok >= 10, "the kdig loop ran ({ok})");
+    assert_eq!(kept_doh.peer_cert(), first);
+    for ((ok, bad), mode) in counts.iter().zip(["+tls", "+https"]) {
+        let (ok, bad) = (ok.load(Ordering::Relaxed), bad.load(Ordering::Relaxed));
+        eprintln!("20 swaps: kdig {mode}: {ok} answered, {bad} failed");
+        assert_eq!(bad, 0, "kdig {mode}");
+        assert!(ok >= 10, "the kdig {mode} loop ran ({ok})");
+    }
+    eprintln!("{kept_answers} answers on the kept connections");
 }
 
 /// Clients that stall mid-handshake are cut off after the handshake timeout (here the
@@ -395,7 +355,7 @@ fn stalled_handshakes_time_out_and_an_address_switches_to_tls_at_a_reload() {
         .unwrap()
         .body;
     assert!(
-        m.contains("skua_dot_handshakes_total{result=\"timeout\"} 2\n"),
+        m.contains("skua_tls_handshakes_total{transport=\"dot\",result=\"timeout\"} 2\n"),
         "{m}"
     );
 

@@ -183,27 +183,88 @@ fn ha_prometheus(p: &mut Prom, ctl: &Control) {
     }
 }
 
-/// DNS over TLS: handshakes by result, when a certificate is configured.
-fn dot_prometheus(p: &mut Prom, ctl: &Control) {
-    let dot = &ctl.serving.dot;
-    if dot.service.load().is_none() {
-        return;
-    }
-    let s = &dot.stats;
+/// The encrypted transports: TLS handshakes by transport and result, queries by
+/// transport, DNS over HTTPS requests by result and the shared buffers in use.
+fn encrypted_prometheus(p: &mut Prom, ctl: &Control) {
+    let t = &ctl.serving.tls;
     let r = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
     p.head(
-        "skua_dot_handshakes_total",
+        "skua_tls_handshakes_total",
         "counter",
-        "DNS over TLS handshakes by result (ok includes resumed).",
+        "TLS handshakes of the encrypted listeners by transport and result (ok includes resumed).",
+    );
+    for (transport, s) in [("dot", &t.dot_handshakes), ("doh", &t.doh_handshakes)] {
+        for (result, v) in [
+            ("ok", r(&s.ok)),
+            ("resumed", r(&s.resumed)),
+            ("failed", r(&s.failed)),
+            ("timeout", r(&s.timeout)),
+        ] {
+            p.line(
+                "skua_tls_handshakes_total",
+                &[("transport", transport), ("result", result)],
+                v,
+            );
+        }
+    }
+    p.head(
+        "skua_encrypted_queries_total",
+        "counter",
+        "Queries received over the encrypted transports (also counted in skua_queries_total).",
+    );
+    for (transport, v) in [("dot", r(&t.dot_queries)), ("doh", r(&t.doh_queries))] {
+        p.line(
+            "skua_encrypted_queries_total",
+            &[("transport", transport)],
+            v,
+        );
+    }
+    let d = &t.doh_stats;
+    p.head(
+        "skua_doh_requests_total",
+        "counter",
+        "DNS over HTTPS requests by result (answered: 200; refused: 4xx, not a DNS query; unavailable: 503, no room or no answer).",
     );
     for (result, v) in [
-        ("ok", r(&s.handshakes)),
-        ("resumed", r(&s.resumed)),
-        ("failed", r(&s.handshake_failures)),
-        ("timeout", r(&s.handshake_timeouts)),
+        ("answered", r(&d.answered)),
+        ("refused", r(&d.refused)),
+        ("unavailable", r(&d.unavailable)),
     ] {
-        p.line("skua_dot_handshakes_total", &[("result", result)], v);
+        p.line("skua_doh_requests_total", &[("result", result)], v);
     }
+    p.head(
+        "skua_doh_idle_closed_total",
+        "counter",
+        "DNS over HTTPS connections closed after the idle timeout with no request in progress.",
+    );
+    p.line("skua_doh_idle_closed_total", &[], r(&d.idle_closed));
+    p.head(
+        "skua_doh_buffer_bytes",
+        "gauge",
+        "Bytes of DNS over HTTPS queries held and answers waiting now (http-query-buffer-size, http-response-buffer-size).",
+    );
+    let u =
+        |a: &std::sync::atomic::AtomicUsize| a.load(std::sync::atomic::Ordering::Relaxed) as u64;
+    p.line(
+        "skua_doh_buffer_bytes",
+        &[("buffer", "query")],
+        u(&t.query_bytes),
+    );
+    p.line(
+        "skua_doh_buffer_bytes",
+        &[("buffer", "response")],
+        u(&t.response_bytes),
+    );
+    p.head(
+        "skua_tcp_connection_limit_closed_total",
+        "counter",
+        "Stream connections (TCP, TLS, HTTPS) closed at once: their netblock was at its tcp-connection-limit.",
+    );
+    p.line(
+        "skua_tcp_connection_limit_closed_total",
+        &[],
+        r(&ctl.serving.per_client_refused),
+    );
 }
 
 /// Sync (`sync:`): what this node sent and took, and whether it follows a source now.
@@ -724,6 +785,6 @@ pub fn prometheus(ctl: &Control) -> String {
     resolver_prometheus(&mut p, ctl);
     ha_prometheus(&mut p, ctl);
     sync_prometheus(&mut p, ctl);
-    dot_prometheus(&mut p, ctl);
+    encrypted_prometheus(&mut p, ctl);
     p.0
 }

@@ -17,4 +17,5 @@ pub mod resolving;
 pub mod serving;
 pub mod settings;
 pub mod tls;
+pub mod watched;
 pub mod xfr;

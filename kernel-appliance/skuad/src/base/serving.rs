@@ -36,8 +36,12 @@ pub struct Serving {
     pub leases: crate::base::lease::Leases,
     /// Zone transfers: what they are answered from, and the reports of the TCP dataplane.
     pub xfr: crate::base::xfr::Xfr,
-    /// DNS over TLS: the certificate in force and the listeners' counters.
-    pub dot: crate::base::tls::Dot,
+    /// The encrypted transports: the certificate in force, DNS over HTTPS parameters,
+    /// the listeners' counters.
+    pub tls: crate::base::tls::Encrypted,
+    /// Stream connections closed at once for their netblock's `tcp-connection-limit:`
+    /// (TCP, TLS and HTTPS alike).
+    pub per_client_refused: AtomicU64,
 }
 
 impl Serving {
@@ -52,7 +56,8 @@ impl Serving {
             mirrors: crate::base::resolving::Mirrors::default(),
             leases: crate::base::lease::Leases::default(),
             xfr: crate::base::xfr::Xfr::default(),
-            dot: crate::base::tls::Dot::default(),
+            tls: crate::base::tls::Encrypted::default(),
+            per_client_refused: AtomicU64::new(0),
         }
     }
 

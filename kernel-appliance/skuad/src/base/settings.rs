@@ -15,6 +15,13 @@ pub struct Settings {
     pub tcp: Vec<SocketAddr>,
     /// DNS over TLS addresses (RFC 7858: `interface:` on `tls-port:` with a certificate).
     pub tls: Vec<SocketAddr>,
+    /// DNS over HTTPS addresses (RFC 8484: `interface:` on `https-port:` with a
+    /// certificate, or with `http-notls-downstream:`).
+    pub https: Vec<SocketAddr>,
+    /// DNS over HTTPS over TLS (else plain HTTP, `http-notls-downstream: yes`).
+    pub https_tls: bool,
+    /// `tcp-connection-limit:` rules: connections at once per netblock.
+    pub connection_limits: Vec<(skua_engine::acl::Netblock, u32)>,
     /// Worker threads (one UDP socket per thread and address, SO_REUSEPORT).
     pub threads: usize,
     /// Use SO_REUSEPORT.

@@ -1,53 +1,165 @@
-//! DNS over TLS (RFC 7858) as the dataplanes see it: the TLS configuration in force and the
-//! counters of its listeners.
+//! The encrypted transports as the dataplanes see them: DNS over TLS (RFC 7858) and DNS
+//! over HTTPS (RFC 8484): the TLS configurations in force, the DNS over HTTPS parameters,
+//! the shared byte budgets and the counters.
 //!
-//! The control core builds a [`DotService`] at each load (certificate chain and key read
+//! The control core builds a [`TlsService`] at each load (certificate chain and key read
 //! and checked there, so a bad one fails the reload and the old one keeps serving) and
 //! swaps it in; every new handshake takes the one in force, connections in progress keep
 //! the session they began with. So a renewed certificate serves at once, and nothing
 //! restarts.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use arc_swap::ArcSwapOption;
+use arc_swap::{ArcSwap, ArcSwapOption};
 
 /// ALPN protocol of DNS over TLS (RFC 7858 §3.2, the IANA registration `dot`).
 pub const ALPN_DOT: &[u8] = b"dot";
+/// ALPN protocols of DNS over HTTPS: HTTP/2 (RFC 8484 §5.2 recommends it), then HTTP/1.1.
+pub const ALPN_DOH: &[&[u8]] = &[b"h2", b"http/1.1"];
 
-/// What the DNS over TLS listeners serve.
-pub struct DotService {
-    /// TLS 1.3 and 1.2, ALPN `dot`, session tickets and a session cache.
-    pub config: Arc<tokio_rustls::rustls::ServerConfig>,
+/// The TLS configurations of the encrypted listeners (one certificate, one session store).
+pub struct TlsService {
+    /// DNS over TLS: TLS 1.3 and 1.2, ALPN `dot`, session tickets and a session cache.
+    pub dot: Arc<tokio_rustls::rustls::ServerConfig>,
+    /// DNS over HTTPS: the same with ALPN `h2` and `http/1.1`.
+    pub doh: Arc<tokio_rustls::rustls::ServerConfig>,
     /// Pad responses to clients that ask to this block length (RFC 8467 §4.1), if any.
     pub pad_block: Option<u16>,
 }
 
-/// Counters of the DNS over TLS listeners.
+/// DNS over HTTPS parameters (from the configuration, swapped at each load).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DohParams {
+    /// The path queries are asked on (`http-endpoint:`).
+    pub endpoint: String,
+    /// Concurrent HTTP/2 streams per connection (`http-max-streams:`).
+    pub max_streams: u32,
+    /// Bytes of queries held at once, every connection together
+    /// (`http-query-buffer-size:`).
+    pub query_buffer: usize,
+    /// Bytes of answers waiting to be sent, every connection together
+    /// (`http-response-buffer-size:`).
+    pub response_buffer: usize,
+    /// Pad responses to clients that ask, over plain HTTP too (behind a proxy that
+    /// terminates TLS, `http-notls-downstream:`), to this block length.
+    pub pad_block: Option<u16>,
+}
+
+impl Default for DohParams {
+    fn default() -> Self {
+        Self {
+            endpoint: "/dns-query".into(),
+            max_streams: 100,
+            query_buffer: 4 << 20,
+            response_buffer: 4 << 20,
+            pad_block: None,
+        }
+    }
+}
+
+/// Counters of one TLS transport's handshakes.
 #[derive(Default)]
-pub struct DotStats {
+pub struct HandshakeStats {
     /// Handshakes completed.
-    pub handshakes: AtomicU64,
+    pub ok: AtomicU64,
     /// Handshakes that failed (including no ALPN in common, a bad client hello).
-    pub handshake_failures: AtomicU64,
+    pub failed: AtomicU64,
     /// Handshakes that did not finish in time.
-    pub handshake_timeouts: AtomicU64,
+    pub timeout: AtomicU64,
     /// Resumed sessions (a ticket or the session cache).
     pub resumed: AtomicU64,
 }
 
-impl DotStats {
-    /// Adds one to `c`.
-    pub fn inc(c: &AtomicU64) {
-        c.fetch_add(1, Ordering::Relaxed);
+/// Adds one to `c`.
+pub fn inc(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Counters of DNS over HTTPS requests.
+#[derive(Default)]
+pub struct DohStats {
+    /// Requests answered with a DNS message (200).
+    pub answered: AtomicU64,
+    /// Requests refused as not DNS queries (4xx: bad path, method, media type, base64,
+    /// size).
+    pub refused: AtomicU64,
+    /// Requests not answered for want of room or an answer (503).
+    pub unavailable: AtomicU64,
+    /// Connections closed for having no request in progress and nothing read or written
+    /// for the idle timeout.
+    pub idle_closed: AtomicU64,
+}
+
+/// A share of a byte budget (`http-query-buffer-size:`, `http-response-buffer-size:`):
+/// given back when dropped.
+pub struct Reserved {
+    budget: Arc<AtomicUsize>,
+    n: usize,
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        self.budget.fetch_sub(self.n, Ordering::Relaxed);
     }
 }
 
-/// The DNS over TLS state of the serving handle.
+/// Takes `n` bytes of `budget` (in use now) when that stays within `limit`.
+pub fn reserve(budget: &Arc<AtomicUsize>, n: usize, limit: usize) -> Option<Reserved> {
+    let mut cur = budget.load(Ordering::Relaxed);
+    loop {
+        let next = cur.checked_add(n).filter(|&v| v <= limit)?;
+        match budget.compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => {
+                return Some(Reserved {
+                    budget: budget.clone(),
+                    n,
+                });
+            }
+            Err(v) => cur = v,
+        }
+    }
+}
+
+/// The encrypted transports' state in the serving handle.
 #[derive(Default)]
-pub struct Dot {
-    /// The service in force (none: no `tls-service-key:`/`tls-service-pem:`).
-    pub service: ArcSwapOption<DotService>,
-    /// The counters.
-    pub stats: DotStats,
+pub struct Encrypted {
+    /// The TLS configurations in force (none: no `tls-service-key:`/`tls-service-pem:`).
+    pub service: ArcSwapOption<TlsService>,
+    /// DNS over HTTPS parameters in force.
+    pub doh: ArcSwap<DohParams>,
+    /// DNS over TLS handshakes.
+    pub dot_handshakes: HandshakeStats,
+    /// DNS over HTTPS (over TLS) handshakes.
+    pub doh_handshakes: HandshakeStats,
+    /// Queries over DNS over TLS.
+    pub dot_queries: AtomicU64,
+    /// Queries over DNS over HTTPS.
+    pub doh_queries: AtomicU64,
+    /// DNS over HTTPS requests.
+    pub doh_stats: DohStats,
+    /// Bytes of DNS over HTTPS queries held now.
+    pub query_bytes: Arc<AtomicUsize>,
+    /// Bytes of DNS over HTTPS answers waiting to be sent now.
+    pub response_bytes: Arc<AtomicUsize>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budgets_are_given_back() {
+        let b = Arc::new(AtomicUsize::new(0));
+        let r1 = reserve(&b, 600, 1000).unwrap();
+        assert!(reserve(&b, 401, 1000).is_none());
+        let r2 = reserve(&b, 400, 1000).unwrap();
+        assert_eq!(b.load(Ordering::Relaxed), 1000);
+        drop(r1);
+        assert!(reserve(&b, 600, 1000).is_some());
+        drop(r2);
+        assert_eq!(b.load(Ordering::Relaxed), 0);
+        assert!(reserve(&b, usize::MAX, usize::MAX).is_some());
+        assert!(reserve(&b, 1, 0).is_none());
+    }
 }

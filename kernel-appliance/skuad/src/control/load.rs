@@ -452,6 +452,7 @@ pub fn load_config_after(
     let mut udp = Vec::new();
     let mut tcp = Vec::new();
     let mut tls = Vec::new();
+    let mut https = Vec::new();
     let ifaces: Vec<(SocketAddr, Option<Loc>)> = if s.interfaces.is_empty() {
         // Unbound's default: localhost only.
         vec![
@@ -490,6 +491,25 @@ pub fn load_config_after(
                 "{}interface {a} is on tls-port {} but tls-service-key:/tls-service-pem: are not set: it serves plain DNS",
                 loc.map(|l| format!("{l}: ")).unwrap_or_default(),
                 s.tls_port
+            ));
+        } else if a.port() == s.https_port {
+            // DNS over HTTPS: over TLS with the certificate, or plain HTTP behind a proxy
+            // that terminates TLS (`http-notls-downstream:`), as in Unbound.
+            if dot || s.http_notls_downstream {
+                if s.do_tcp {
+                    https.push(a);
+                } else {
+                    warnings.push(format!(
+                        "{}interface {a}: DNS over HTTPS needs TCP, and do-tcp: is no: nothing listens there",
+                        loc.as_ref().map(|l| format!("{l}: ")).unwrap_or_default()
+                    ));
+                }
+                continue;
+            }
+            warnings.push(format!(
+                "{}interface {a} is on https-port {} but tls-service-key:/tls-service-pem: are not set (nor http-notls-downstream:): it serves plain DNS",
+                loc.map(|l| format!("{l}: ")).unwrap_or_default(),
+                s.https_port
             ));
         }
         if s.do_udp {
@@ -541,10 +561,30 @@ pub fn load_config_after(
             warnings.push(format!("'{what}' is accepted but not applied yet: skuad logs to stderr and keeps its user and root"));
         }
     }
+    let connection_limits = s
+        .tcp_connection_limits
+        .iter()
+        .map(|l| {
+            let nb = l
+                .value
+                .netblock
+                .parse::<skua_engine::acl::Netblock>()
+                .map_err(|e| {
+                    at(
+                        &l.loc,
+                        format!("tcp-connection-limit: '{}': {e}", l.value.netblock),
+                    )
+                })?;
+            Ok((nb, l.value.limit))
+        })
+        .collect::<Result<Vec<_>, LoadError>>()?;
     let settings = Settings {
         udp,
         tcp,
         tls,
+        https,
+        https_tls: !s.http_notls_downstream,
+        connection_limits,
         threads: s.num_threads.max(1),
         reuseport: s.so_reuseport,
         freebind: s.ip_freebind,

@@ -332,7 +332,7 @@ struct Staged {
     serials: std::collections::BTreeMap<String, u32>,
     shared: Option<(PathBuf, String)>,
     sync: Option<sync::SyncSettings>,
-    dot: Option<Arc<crate::base::tls::DotService>>,
+    tls: Option<Arc<crate::base::tls::TlsService>>,
 }
 
 /// A part of the process above the control core whose settings come from the
@@ -522,7 +522,7 @@ pub struct Boot {
     serials: std::collections::BTreeMap<String, u32>,
     shared: Option<(PathBuf, String)>,
     sync: Option<sync::SyncSettings>,
-    dot: Option<Arc<crate::base::tls::DotService>>,
+    tls: Option<Arc<crate::base::tls::TlsService>>,
 }
 
 impl Boot {
@@ -560,7 +560,7 @@ impl Boot {
             xfr::keep_serials(&loaded.xfr, &serials, state_path.as_deref()).unwrap_or(serials);
         let access = Access::from_config(&cfg).map_err(|e| format!("api: {e}"))?;
         let sync = sync::SyncSettings::from_config(&cfg, dir.as_deref())?;
-        let dot = tls::dot_service(&cfg.server, dir.as_deref())?;
+        let tls = tls::tls_service(&cfg.server, dir.as_deref())?;
         let audit = Audit::open(&cfg.audit, dir.as_deref())?;
         log::set_verbosity(loaded.settings.verbosity);
         for w in &loaded.warnings {
@@ -601,13 +601,14 @@ impl Boot {
             serials,
             shared,
             sync,
-            dot,
+            tls,
         })
     }
 
-    /// The DNS over TLS service, for the serving handle (once, before listeners start).
-    pub fn take_dot(&mut self) -> Option<Arc<crate::base::tls::DotService>> {
-        self.dot.take()
+    /// The TLS configurations of the encrypted listeners, for the serving handle (once,
+    /// before listeners start).
+    pub fn take_tls(&mut self) -> Option<Arc<crate::base::tls::TlsService>> {
+        self.tls.take()
     }
 
     /// The compiled engine, for the serving handle (once).
@@ -947,7 +948,7 @@ impl Control {
                 xfr::keep_serials(&loaded.xfr, &serials, state_path.as_deref()).unwrap_or(serials);
             let access = Access::from_config(&cfg)?;
             let sync = sync::SyncSettings::from_config(&cfg, dir.as_deref())?;
-            let dot = tls::dot_service(&cfg.server, dir.as_deref())?;
+            let tls = tls::tls_service(&cfg.server, dir.as_deref())?;
             let prepared = hooks
                 .iter()
                 .map(|h| h.prepare(&cfg))
@@ -964,7 +965,7 @@ impl Control {
                 serials,
                 shared: parsed.shared,
                 sync,
-                dot,
+                tls,
             })
         })
         .await
@@ -988,7 +989,7 @@ impl Control {
             serials,
             shared,
             sync,
-            dot,
+            tls: tls_service,
         } = st;
         for w in &loaded.warnings {
             log::warn(format_args!("{w}"));
@@ -1008,7 +1009,11 @@ impl Control {
         }
         let (records, warnings) = self.install(loaded, view);
         // New handshakes take the new certificate; connections in progress keep theirs.
-        self.serving.dot.service.store(dot);
+        self.serving.tls.service.store(tls_service);
+        self.serving
+            .tls
+            .doh
+            .store(Arc::new(tls::doh_params(&cfg.server)));
         self.access.store(Arc::new(access));
         for p in prepared {
             p.commit();

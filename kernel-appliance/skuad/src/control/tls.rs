@@ -2,17 +2,19 @@
 //! into rustls server configurations at load, so a bad certificate or key fails the load
 //! (or the reload, and the old one keeps serving) with the file and the reason.
 //!
-//! DNS over TLS (RFC 7858): TLS 1.3 and 1.2 only (rustls has nothing older), ALPN `dot`
-//! (a client that offers ALPN without `dot` is refused, RFC 7301 §3.2; one that offers
-//! none is served), session resumption by tickets from one process-wide rotating ticketer
-//! (so a certificate swap does not invalidate the clients' tickets) and a session cache.
+//! DNS over TLS (RFC 7858) and DNS over HTTPS (RFC 8484): TLS 1.3 and 1.2 only (rustls
+//! has nothing older), ALPN `dot`, or `h2` and `http/1.1` (a client that offers ALPN
+//! without one of them is refused, RFC 7301 §3.2; one that offers none is served: DNS over
+//! TLS, or HTTP/1.1), session resumption by tickets from one process-wide rotating
+//! ticketer (so a certificate swap does not invalidate the clients' tickets) and a session
+//! cache.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use tokio_rustls::rustls;
 
-use crate::base::tls::{ALPN_DOT, DotService};
+use crate::base::tls::{ALPN_DOH, ALPN_DOT, DohParams, TlsService};
 
 /// A server configuration for the certificate chain in `cert` and the key in `key` (PEM;
 /// the key file must not be readable by others), offering `alpn`.
@@ -93,12 +95,13 @@ fn ticketer() -> Result<Arc<dyn rustls::server::ProducesTickets>, String> {
         .clone()
 }
 
-/// The DNS over TLS service of `s` (paths relative to `base`), or none without
-/// `tls-service-key:` and `tls-service-pem:`. An error names the directive's line.
-pub fn dot_service(
+/// The TLS configurations of the encrypted listeners of `s` (paths relative to `base`),
+/// or none without `tls-service-key:` and `tls-service-pem:`. An error names the
+/// directive's line.
+pub fn tls_service(
     s: &skua_config::Server,
     base: Option<&Path>,
-) -> Result<Option<Arc<DotService>>, String> {
+) -> Result<Option<Arc<TlsService>>, String> {
     let (key, pem) = match (&s.tls_service_key, &s.tls_service_pem) {
         (None, None) => return Ok(None),
         (Some(k), None) => {
@@ -122,12 +125,27 @@ pub fn dot_service(
             _ => p,
         }
     };
-    let mut c = server_config(&at(&pem.value), &at(&key.value), &[ALPN_DOT])
+    let mut dot = server_config(&at(&pem.value), &at(&key.value), &[ALPN_DOT])
         .map_err(|e| format!("{}: tls-service-pem/tls-service-key: {e}", pem.loc))?;
-    c.ticketer = ticketer()?;
-    c.session_storage = session_cache();
-    Ok(Some(Arc::new(DotService {
-        config: Arc::new(c),
+    dot.ticketer = ticketer()?;
+    dot.session_storage = session_cache();
+    // The same certificate and session store; only the protocols differ.
+    let mut doh = dot.clone();
+    doh.alpn_protocols = ALPN_DOH.iter().map(|p| p.to_vec()).collect();
+    Ok(Some(Arc::new(TlsService {
+        dot: Arc::new(dot),
+        doh: Arc::new(doh),
         pad_block: s.pad_responses.then_some(s.pad_responses_block_size),
     })))
+}
+
+/// The DNS over HTTPS parameters of `s`.
+pub fn doh_params(s: &skua_config::Server) -> DohParams {
+    DohParams {
+        endpoint: s.http_endpoint.clone(),
+        max_streams: s.http_max_streams,
+        query_buffer: s.http_query_buffer_size,
+        response_buffer: s.http_response_buffer_size,
+        pad_block: s.pad_responses.then_some(s.pad_responses_block_size),
+    }
 }

@@ -17,7 +17,7 @@
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -28,7 +28,7 @@ use crate::base::lease::Gate;
 use crate::base::log;
 use crate::base::serving::{Serving, WorkerStats};
 use crate::base::settings::Settings;
-use crate::dataplane::sockets::{self, TcpParams};
+use crate::dataplane::sockets::{self, ClientLimits, StreamKind, TcpParams};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct UdpKey {
@@ -69,9 +69,10 @@ struct TcpEntry {
     addr: SocketAddr,
     task: tokio::task::JoinHandle<()>,
     gate: Gate,
-    /// DNS over TLS, read at each accept: an address that switches between plain TCP and
-    /// TLS at a reload keeps its socket (a rebind would race the old one's close).
-    tls: Arc<AtomicBool>,
+    /// What it serves ([`StreamKind`]), read at each accept: an address that switches
+    /// between plain TCP, TLS and HTTPS at a reload keeps its socket (a rebind would race
+    /// the old one's close).
+    kind: Arc<AtomicU8>,
 }
 
 /// Whether a listener bound with `bound` still has the right gate for `want` (the lease in
@@ -85,23 +86,37 @@ fn same_gate(bound: &Gate, want: &Gate) -> bool {
     }
 }
 
-/// The stream listeners of `s`, each address once: DNS over TLS (`true`) where it is in
-/// both lists, plain TCP otherwise.
-fn stream_addrs(s: &Settings) -> Vec<(SocketAddr, bool)> {
-    s.tls
-        .iter()
-        .map(|&a| (a, true))
-        .chain(
-            s.tcp
-                .iter()
-                .filter(|a| !s.tls.contains(a))
-                .map(|&a| (a, false)),
-        )
-        .collect()
+/// The stream listeners of `s`, each address once: DNS over TLS, over HTTPS (with or
+/// without TLS) where it is in their lists, plain TCP otherwise.
+fn stream_addrs(s: &Settings) -> Vec<(SocketAddr, StreamKind)> {
+    let https = if s.https_tls {
+        StreamKind::Https
+    } else {
+        StreamKind::Http
+    };
+    let mut out: Vec<(SocketAddr, StreamKind)> = Vec::new();
+    let lists = [
+        (&s.tls, StreamKind::Tls),
+        (&s.https, https),
+        (&s.tcp, StreamKind::Tcp),
+    ];
+    for (list, kind) in lists {
+        for &a in list {
+            if !out.iter().any(|(b, _)| *b == a) {
+                out.push((a, kind));
+            }
+        }
+    }
+    out
 }
 
-fn kind(tls: bool) -> &'static str {
-    if tls { "tls" } else { "tcp" }
+fn kind(k: StreamKind) -> &'static str {
+    k.name()
+}
+
+/// The per-client limits of `s`.
+fn client_limits(s: &Settings) -> Arc<ClientLimits> {
+    Arc::new(ClientLimits::new(&s.connection_limits))
 }
 
 /// What a reconciliation changed.
@@ -153,6 +168,8 @@ impl Listeners {
                 idle: s.tcp_idle,
                 limit: Arc::new(Semaphore::new(s.tcp_limit)),
                 limit_n: s.tcp_limit,
+                per_client: client_limits(s),
+                per_client_rules: s.connection_limits.clone(),
             })),
             tcp_stats,
             next_worker: AtomicUsize::new(0),
@@ -163,10 +180,10 @@ impl Listeners {
                 .map_err(|e| format!("cannot listen: udp {a}: {e}"))?;
             l.udp.push(g);
         }
-        for (a, tls) in stream_addrs(s) {
+        for (a, k) in stream_addrs(s) {
             let t = l
-                .bind_tcp(a, s.freebind, tls)
-                .map_err(|e| format!("cannot listen: {} {a}: {e}", kind(tls)))?;
+                .bind_tcp(a, s.freebind, k)
+                .map_err(|e| format!("cannot listen: {} {a}: {e}", kind(k)))?;
             l.tcp.push(t);
         }
         for a in &s.udp {
@@ -175,8 +192,8 @@ impl Listeners {
                 s.threads
             ));
         }
-        for (a, tls) in stream_addrs(s) {
-            log::info(format_args!("listening on {a} {}", kind(tls)));
+        for (a, k) in stream_addrs(s) {
+            log::info(format_args!("listening on {a} {}", kind(k)));
         }
         Ok(l)
     }
@@ -227,8 +244,8 @@ impl Listeners {
         })
     }
 
-    fn bind_tcp(&self, addr: SocketAddr, freebind: bool, tls: bool) -> io::Result<TcpEntry> {
-        let tls = Arc::new(AtomicBool::new(tls));
+    fn bind_tcp(&self, addr: SocketAddr, freebind: bool, k: StreamKind) -> io::Result<TcpEntry> {
+        let kind = Arc::new(AtomicU8::new(k.as_u8()));
         let gate = self.shared.leases.get(addr.ip());
         let fd = skua_netio::bind_socket(
             addr,
@@ -248,13 +265,13 @@ impl Listeners {
             self.tcp_stats.clone(),
             self.tcp_params.clone(),
             gate.clone(),
-            tls.clone(),
+            kind.clone(),
         ));
         Ok(TcpEntry {
             addr,
             task,
             gate,
-            tls,
+            kind,
         })
     }
 
@@ -351,11 +368,27 @@ impl Listeners {
         }
         // TCP.
         let cur = self.tcp_params.load();
-        if cur.idle != s.tcp_idle || cur.limit_n != s.tcp_limit {
+        if cur.idle != s.tcp_idle
+            || cur.limit_n != s.tcp_limit
+            || cur.per_client_rules != s.connection_limits
+        {
+            // A new limit starts counting afresh (connections open now count against the
+            // limits they were admitted under until they close).
+            let same_limit = cur.limit_n == s.tcp_limit;
             self.tcp_params.store(Arc::new(TcpParams {
                 idle: s.tcp_idle,
-                limit: Arc::new(Semaphore::new(s.tcp_limit)),
+                limit: if same_limit {
+                    cur.limit.clone()
+                } else {
+                    Arc::new(Semaphore::new(s.tcp_limit))
+                },
                 limit_n: s.tcp_limit,
+                per_client: if cur.per_client_rules == s.connection_limits {
+                    cur.per_client.clone()
+                } else {
+                    client_limits(s)
+                },
+                per_client_rules: s.connection_limits.clone(),
             }));
         }
         let want = stream_addrs(s);
@@ -363,32 +396,32 @@ impl Listeners {
         for t in std::mem::take(&mut self.tcp) {
             let gate = self.shared.leases.get(t.addr.ip());
             match want.iter().find(|(a, _)| *a == t.addr) {
-                Some(&(_, tls)) if same_gate(&t.gate, &gate) => {
-                    if t.tls.swap(tls, Ordering::Relaxed) != tls {
-                        log::info(format_args!("{} now serves {}", t.addr, kind(tls)));
+                Some(&(_, k)) if same_gate(&t.gate, &gate) => {
+                    if t.kind.swap(k.as_u8(), Ordering::Relaxed) != k.as_u8() {
+                        log::info(format_args!("{} now serves {}", t.addr, kind(k)));
                     }
                     kept.push(t);
                 }
                 _ => {
                     t.task.abort();
-                    let k = kind(t.tls.load(Ordering::Relaxed));
+                    let k = kind(StreamKind::from_u8(t.kind.load(Ordering::Relaxed)));
                     log::info(format_args!("stopped listening on {} {k}", t.addr));
                     ch.tcp_stopped.push(t.addr);
                 }
             }
         }
         self.tcp = kept;
-        for (a, tls) in want {
+        for (a, k) in want {
             if self.tcp.iter().any(|t| t.addr == a) {
                 continue;
             }
-            match self.bind_tcp(a, s.freebind, tls) {
+            match self.bind_tcp(a, s.freebind, k) {
                 Ok(t) => {
-                    log::info(format_args!("listening on {a} {}", kind(tls)));
+                    log::info(format_args!("listening on {a} {}", kind(k)));
                     self.tcp.push(t);
                     ch.tcp_started.push(a);
                 }
-                Err(e) => err = Some(format!("{} {a}: {e}", kind(tls))),
+                Err(e) => err = Some(format!("{} {a}: {e}", kind(k))),
             }
         }
         match err {

@@ -1,12 +1,14 @@
-//! The dataplanes: kernel sockets ([`listeners`], [`sockets`]) and AF_XDP ([`xdp`]), and
+//! The dataplanes: kernel sockets ([`listeners`], [`sockets`], DNS over HTTPS on them:
+//! [`doh`]) and AF_XDP ([`xdp`]), and
 //! the zone transfers' own sockets: the NOTIFY sender ([`notify`]) and the secondary
 //! ([`xfrin`]).
 //!
 //! They serve whatever engine the [`Serving`] handle holds and know nothing of the
 //! configuration file, the control core or the API. [`Planes`] bundles them behind the
-//! [`Dataplanes`] interface the control core drives. New dataplanes (the resolver's upstream
-//! I/O, DoT/DoH/DoQ listeners) go here, each behind the same interface.
+//! [`Dataplanes`] interface the control core drives. New dataplanes (DoQ) go here, each behind the same interface.
 
+pub mod answer;
+pub mod doh;
 pub mod listeners;
 pub mod notify;
 pub mod sockets;

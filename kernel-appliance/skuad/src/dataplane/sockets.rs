@@ -1,10 +1,12 @@
 //! The kernel-socket dataplane's workers: UDP (one `SO_REUSEPORT` socket per thread,
-//! batched `recvmmsg`/`sendmmsg`) and TCP (RFC 7766). [`super::listeners`] starts, rebinds
-//! and stops them; they read the engine from the [`Serving`] handle only.
+//! batched `recvmmsg`/`sendmmsg`) and stream listeners: TCP (RFC 7766), DNS over TLS (RFC
+//! 7858) and, handed to [`super::doh`], DNS over HTTPS (RFC 8484), with the connection
+//! limits (`incoming-num-tcp:`, `tcp-connection-limit:`). [`super::listeners`] starts,
+//! rebinds and stops them; they read the engine from the [`Serving`] handle only.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -15,7 +17,11 @@ use tokio::sync::{Semaphore, mpsc};
 
 use crate::base::lease::{self, Gate};
 use crate::base::log;
-use crate::base::resolving::{Job, ResolverHandle, Route};
+use crate::base::resolving::Route;
+
+use super::answer::{
+    Conn, Step, answer_stream, hand_over, inform, notify_in, refresh, signed_reply,
+};
 use crate::base::serving::{Serving, WorkerStats};
 
 /// TCP parameters read at each accept.
@@ -26,6 +32,10 @@ pub struct TcpParams {
     pub limit: Arc<Semaphore>,
     /// The limit's size.
     pub limit_n: usize,
+    /// `tcp-connection-limit:` per netblock.
+    pub per_client: Arc<ClientLimits>,
+    /// The rules it was made from (a reload that keeps them keeps the counters).
+    pub per_client_rules: Vec<(skua_engine::acl::Netblock, u32)>,
 }
 
 /// Datagrams per `recvmmsg`/`sendmmsg`.
@@ -37,20 +47,6 @@ const RX_BUF: usize = 4096;
 const TCP_SNDBUF: usize = 64 * 1024;
 /// How often blocked UDP workers look at the stop flag.
 const POLL: Duration = Duration::from_millis(200);
-
-fn inform(o: &Outcome, peer: SocketAddr, q: &[u8]) {
-    let informs = match o {
-        Outcome::Reply { info, .. } => info.inform,
-        Outcome::Drop { inform, .. } => *inform,
-        Outcome::Resolve => false,
-    };
-    if informs {
-        log::info(format_args!(
-            "inform: {peer} asked {}",
-            log::describe_query(q)
-        ));
-    }
-}
 
 /// One kernel-socket UDP worker: runs until the daemon or its group stops. With a `gate`
 /// (a service address under the host agent's lease) it answers only while the lease holds:
@@ -173,27 +169,6 @@ pub(crate) fn udp_worker(
     }
 }
 
-/// Hands a query that missed the cache to the resolver, which answers on `route`. A full
-/// queue drops it (the client retries), as an overloaded Unbound drops.
-fn hand_over(resolver: Option<&ResolverHandle>, query: &[u8], route: Route) {
-    if let Some(r) = resolver {
-        let _ = r.submit(Job {
-            query: query.to_vec(),
-            route: Some(route),
-        });
-    }
-}
-
-/// Asks the resolver to refresh a question the cache answered (prefetch, stale).
-fn refresh(resolver: Option<&ResolverHandle>, query: &[u8]) {
-    if let Some(r) = resolver {
-        let _ = r.submit(Job {
-            query: query.to_vec(),
-            route: None,
-        });
-    }
-}
-
 /// One TCP connection: pipelined queries (RFC 7766 §6.2.1.1), replies written by a separate
 /// task so that a slow reader does not stall query processing, idle timeout per message
 /// (§6.2.3: a client that stops mid-message is disconnected).
@@ -201,17 +176,17 @@ fn refresh(resolver: Option<&ResolverHandle>, query: &[u8]) {
 /// The same for DNS over TLS (RFC 7858 §3.3: the TCP framing inside the TLS session), with
 /// `pad`: responses to clients that carry the EDNS Padding option are padded to this block
 /// length (RFC 7830, RFC 8467 §4.1).
-async fn tcp_conn<S>(
-    stream: S,
-    peer: SocketAddr,
-    shared: Arc<Serving>,
-    stats: Arc<WorkerStats>,
-    idle: Duration,
-    gate: Gate,
-    pad: Option<u16>,
-) where
+async fn tcp_conn<S>(stream: S, c: Conn, pad: Option<u16>, dot: bool)
+where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
+    let Conn {
+        peer,
+        shared,
+        stats,
+        idle,
+        gate,
+    } = c;
     let (mut rd, mut wr) = tokio::io::split(stream);
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
     // A client that stops reading its replies must not hold the connection (and its slot)
@@ -268,188 +243,21 @@ async fn tcp_conn<S>(
             }
             continue;
         }
-        if skua_xfr::notify::is_notify(&q[..n]) {
-            let xfr = shared.xfr.state.load_full();
-            if !xfr.secondaries.is_empty() {
-                let resp = notify_in(&shared, &xfr, &q[..n], peer);
-                if resp.is_empty() {
-                    break;
-                }
-                let mut framed = Vec::with_capacity(2 + resp.len());
-                // Cannot truncate: a NOTIFY response is a few hundred bytes.
-                framed.extend_from_slice(&(resp.len() as u16).to_be_bytes());
-                framed.extend_from_slice(&resp);
-                match tokio::time::timeout(idle, tx.send(framed)).await {
-                    Ok(Ok(())) => {}
-                    _ => break,
-                }
-                continue;
-            }
+        if dot {
+            crate::base::tls::inc(&shared.tls.dot_queries);
         }
-        let engine = shared.engine.load();
-        let resolver = shared.resolver.load();
-        let req = Request {
-            src: peer.ip(),
-            transport: Transport::Tcp,
-            now: crate::base::clock::now_secs(),
-        };
-        let xfr = shared.xfr.state.load_full();
-        if !xfr.keys.is_empty() && n >= 12 && q[10..12] != [0, 0] {
-            let unix = crate::base::clock::unix_secs();
-            if let Some(sq) = skua_xfr::server::check_signed_query(&q[..n], &xfr.keys, unix) {
-                let framed = with_out(|out| {
-                    let len = signed_reply(
-                        &engine,
-                        &req,
-                        sq,
-                        &mut out[2..],
-                        &xfr.keys,
-                        unix,
-                        &shared,
-                        peer,
-                    )?;
-                    // Cannot truncate: replies are at most 65535 bytes.
-                    out[..2].copy_from_slice(&(len as u16).to_be_bytes());
-                    Some(out[..2 + len].to_vec())
-                });
-                if let Some(framed) = framed {
-                    match tokio::time::timeout(idle, tx.send(framed)).await {
-                        Ok(Ok(())) => {}
-                        _ => break,
-                    }
-                }
-                continue;
-            }
-        }
-        let pad_to = pad.filter(|_| skua_engine::padding::query_wants_padding(&q[..n]));
-        let (o, framed) = with_out(|out| {
-            let o = match resolver.as_deref() {
-                Some(r) => engine.handle_query_with(&req, &q[..n], &mut out[2..], &*r.cache),
-                None => engine.handle_query(&req, &q[..n], &mut out[2..]),
-            };
-            let framed = match o {
-                Outcome::Reply { len, .. } => {
-                    let len = match pad_to {
-                        Some(b) => skua_engine::padding::pad_response(&mut out[2..], len, b),
-                        None => len,
-                    };
-                    // Cannot truncate: replies are at most 65535 bytes.
-                    out[..2].copy_from_slice(&(len as u16).to_be_bytes());
-                    Some(out[..2 + len].to_vec())
-                }
-                _ => None,
-            };
-            (o, framed)
-        });
-        stats.record(&o);
-        inform(&o, peer, &q[..n]);
-        match o {
-            Outcome::Reply { info, .. } => {
-                if info.refresh {
-                    refresh(resolver.as_deref(), &q[..n]);
-                }
-                if let Some(framed) = framed {
-                    match tokio::time::timeout(idle, tx.send(framed)).await {
-                        Ok(Ok(())) => {}
-                        _ => break,
-                    }
-                }
-            }
-            // A denied client over TCP: close, as Unbound does.
-            Outcome::Drop {
-                reason: skua_engine::engine::DropReason::Acl,
-                ..
-            } => break,
-            Outcome::Resolve => {
-                let route = Route::Tcp {
-                    tx: tx.clone(),
-                    peer,
-                    pad: pad_to,
-                };
-                hand_over(resolver.as_deref(), &q[..n], route);
-            }
-            Outcome::Drop { .. } => {}
+        let step = answer_stream(&shared, stats, peer, &q, pad, &tx);
+        match step {
+            Step::Reply(framed) => match tokio::time::timeout(idle, tx.send(framed)).await {
+                Ok(Ok(())) => {}
+                _ => break,
+            },
+            Step::Resolving | Step::Dropped(_) => {}
+            Step::Close => break,
         }
     }
     drop(tx);
     let _ = writer.await;
-}
-
-/// The answer to a query that carried a TSIG record (RFC 8945): the engine's answer to the
-/// query without it, signed with the request's key, or the TSIG error (reported to the
-/// control core). Written into `out`; `None` when nothing is to be sent (the engine drops
-/// the query or hands it to the resolver: signed queries are answered from local data
-/// only, or the answer does not fit).
-#[allow(clippy::too_many_arguments)] // the query's whole context
-fn signed_reply(
-    engine: &skua_engine::Engine,
-    req: &Request,
-    sq: skua_xfr::server::SignedQuery,
-    out: &mut [u8],
-    keys: &[skua_xfr::tsig::Key],
-    unix: u64,
-    shared: &Serving,
-    peer: SocketAddr,
-) -> Option<usize> {
-    use skua_xfr::server::SignedQuery;
-    let resp = match sq {
-        SignedQuery::Rejected { response, refusal } => {
-            shared.xfr.report(crate::base::xfr::Event::Refused {
-                client: peer.ip().to_canonical(),
-                refusal,
-            });
-            response
-        }
-        SignedQuery::Verified { query, key, mac } => {
-            let mut buf = vec![0u8; out.len()];
-            match engine.handle_query(req, &query, &mut buf) {
-                Outcome::Reply { len, .. } => {
-                    let mut v = buf[..len].to_vec();
-                    let k = keys.get(key)?;
-                    skua_xfr::server::sign_response(&mut v, k, &mac, unix);
-                    v
-                }
-                _ => return None,
-            }
-        }
-    };
-    let dst = out.get_mut(..resp.len())?;
-    dst.copy_from_slice(&resp);
-    Some(resp.len())
-}
-
-/// Answers a NOTIFY for a secondary zone (RFC 1996, docs/zone-transfer.md): checked by
-/// skua-xfr (TSIG, the zone's `allow-notify:` entries and primaries); an accepted one makes
-/// the zone due for the secondary's task, a refused one is reported to the control core.
-/// The response (empty when nothing can be answered).
-fn notify_in(
-    shared: &Serving,
-    xfr: &crate::base::xfr::Transfers,
-    q: &[u8],
-    peer: SocketAddr,
-) -> Vec<u8> {
-    use crate::base::xfr::{Event, NotifyIn};
-    let client = peer.ip().to_canonical();
-    let a = skua_xfr::notify::answer(q, client, &xfr.keys, crate::base::clock::unix_secs(), |z| {
-        xfr.secondaries
-            .get(z.as_bytes())
-            .map(|s| s.allow_notify.as_slice())
-    });
-    match a.outcome {
-        Ok(acc) => {
-            shared.xfr.notified(NotifyIn {
-                zone: acc.zone.as_bytes().to_vec(),
-                serial: acc.serial,
-            });
-            shared.xfr.report(Event::Notified {
-                client,
-                zone: acc.zone.to_string(),
-                serial: acc.serial,
-            });
-        }
-        Err(refusal) => shared.xfr.report(Event::NotifyRefused { client, refusal }),
-    }
-    a.response
 }
 
 /// Answers an AXFR or IXFR request (RFC 5936, RFC 1995) from the transfer state in force
@@ -527,71 +335,153 @@ async fn transfer(
     }
 }
 
-/// Runs `f` with this thread's answer buffer (2 bytes of TCP length prefix, then room for
-/// the largest DNS message). `f` must not await: the buffer is the thread's.
-fn with_out<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
-    thread_local! {
-        static OUT: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; 2 + 65535]);
-    }
-    OUT.with(|b| f(&mut b.borrow_mut()))
-}
-
 /// The longest a TLS handshake may take (less when `tcp-idle-timeout:` is shorter).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A DNS over TLS connection: the handshake with the certificate in force now (none
-/// configured: closed), within [`HANDSHAKE_TIMEOUT`] (a client that stalls mid-handshake
-/// holds only its own slot, and not for long), then queries as over TCP.
-async fn tls_conn(
-    stream: TcpStream,
-    peer: SocketAddr,
-    shared: Arc<Serving>,
-    stats: Arc<WorkerStats>,
-    idle: Duration,
-    gate: Gate,
-) {
-    use crate::base::tls::DotStats;
-    let dot = &shared.dot;
-    let Some(service) = dot.service.load_full() else {
+/// A TLS connection: the handshake with the certificate in force now (none configured:
+/// closed), within [`HANDSHAKE_TIMEOUT`] (a client that stalls mid-handshake holds only
+/// its own slot, and not for long), then DNS over TLS (queries as over TCP) or DNS over
+/// HTTPS.
+async fn tls_conn(stream: TcpStream, c: Conn, https: bool) {
+    use crate::base::tls::inc;
+    let shared = c.shared.clone();
+    let tls = &shared.tls;
+    let Some(service) = tls.service.load_full() else {
         return;
     };
-    let acceptor = tokio_rustls::TlsAcceptor::from(service.config.clone());
+    let (config, hs) = if https {
+        (service.doh.clone(), &tls.doh_handshakes)
+    } else {
+        (service.dot.clone(), &tls.dot_handshakes)
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
     // A handshake gets less time than an idle connection: a client that stalls in it holds
     // a connection slot for nothing.
-    let limit = idle.min(HANDSHAKE_TIMEOUT);
-    let tls = match tokio::time::timeout(limit, acceptor.accept(stream)).await {
+    let limit = c.idle.min(HANDSHAKE_TIMEOUT);
+    let stream = match tokio::time::timeout(limit, acceptor.accept(stream)).await {
         Ok(Ok(t)) => t,
         Ok(Err(_)) => {
-            DotStats::inc(&dot.stats.handshake_failures);
+            inc(&hs.failed);
             return;
         }
         Err(_) => {
-            DotStats::inc(&dot.stats.handshake_timeouts);
+            inc(&hs.timeout);
             return;
         }
     };
-    DotStats::inc(&dot.stats.handshakes);
+    inc(&hs.ok);
     if matches!(
-        tls.get_ref().1.handshake_kind(),
+        stream.get_ref().1.handshake_kind(),
         Some(tokio_rustls::rustls::HandshakeKind::Resumed)
     ) {
-        DotStats::inc(&dot.stats.resumed);
+        inc(&hs.resumed);
     }
-    tcp_conn(tls, peer, shared, stats, idle, gate, service.pad_block).await;
+    if https {
+        super::doh::serve(stream, c).await;
+    } else {
+        tcp_conn(stream, c, service.pad_block, true).await;
+    }
+}
+
+/// What a stream listener serves (read at each accept: an address that switches at a
+/// reload keeps its socket, a rebind would race the old one's close).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum StreamKind {
+    /// DNS over TCP (RFC 7766).
+    Tcp = 0,
+    /// DNS over TLS (RFC 7858).
+    Tls = 1,
+    /// DNS over HTTPS (RFC 8484) over TLS.
+    Https = 2,
+    /// DNS over HTTPS without TLS (`http-notls-downstream:`, behind a TLS proxy).
+    Http = 3,
+}
+
+impl StreamKind {
+    /// The kind stored as `v` by [`Self::as_u8`].
+    pub fn from_u8(v: u8) -> Self {
+        match v {
+            1 => StreamKind::Tls,
+            2 => StreamKind::Https,
+            3 => StreamKind::Http,
+            _ => StreamKind::Tcp,
+        }
+    }
+
+    /// For an atomic.
+    pub fn as_u8(self) -> u8 {
+        self as u8
+    }
+
+    /// A word for logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            StreamKind::Tcp => "tcp",
+            StreamKind::Tls => "tls",
+            StreamKind::Https => "https",
+            StreamKind::Http => "http (DNS over HTTPS without TLS)",
+        }
+    }
+}
+
+/// `tcp-connection-limit:`: connections at once from a netblock, the most specific
+/// netblock of a client counting (as Unbound's). Counted over TCP, TLS and HTTPS alike.
+#[derive(Default)]
+pub struct ClientLimits {
+    /// Longest prefix first.
+    rules: Vec<(skua_engine::acl::Netblock, u32, Arc<AtomicUsize>)>,
+}
+
+/// A client's netblock is at its `tcp-connection-limit:`.
+#[derive(Debug)]
+pub struct AtLimit;
+
+/// A connection counted against its netblock's limit, given back when dropped.
+pub struct ClientSlot(Arc<AtomicUsize>);
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl ClientLimits {
+    /// The limits of `rules` (netblock, connections), counters at zero.
+    pub fn new(rules: &[(skua_engine::acl::Netblock, u32)]) -> Self {
+        let mut rules: Vec<_> = rules
+            .iter()
+            .map(|&(nb, n)| (nb, n, Arc::new(AtomicUsize::new(0))))
+            .collect();
+        rules.sort_by_key(|r| std::cmp::Reverse(r.0.prefix()));
+        Self { rules }
+    }
+
+    /// A slot for a connection from `ip`: `Ok(None)` when no netblock limits it, `Err`
+    /// when its netblock is at its limit.
+    pub fn admit(&self, ip: std::net::IpAddr) -> Result<Option<ClientSlot>, AtLimit> {
+        let Some((_, limit, n)) = self.rules.iter().find(|r| r.0.contains_addr(ip)) else {
+            return Ok(None);
+        };
+        let limit = *limit as usize;
+        n.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+            (v < limit).then_some(v + 1)
+        })
+        .map(|_| Some(ClientSlot(n.clone())))
+        .map_err(|_| AtLimit)
+    }
 }
 
 /// Accepts TCP connections on `listener` until aborted, with the parameters in force at
-/// each accept.
-///
-/// With `tls`, each connection is DNS over TLS: the handshake (with the certificate in
-/// force when it begins, bounded by the idle timeout) comes first.
+/// each accept, serving what `kind` says (DNS over TCP, TLS or HTTPS; for TLS, the
+/// handshake with the certificate in force when it begins comes first).
 pub(crate) async fn tcp_accept(
     listener: TcpListener,
     shared: Arc<Serving>,
     stats: Arc<WorkerStats>,
     params: Arc<ArcSwap<TcpParams>>,
     gate: Gate,
-    tls: Arc<std::sync::atomic::AtomicBool>,
+    kind: Arc<AtomicU8>,
 ) {
     let (mut errors, mut last_log) = (0u64, None::<Instant>);
     loop {
@@ -610,27 +500,39 @@ pub(crate) async fn tcp_accept(
                     drop(stream);
                     continue;
                 }
-                let tls = tls.load(std::sync::atomic::Ordering::Relaxed);
-                if tls
+                // Past its netblock's `tcp-connection-limit:`: closed at once, as Unbound.
+                let Ok(slot) = p.per_client.admit(peer.ip()) else {
+                    crate::base::tls::inc(&shared.per_client_refused);
+                    continue;
+                };
+                let kind = StreamKind::from_u8(kind.load(Ordering::Relaxed));
+                if kind != StreamKind::Tcp
                     && shared.engine.load().acl().check(peer.ip())
                         == skua_engine::acl::AclAction::Deny
                 {
-                    // Dropped anyway: not worth a handshake.
+                    // Dropped anyway: not worth a handshake or an HTTP exchange.
                     continue;
                 }
-                let (shared, stats, idle, gate) =
-                    (shared.clone(), stats.clone(), p.idle, gate.clone());
+                let c = Conn {
+                    peer,
+                    shared: shared.clone(),
+                    stats: stats.clone(),
+                    idle: p.idle,
+                    gate: gate.clone(),
+                };
                 let _ = stream.set_nodelay(true);
                 // Replies of a pipelining client fit easily; a client that never reads
                 // fills this and then the write timeout disconnects it (instead of
                 // megabytes of autotuned buffer).
                 let _ = skua_netio::set_send_buffer(&stream, TCP_SNDBUF);
                 tokio::spawn(async move {
-                    if tls {
-                        tls_conn(stream, peer, shared, stats, idle, gate).await;
-                    } else {
-                        tcp_conn(stream, peer, shared, stats, idle, gate, None).await;
+                    match kind {
+                        StreamKind::Tcp => tcp_conn(stream, c, None, false).await,
+                        StreamKind::Tls => tls_conn(stream, c, false).await,
+                        StreamKind::Https => tls_conn(stream, c, true).await,
+                        StreamKind::Http => super::doh::serve(stream, c).await,
                     }
+                    drop(slot);
                     drop(permit);
                 });
             }

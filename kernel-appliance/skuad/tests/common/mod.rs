@@ -8,8 +8,11 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
 use std::time::{Duration, Instant};
+
+use tokio_rustls::rustls;
 
 pub const SKUAD: &str = env!("CARGO_BIN_EXE_skuad");
 pub const LO: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -312,4 +315,100 @@ pub fn ask_tcp(server: SocketAddr, wait: Duration) -> Option<u8> {
     let mut b = vec![0u8; usize::from(u16::from_be_bytes(len))];
     s.read_exact(&mut b).ok()?;
     (b.len() >= 12 && b[..2] == [0x51, 0x51]).then(|| b[3] & 0xf)
+}
+
+pub fn der(pem: &Path) -> Vec<u8> {
+    use rustls_pki_types::pem::PemObject;
+    rustls_pki_types::CertificateDer::pem_file_iter(pem)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .to_vec()
+}
+
+/// A TLS client of our own (rustls) for the name `dot.test`: a connection, its server
+/// certificate, and DNS over TLS queries over it (or anything else written on `tls`).
+pub struct TlsClient {
+    pub tls: rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
+}
+
+impl TlsClient {
+    pub fn config(ca: &Path, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+        use rustls_pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        for c in rustls_pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        Arc::new(cfg)
+    }
+
+    pub fn connect(port: u16, ca: &Path, alpn: &[&[u8]]) -> Result<TlsClient, String> {
+        Self::with(port, Self::config(ca, alpn))
+    }
+
+    /// A connection with `cfg` (its session store: a second connection resumes).
+    pub fn with(port: u16, cfg: Arc<rustls::ClientConfig>) -> Result<TlsClient, String> {
+        let name = rustls_pki_types::ServerName::try_from("dot.test").unwrap();
+        let conn = rustls::ClientConnection::new(cfg, name).unwrap();
+        let sock = TcpStream::connect((LO, port)).map_err(|e| e.to_string())?;
+        sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let mut tls = rustls::StreamOwned::new(conn, sock);
+        // Drive the handshake to its end.
+        while tls.conn.is_handshaking() {
+            tls.conn
+                .complete_io(&mut tls.sock)
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(TlsClient { tls })
+    }
+
+    pub fn peer_cert(&self) -> Vec<u8> {
+        self.tls.conn.peer_certificates().unwrap()[0].to_vec()
+    }
+
+    /// (rcode, the last 4 bytes: the A record) for `name`.
+    pub fn ask(&mut self, name: &str) -> (u8, [u8; 4]) {
+        let q = query(0x7777, name, 1);
+        let mut m = (q.len() as u16).to_be_bytes().to_vec();
+        m.extend_from_slice(&q);
+        self.tls.write_all(&m).unwrap();
+        self.tls.flush().unwrap();
+        let mut len = [0u8; 2];
+        self.tls.read_exact(&mut len).unwrap();
+        let mut b = vec![0u8; usize::from(u16::from_be_bytes(len))];
+        self.tls.read_exact(&mut b).unwrap();
+        (b[3] & 0xf, b[b.len() - 4..].try_into().unwrap())
+    }
+}
+
+/// `kdig` over TLS to `port` (`+https` in `args`: over HTTPS), trusting `ca` for the name
+/// `dot.test`: its whole output.
+pub fn kdig_tls(port: u16, ca: &Path, args: &[&str]) -> String {
+    let out = Command::new("kdig")
+        .arg("@127.0.0.1")
+        .args(["-p", &port.to_string()])
+        .arg(format!("+tls-ca={}", ca.display()))
+        .arg("+tls-hostname=dot.test")
+        .args(["+timeout=3", "+retry=0"])
+        .args(args)
+        .output()
+        .expect("kdig (knot-dnsutils)");
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+/// The size kdig reports for the reply (`;; Received N B`).
+pub fn received(out: &str) -> usize {
+    out.lines()
+        .find_map(|l| l.strip_prefix(";; Received "))
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no reply size in {out}"))
 }
