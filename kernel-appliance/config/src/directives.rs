@@ -142,7 +142,6 @@ pub(crate) enum ServerKey {
     HttpResponseBufferSize,
     HttpNotlsDownstream,
     QuicPort,
-    QuicSize,
     TcpConnectionLimit,
     MsgCacheSize,
     MsgCacheSlabs,
@@ -515,7 +514,7 @@ const SERVER: &[(&str, Support<ServerKey>)] = &[
     ("dns-error-reporting", U(1)),
     ("nat64-prefix", U(1)),
     ("quic-port", I(ServerKey::QuicPort)),
-    ("quic-size", I(ServerKey::QuicSize)),
+    ("quic-size", U(1)),
 ];
 
 /// The `server:` directive named `name`, if known.
@@ -871,7 +870,7 @@ mod tests {
                 U(_) => None,
             })
             .collect();
-        assert_eq!(keys.len(), 90, "one table entry per ServerKey variant");
+        assert_eq!(keys.len(), 89, "one table entry per ServerKey variant");
         for (table, want) in [(FORWARD_ZONE, 7), (STUB_ZONE, 8)] {
             let keys: HashSet<String> = table
                 .iter()

@@ -264,11 +264,8 @@ pub struct Server {
     pub http_notls_downstream: bool,
     /// `quic-port:`: an `interface:` on this port serves DNS over QUIC (RFC 9250) over UDP
     /// when a certificate is configured. Default 853 (beside DNS over TLS on TCP, as
-    /// Unbound).
+    /// Unbound 1.20+).
     pub quic_port: u16,
-    /// `quic-size:`: bytes of DNS over QUIC connection state and buffers, all connections
-    /// together (past it, new connections are refused). Default 8 MiB.
-    pub quic_size: usize,
     /// `tcp-connection-limit: NETBLOCK LIMIT` entries, as written: at most LIMIT
     /// connections at once from the netblock over TCP, TLS and HTTPS (further ones are
     /// closed at once), as Unbound.
@@ -396,7 +393,6 @@ impl Default for Server {
             http_response_buffer_size: 4 << 20,
             http_notls_downstream: false,
             quic_port: 853,
-            quic_size: 8 << 20,
             tcp_connection_limits: Vec::new(),
             msg_cache_size: 4 << 20,
             msg_cache_slabs: 4,

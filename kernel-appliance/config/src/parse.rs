@@ -1110,7 +1110,6 @@ impl Parser {
             ServerKey::QuicPort => {
                 s.quic_port = ranged(name, &vals[0], 1, u16::MAX.into(), loc)? as u16;
             }
-            ServerKey::QuicSize => s.quic_size = parse_size(name, &vals[0], loc)?.unwrap_or(0),
             ServerKey::TcpConnectionLimit => {
                 let limit = ranged(name, &vals[1], 0, u32::MAX.into(), loc)? as u32;
                 s.tcp_connection_limits.push(Located {

@@ -3016,12 +3016,12 @@ fn dns_over_https_and_connection_limit_directives() {
         (4 << 20, 4 << 20)
     );
     assert!(!s.http_notls_downstream);
-    assert_eq!((s.quic_port, s.quic_size), (853, 8 << 20));
+    assert_eq!(s.quic_port, 853);
     assert!(s.tcp_connection_limits.is_empty());
     let c = parse(
         "server:\n  https-port: 8443\n  http-endpoint: \"/q\"\n  http-max-streams: 8\n  \
          http-query-buffer-size: 64k\n  http-response-buffer-size: 1m\n  \
-         http-notls-downstream: yes\n  quic-port: 8853\n  quic-size: 2m\n  \
+         http-notls-downstream: yes\n  quic-port: 8853\n  \
          tcp-connection-limit: 192.0.2.0/24 10\n  tcp-connection-limit: 2001:db8::1 0\n",
     );
     assert!(c.warnings.is_empty(), "{:?}", c.warnings);
@@ -3035,13 +3035,13 @@ fn dns_over_https_and_connection_limit_directives() {
         (64 << 10, 1 << 20)
     );
     assert!(s.http_notls_downstream);
-    assert_eq!((s.quic_port, s.quic_size), (8853, 2 << 20));
+    assert_eq!(s.quic_port, 8853);
     let limits: Vec<_> = s
         .tcp_connection_limits
         .iter()
         .map(|l| (l.value.netblock.as_str(), l.value.limit, l.loc.line))
         .collect();
-    assert_eq!(limits, [("192.0.2.0/24", 10, 10), ("2001:db8::1", 0, 11)]);
+    assert_eq!(limits, [("192.0.2.0/24", 10, 9), ("2001:db8::1", 0, 10)]);
     assert_eq!(
         err("server:\n  http-endpoint: dns-query\n"),
         "t.conf:2: 'http-endpoint:' must be a path like /dns-query (visible ASCII, no '?' or '#', at most 255 bytes), not 'dns-query'"

@@ -193,7 +193,11 @@ fn encrypted_prometheus(p: &mut Prom, ctl: &Control) {
         "counter",
         "TLS handshakes of the encrypted listeners by transport and result (ok includes resumed).",
     );
-    for (transport, s) in [("dot", &t.dot_handshakes), ("doh", &t.doh_handshakes)] {
+    for (transport, s) in [
+        ("dot", &t.dot_handshakes),
+        ("doh", &t.doh_handshakes),
+        ("doq", &t.doq_handshakes),
+    ] {
         for (result, v) in [
             ("ok", r(&s.ok)),
             ("resumed", r(&s.resumed)),
@@ -212,7 +216,11 @@ fn encrypted_prometheus(p: &mut Prom, ctl: &Control) {
         "counter",
         "Queries received over the encrypted transports (also counted in skua_queries_total).",
     );
-    for (transport, v) in [("dot", r(&t.dot_queries)), ("doh", r(&t.doh_queries))] {
+    for (transport, v) in [
+        ("dot", r(&t.dot_queries)),
+        ("doh", r(&t.doh_queries)),
+        ("doq", r(&t.doq_queries)),
+    ] {
         p.line(
             "skua_encrypted_queries_total",
             &[("transport", transport)],
@@ -256,9 +264,25 @@ fn encrypted_prometheus(p: &mut Prom, ctl: &Control) {
         u(&t.response_bytes),
     );
     p.head(
+        "skua_doq_refused_total",
+        "counter",
+        "DNS over QUIC connections refused before a handshake (access list, connection limits).",
+    );
+    p.line("skua_doq_refused_total", &[], r(&t.doq_refused));
+    p.head(
+        "skua_doq_protocol_errors_total",
+        "counter",
+        "DNS over QUIC connections closed with DOQ_PROTOCOL_ERROR (message ID not 0, bad length: RFC 9250).",
+    );
+    p.line(
+        "skua_doq_protocol_errors_total",
+        &[],
+        r(&t.doq_protocol_errors),
+    );
+    p.head(
         "skua_tcp_connection_limit_closed_total",
         "counter",
-        "Stream connections (TCP, TLS, HTTPS) closed at once: their netblock was at its tcp-connection-limit.",
+        "Connections (TCP, TLS, HTTPS, QUIC) closed or refused at once: their netblock was at its tcp-connection-limit.",
     );
     p.line(
         "skua_tcp_connection_limit_closed_total",

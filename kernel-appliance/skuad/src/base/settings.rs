@@ -18,6 +18,9 @@ pub struct Settings {
     /// DNS over HTTPS addresses (RFC 8484: `interface:` on `https-port:` with a
     /// certificate, or with `http-notls-downstream:`).
     pub https: Vec<SocketAddr>,
+    /// DNS over QUIC addresses (RFC 9250: UDP, `interface:` on `quic-port:` with a
+    /// certificate).
+    pub doq: Vec<SocketAddr>,
     /// DNS over HTTPS over TLS (else plain HTTP, `http-notls-downstream: yes`).
     pub https_tls: bool,
     /// `tcp-connection-limit:` rules: connections at once per netblock.

@@ -1,5 +1,5 @@
-//! The encrypted transports as the dataplanes see them: DNS over TLS (RFC 7858) and DNS
-//! over HTTPS (RFC 8484): the TLS configurations in force, the DNS over HTTPS parameters,
+//! The encrypted transports as the dataplanes see them: DNS over TLS (RFC 7858), DNS over
+//! HTTPS (RFC 8484) and DNS over QUIC (RFC 9250): the TLS configurations in force, the DNS over HTTPS parameters,
 //! the shared byte budgets and the counters.
 //!
 //! The control core builds a [`TlsService`] at each load (certificate chain and key read
@@ -15,6 +15,8 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 
 /// ALPN protocol of DNS over TLS (RFC 7858 §3.2, the IANA registration `dot`).
 pub const ALPN_DOT: &[u8] = b"dot";
+/// ALPN protocol of DNS over QUIC (RFC 9250 §4.1.1).
+pub const ALPN_DOQ: &[u8] = b"doq";
 /// ALPN protocols of DNS over HTTPS: HTTP/2 (RFC 8484 §5.2 recommends it), then HTTP/1.1.
 pub const ALPN_DOH: &[&[u8]] = &[b"h2", b"http/1.1"];
 
@@ -24,6 +26,8 @@ pub struct TlsService {
     pub dot: Arc<tokio_rustls::rustls::ServerConfig>,
     /// DNS over HTTPS: the same with ALPN `h2` and `http/1.1`.
     pub doh: Arc<tokio_rustls::rustls::ServerConfig>,
+    /// DNS over QUIC: TLS 1.3, ALPN `doq`, the QUIC transport's bounds.
+    pub doq: Arc<quinn::ServerConfig>,
     /// Pad responses to clients that ask to this block length (RFC 8467 §4.1), if any.
     pub pad_block: Option<u16>,
 }
@@ -132,6 +136,16 @@ pub struct Encrypted {
     pub dot_handshakes: HandshakeStats,
     /// DNS over HTTPS (over TLS) handshakes.
     pub doh_handshakes: HandshakeStats,
+    /// DNS over QUIC handshakes.
+    pub doq_handshakes: HandshakeStats,
+    /// Queries over DNS over QUIC.
+    pub doq_queries: AtomicU64,
+    /// DNS over QUIC connections refused at once (the access list, the connection limits,
+    /// no certificate).
+    pub doq_refused: AtomicU64,
+    /// DNS over QUIC connections closed for a protocol error (RFC 9250 §4.3: a message ID
+    /// other than 0, a bad length).
+    pub doq_protocol_errors: AtomicU64,
     /// Queries over DNS over TLS.
     pub dot_queries: AtomicU64,
     /// Queries over DNS over HTTPS.

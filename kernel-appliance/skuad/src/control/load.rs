@@ -453,6 +453,7 @@ pub fn load_config_after(
     let mut tcp = Vec::new();
     let mut tls = Vec::new();
     let mut https = Vec::new();
+    let mut doq = Vec::new();
     let ifaces: Vec<(SocketAddr, Option<Loc>)> = if s.interfaces.is_empty() {
         // Unbound's default: localhost only.
         vec![
@@ -474,6 +475,22 @@ pub fn load_config_after(
     for (a, loc) in ifaces {
         if (a.is_ipv4() && !s.do_ip4) || (a.is_ipv6() && !s.do_ip6) {
             continue;
+        }
+        // DNS over QUIC on UDP, beside DNS over TLS on TCP when quic-port is tls-port (both
+        // 853 by default, as in Unbound).
+        let quic = dot && a.port() == s.quic_port;
+        if quic {
+            if s.do_udp {
+                doq.push(a);
+            } else {
+                warnings.push(format!(
+                    "{}interface {a}: DNS over QUIC needs UDP, and do-udp: is no: no QUIC there",
+                    loc.as_ref().map(|l| format!("{l}: ")).unwrap_or_default()
+                ));
+            }
+            if a.port() != s.tls_port && a.port() != s.https_port {
+                continue;
+            }
         }
         if a.port() == s.tls_port {
             if dot {
@@ -583,6 +600,7 @@ pub fn load_config_after(
         tcp,
         tls,
         https,
+        doq,
         https_tls: !s.http_notls_downstream,
         connection_limits,
         threads: s.num_threads.max(1),

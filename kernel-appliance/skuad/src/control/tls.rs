@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 
 use tokio_rustls::rustls;
 
-use crate::base::tls::{ALPN_DOH, ALPN_DOT, DohParams, TlsService};
+use crate::base::tls::{ALPN_DOH, ALPN_DOQ, ALPN_DOT, DohParams, TlsService};
 
 /// A server configuration for the certificate chain in `cert` and the key in `key` (PEM;
 /// the key file must not be readable by others), offering `alpn`.
@@ -23,6 +23,19 @@ pub fn server_config(
     key: &Path,
     alpn: &[&[u8]],
 ) -> Result<rustls::ServerConfig, String> {
+    let (certs, key) = read_pair(cert, key)?;
+    build(certs, key, alpn, false).map_err(|e| format!("{} and its key: {e}", cert.display()))
+}
+
+/// A certificate chain and its key, read and parsed.
+type Pair = (
+    Vec<rustls_pki_types::CertificateDer<'static>>,
+    rustls_pki_types::PrivateKeyDer<'static>,
+);
+
+/// Reads the certificate chain in `cert` and the key in `key` (PEM; the key file must not
+/// be readable by others).
+fn read_pair(cert: &Path, key: &Path) -> Result<Pair, String> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     let shown = cert.display();
@@ -36,13 +49,29 @@ pub fn server_config(
     let pem = super::auth::read_secret(key)?;
     let key = PrivateKeyDer::from_pem_slice(pem.as_bytes())
         .map_err(|e| format!("{}: {e}", key.display()))?;
+    Ok((certs, key))
+}
+
+/// A server configuration for `certs` and `key` offering `alpn`: TLS 1.3 and 1.2, or 1.3
+/// only (QUIC, RFC 9001 §4.2).
+fn build(
+    certs: Vec<rustls_pki_types::CertificateDer<'static>>,
+    key: rustls_pki_types::PrivateKeyDer<'static>,
+    alpn: &[&[u8]],
+    tls13_only: bool,
+) -> Result<rustls::ServerConfig, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let versions: &[&rustls::SupportedProtocolVersion] = if tls13_only {
+        &[&rustls::version::TLS13]
+    } else {
+        rustls::DEFAULT_VERSIONS
+    };
     let mut c = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(versions)
         .map_err(|e| format!("tls: {e}"))?
         .with_no_client_auth()
         .with_single_cert(certs, key)
-        .map_err(|e| format!("{shown} and its key: {e}"))?;
+        .map_err(|e| e.to_string())?;
     c.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Ok(c)
 }
@@ -125,18 +154,55 @@ pub fn tls_service(
             _ => p,
         }
     };
-    let mut dot = server_config(&at(&pem.value), &at(&key.value), &[ALPN_DOT])
-        .map_err(|e| format!("{}: tls-service-pem/tls-service-key: {e}", pem.loc))?;
+    let bad = |e: String| format!("{}: tls-service-pem/tls-service-key: {e}", pem.loc);
+    let (certs, pkey) = read_pair(&at(&pem.value), &at(&key.value)).map_err(bad)?;
+    let mut dot = build(certs.clone(), pkey.clone_key(), &[ALPN_DOT], false)
+        .map_err(|e| bad(format!("{} and its key: {e}", pem.value)))?;
     dot.ticketer = ticketer()?;
     dot.session_storage = session_cache();
     // The same certificate and session store; only the protocols differ.
     let mut doh = dot.clone();
     doh.alpn_protocols = ALPN_DOH.iter().map(|p| p.to_vec()).collect();
+    let mut doq = build(certs, pkey, &[ALPN_DOQ], true).map_err(bad)?;
+    doq.ticketer = ticketer()?;
+    doq.session_storage = session_cache();
+    let doq = doq_config(doq, s).map_err(bad)?;
     Ok(Some(Arc::new(TlsService {
         dot: Arc::new(dot),
         doh: Arc::new(doh),
+        doq: Arc::new(doq),
         pad_block: s.pad_responses.then_some(s.pad_responses_block_size),
     })))
+}
+
+/// Concurrent DNS over QUIC streams (queries) a client may have open per connection.
+pub const DOQ_STREAMS: u32 = 100;
+
+/// The QUIC server configuration of DNS over QUIC (RFC 9250): the TLS 1.3 configuration
+/// `tls` (ALPN `doq`, no 0-RTT: a replayed query is harmless, but 0-RTT is not needed
+/// and stays off), bidirectional streams only ([`DOQ_STREAMS`] at once), the connection's
+/// idle timeout `tcp-idle-timeout:`, and windows that bound what a client can make skuad
+/// hold: 64 KiB per stream (a query is at most 65535 octets and its length), 256 KiB per
+/// connection each way.
+fn doq_config(
+    tls: rustls::ServerConfig,
+    s: &skua_config::Server,
+) -> Result<quinn::ServerConfig, String> {
+    use quinn::crypto::rustls::QuicServerConfig;
+    let crypto = QuicServerConfig::try_from(tls).map_err(|e| format!("quic: {e}"))?;
+    let mut c = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    let mut t = quinn::TransportConfig::default();
+    let idle = std::time::Duration::from_millis(s.tcp_idle_timeout_ms.max(1));
+    t.max_idle_timeout(Some(
+        quinn::IdleTimeout::try_from(idle).map_err(|e| format!("quic idle timeout: {e}"))?,
+    ))
+    .max_concurrent_bidi_streams(DOQ_STREAMS.into())
+    .max_concurrent_uni_streams(0u32.into())
+    .stream_receive_window((64 * 1024 + 2u32).into())
+    .receive_window((256 * 1024u32).into())
+    .send_window(256 * 1024);
+    c.transport_config(Arc::new(t));
+    Ok(c)
 }
 
 /// The DNS over HTTPS parameters of `s`.

@@ -28,6 +28,7 @@ use crate::base::lease::Gate;
 use crate::base::log;
 use crate::base::serving::{Serving, WorkerStats};
 use crate::base::settings::Settings;
+use crate::dataplane::doq::{self, DoqListener};
 use crate::dataplane::sockets::{self, ClientLimits, StreamKind, TcpParams};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -145,6 +146,7 @@ pub struct Listeners {
     shared: Arc<Serving>,
     udp: Vec<UdpGroup>,
     tcp: Vec<TcpEntry>,
+    doq: Vec<DoqListener>,
     tcp_params: Arc<ArcSwap<TcpParams>>,
     tcp_stats: Arc<WorkerStats>,
     next_worker: AtomicUsize,
@@ -164,6 +166,7 @@ impl Listeners {
             shared,
             udp: Vec::new(),
             tcp: Vec::new(),
+            doq: Vec::new(),
             tcp_params: Arc::new(ArcSwap::from_pointee(TcpParams {
                 idle: s.tcp_idle,
                 limit: Arc::new(Semaphore::new(s.tcp_limit)),
@@ -192,10 +195,31 @@ impl Listeners {
                 s.threads
             ));
         }
+        for &a in &s.doq {
+            let d = l
+                .bind_doq(a, s.freebind)
+                .map_err(|e| format!("cannot listen: quic {a}: {e}"))?;
+            l.doq.push(d);
+        }
         for (a, k) in stream_addrs(s) {
             log::info(format_args!("listening on {a} {}", kind(k)));
         }
+        for a in &s.doq {
+            log::info(format_args!("listening on {a} quic (DNS over QUIC)"));
+        }
         Ok(l)
+    }
+
+    fn bind_doq(&self, addr: SocketAddr, freebind: bool) -> io::Result<DoqListener> {
+        let gate = self.shared.leases.get(addr.ip());
+        let sock = doq::bind(addr, gate.is_some() || freebind)?;
+        DoqListener::start(
+            sock,
+            self.shared.clone(),
+            self.tcp_stats.clone(),
+            self.tcp_params.clone(),
+            gate,
+        )
     }
 
     fn bind_udp(&self, addr: SocketAddr, s: &Settings) -> io::Result<UdpGroup> {
@@ -424,6 +448,31 @@ impl Listeners {
                 Err(e) => err = Some(format!("{} {a}: {e}", kind(k))),
             }
         }
+        // DNS over QUIC: kept while the address and its lease stay (a new certificate
+        // needs no rebind: each connection takes the one in force).
+        let mut kept = Vec::new();
+        for d in std::mem::take(&mut self.doq) {
+            let gate = self.shared.leases.get(d.addr.ip());
+            if s.doq.contains(&d.addr) && same_gate(&d.gate, &gate) {
+                kept.push(d);
+            } else {
+                log::info(format_args!("stopped listening on {} quic", d.addr));
+                d.stop();
+            }
+        }
+        self.doq = kept;
+        for &a in &s.doq {
+            if self.doq.iter().any(|d| d.addr == a) {
+                continue;
+            }
+            match self.bind_doq(a, s.freebind) {
+                Ok(d) => {
+                    log::info(format_args!("listening on {a} quic (DNS over QUIC)"));
+                    self.doq.push(d);
+                }
+                Err(e) => err = Some(format!("quic {a}: {e}")),
+            }
+        }
         match err {
             Some(e) => Err(e),
             None => Ok(ch),
@@ -437,6 +486,9 @@ impl Listeners {
         }
         for t in std::mem::take(&mut self.tcp) {
             t.task.abort();
+        }
+        for d in std::mem::take(&mut self.doq) {
+            d.stop();
         }
     }
 }

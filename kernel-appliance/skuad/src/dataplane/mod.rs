@@ -1,14 +1,16 @@
 //! The dataplanes: kernel sockets ([`listeners`], [`sockets`], DNS over HTTPS on them:
-//! [`doh`]) and AF_XDP ([`xdp`]), and
+//! [`doh`], DNS over QUIC: [`doq`]) and AF_XDP ([`xdp`]), and
 //! the zone transfers' own sockets: the NOTIFY sender ([`notify`]) and the secondary
 //! ([`xfrin`]).
 //!
 //! They serve whatever engine the [`Serving`] handle holds and know nothing of the
 //! configuration file, the control core or the API. [`Planes`] bundles them behind the
-//! [`Dataplanes`] interface the control core drives. New dataplanes (DoQ) go here, each behind the same interface.
+//! [`Dataplanes`] interface the control core drives. New dataplanes go here, each behind
+//! the same interface.
 
 pub mod answer;
 pub mod doh;
+pub mod doq;
 pub mod listeners;
 pub mod notify;
 pub mod sockets;

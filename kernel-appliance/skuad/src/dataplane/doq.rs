@@ -1,0 +1,265 @@
+//! DNS over QUIC (RFC 9250) on quinn: one UDP socket per `quic-port:` address, each query
+//! on its own bidirectional stream, answered through the same path as one over TCP
+//! ([`super::answer::answer_stream`]): access list, local data, cache, resolver, padding.
+//!
+//! Each new connection takes the certificate in force when it arrives (a swapped
+//! certificate serves the next handshake; connections open keep theirs). A client the
+//! access list denies, one whose netblock is at its `tcp-connection-limit:`, and any past
+//! the connection limit shared with TCP (`incoming-num-tcp:`) are refused at once, before
+//! a handshake. The QUIC transport bounds each connection (streams at once, windows, the
+//! idle timeout: see `control::tls`). A stream that does not carry exactly one
+//! length-prefixed message, or a message whose ID is not 0, closes the connection with
+//! DOQ_PROTOCOL_ERROR (RFC 9250 §4.2, §4.3). 0-RTT is off.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tokio::sync::mpsc;
+
+use super::answer::{Conn, Step, answer_stream};
+use super::sockets::TcpParams;
+use crate::base::lease::Gate;
+use crate::base::serving::{Serving, WorkerStats};
+use crate::base::tls::inc;
+
+/// RFC 9250 §4.3: no error (a connection closed normally).
+const DOQ_NO_ERROR: u32 = 0x0;
+/// RFC 9250 §4.3: an internal error (no answer could be made).
+const DOQ_INTERNAL_ERROR: u32 = 0x1;
+/// RFC 9250 §4.3: the peer broke the protocol.
+const DOQ_PROTOCOL_ERROR: u32 = 0x2;
+/// RFC 9250 §4.3: the request was cancelled (not answered for this client).
+const DOQ_REQUEST_CANCELLED: u32 = 0x3;
+/// RFC 9250 §4.3: the server is overloaded (rate limited).
+const DOQ_EXCESSIVE_LOAD: u32 = 0x4;
+/// The longest a handshake may take (less when `tcp-idle-timeout:` is shorter).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest a query waits for the resolver, at least.
+const RESOLVE_WAIT: Duration = Duration::from_secs(10);
+
+/// A DNS over QUIC endpoint on one UDP socket.
+pub(crate) struct DoqListener {
+    pub addr: SocketAddr,
+    pub gate: Gate,
+    endpoint: quinn::Endpoint,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl DoqListener {
+    /// Serves DNS over QUIC on `sock` (bound by the caller), with the certificate in force
+    /// (none: nothing to serve yet, an error).
+    pub fn start(
+        sock: std::net::UdpSocket,
+        shared: Arc<Serving>,
+        stats: Arc<WorkerStats>,
+        params: Arc<ArcSwap<TcpParams>>,
+        gate: Gate,
+    ) -> std::io::Result<Self> {
+        let addr = sock.local_addr()?;
+        let config = shared
+            .tls
+            .service
+            .load_full()
+            .map(|s| (*s.doq).clone())
+            .ok_or_else(|| std::io::Error::other("no certificate for DNS over QUIC"))?;
+        let endpoint = quinn::Endpoint::new(
+            quinn::EndpointConfig::default(),
+            Some(config),
+            sock,
+            Arc::new(quinn::TokioRuntime),
+        )?;
+        let task = tokio::spawn(accept(
+            endpoint.clone(),
+            shared,
+            stats,
+            params,
+            gate.clone(),
+        ));
+        Ok(Self {
+            addr,
+            gate,
+            endpoint,
+            task,
+        })
+    }
+
+    /// Closes every connection and the socket.
+    pub fn stop(self) {
+        self.task.abort();
+        self.endpoint.close(DOQ_NO_ERROR.into(), b"");
+    }
+}
+
+/// Accepts connections until the endpoint closes.
+async fn accept(
+    endpoint: quinn::Endpoint,
+    shared: Arc<Serving>,
+    stats: Arc<WorkerStats>,
+    params: Arc<ArcSwap<TcpParams>>,
+    gate: Gate,
+) {
+    while let Some(incoming) = endpoint.accept().await {
+        let peer = incoming.remote_address();
+        if let Some(l) = &gate
+            && !l.serving()
+        {
+            // Another node may answer this address now: no word, as for UDP.
+            l.count_unleased(1);
+            incoming.ignore();
+            continue;
+        }
+        let refuse = |incoming: quinn::Incoming| {
+            inc(&shared.tls.doq_refused);
+            incoming.refuse();
+        };
+        if shared.engine.load().acl().check(peer.ip()) == skua_engine::acl::AclAction::Deny {
+            refuse(incoming);
+            continue;
+        }
+        let p = params.load_full();
+        let Ok(slot) = p.per_client.admit(peer.ip()) else {
+            inc(&shared.per_client_refused);
+            refuse(incoming);
+            continue;
+        };
+        // No backlog to wait in, as TCP has: past the shared limit, refused.
+        let Ok(permit) = p.limit.clone().try_acquire_owned() else {
+            refuse(incoming);
+            continue;
+        };
+        let Some(service) = shared.tls.service.load_full() else {
+            refuse(incoming);
+            continue;
+        };
+        // The certificate in force now, whatever the endpoint started with.
+        let Ok(connecting) = incoming.accept_with(service.doq.clone()) else {
+            inc(&shared.tls.doq_handshakes.failed);
+            continue;
+        };
+        let c = Conn {
+            peer,
+            shared: shared.clone(),
+            stats: stats.clone(),
+            idle: p.idle,
+            gate: gate.clone(),
+        };
+        let pad = service.pad_block;
+        tokio::spawn(async move {
+            connection(connecting, c, pad).await;
+            drop(slot);
+            drop(permit);
+        });
+    }
+}
+
+/// One connection: the handshake, then a task per stream until it closes.
+async fn connection(connecting: quinn::Connecting, c: Conn, pad: Option<u16>) {
+    let hs = &c.shared.tls.doq_handshakes;
+    let limit = c.idle.min(HANDSHAKE_TIMEOUT);
+    let conn = match tokio::time::timeout(limit, connecting).await {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(_)) => {
+            inc(&hs.failed);
+            return;
+        }
+        Err(_) => {
+            inc(&hs.timeout);
+            return;
+        }
+    };
+    inc(&hs.ok);
+    let c = Arc::new(c);
+    while let Ok((send, recv)) = conn.accept_bi().await {
+        let (conn, c) = (conn.clone(), c.clone());
+        tokio::spawn(async move { stream(conn, send, recv, &c, pad).await });
+    }
+}
+
+/// One query on its stream (RFC 9250 §4.2): a 2-octet length and the message, then the
+/// stream's end; the answer the same way.
+async fn stream(
+    conn: quinn::Connection,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    c: &Conn,
+    pad: Option<u16>,
+) {
+    let shared = &c.shared;
+    let protocol_error = |why: &'static str| {
+        inc(&shared.tls.doq_protocol_errors);
+        conn.close(DOQ_PROTOCOL_ERROR.into(), why.as_bytes());
+    };
+    let data = match tokio::time::timeout(c.idle, recv.read_to_end(2 + 65_535)).await {
+        Ok(Ok(d)) => d,
+        Ok(Err(quinn::ReadToEndError::TooLong)) => return protocol_error("message too long"),
+        // The client reset the stream or the connection ended: nothing to answer.
+        Ok(Err(_)) => return,
+        Err(_) => {
+            let _ = send.reset(DOQ_REQUEST_CANCELLED.into());
+            return;
+        }
+    };
+    let Some((len, q)) = data.split_first_chunk::<2>() else {
+        return protocol_error("no length");
+    };
+    if usize::from(u16::from_be_bytes(*len)) != q.len() || q.len() < 12 {
+        return protocol_error("the length does not match the message");
+    }
+    // RFC 9250 §4.2.1: the Message ID of a query over DoQ is 0.
+    if q[..2] != [0, 0] {
+        return protocol_error("message ID not 0");
+    }
+    if let Some(l) = &c.gate
+        && !l.serving()
+    {
+        l.count_unleased(1);
+        conn.close(DOQ_NO_ERROR.into(), b"");
+        return;
+    }
+    inc(&shared.tls.doq_queries);
+    let (tx, mut rx) = mpsc::channel(1);
+    let step = answer_stream(shared, &c.stats, c.peer, q, pad, &tx);
+    drop(tx);
+    let framed = match step {
+        Step::Reply(f) => f,
+        Step::Resolving => match tokio::time::timeout(c.idle.max(RESOLVE_WAIT), rx.recv()).await {
+            Ok(Some(f)) => f,
+            _ => {
+                let _ = send.reset(DOQ_INTERNAL_ERROR.into());
+                return;
+            }
+        },
+        Step::Dropped(skua_engine::engine::DropReason::RateLimited) => {
+            let _ = send.reset(DOQ_EXCESSIVE_LOAD.into());
+            return;
+        }
+        Step::Dropped(skua_engine::engine::DropReason::Malformed) => {
+            return protocol_error("not a DNS query");
+        }
+        Step::Dropped(_) => {
+            let _ = send.reset(DOQ_REQUEST_CANCELLED.into());
+            return;
+        }
+        Step::Close => {
+            conn.close(DOQ_REQUEST_CANCELLED.into(), b"");
+            return;
+        }
+    };
+    // The framing is DoQ's too (RFC 9250 §4.2): the 2-octet length, then the message.
+    let write = async {
+        send.write_all(&framed).await?;
+        send.finish()?;
+        Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+    };
+    if !matches!(tokio::time::timeout(c.idle, write).await, Ok(Ok(()))) {
+        let _ = send.reset(DOQ_INTERNAL_ERROR.into());
+    }
+}
+
+/// The UDP socket of a DNS over QUIC address.
+pub(crate) fn bind(addr: SocketAddr, freebind: bool) -> std::io::Result<std::net::UdpSocket> {
+    let fd = skua_netio::bind_socket(addr, skua_netio::Kind::Udp, false, None, None, 0, freebind)?;
+    Ok(std::net::UdpSocket::from(fd))
+}
