@@ -13,7 +13,7 @@ FUZZ_SECS="${FUZZ_SECS:-60}"
 missing=()
 for pair in unbound:unbound nsd:nsd knotd:knot dig:bind9-dnsutils kdig:knot-dnsutils ip:iproute2 \
     clang:clang llvm-strip:llvm dnsperf:dnsperf sha256sum:coreutils curl:curl openssl:openssl \
-    ethtool:ethtool ping:iputils-ping python3:python3 nft:nftables keepalived:keepalived bird:bird2; do
+    ethtool:ethtool ping:iputils-ping python3:python3 nft:nftables keepalived:keepalived bird:bird2 pebble:pebble; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
 done
 # dnspython for the scripted hostile upstreams (tests/resolver/hostile.py, system python3).

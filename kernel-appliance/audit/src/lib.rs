@@ -121,6 +121,12 @@ pub mod kind {
     /// A source's configuration or API data that could not be taken (the old ones serve),
     /// once per version and source.
     pub const SYNC_IN_FAILED: &str = "sync-in-failed";
+    /// A certificate obtained over ACME, written and put in force.
+    pub const TLS_ISSUED: &str = "tls-issued";
+    /// An ACME order that failed (the certificate in force keeps serving).
+    pub const TLS_FAILED: &str = "tls-failed";
+    /// An ACME order asked for through the API.
+    pub const TLS_RENEW_REQUESTED: &str = "tls-renew-requested";
 
     /// Reserved: the chain moves to another key.
     pub const KEY_ROTATION: &str = "key-rotation";

@@ -47,6 +47,8 @@ pub(crate) enum ClauseKind {
     TsigKey,
     /// `sync:` (configuration and API data pulled from another skuad; not an Unbound clause).
     Sync,
+    /// `acme:` (certificates obtained and renewed by skuad over ACME; not an Unbound clause).
+    Acme,
     /// A clause that exists in Unbound but is not supported here.
     Unsupported,
 }
@@ -62,6 +64,7 @@ const CLAUSES: &[(&str, ClauseKind)] = &[
     ("ha", ClauseKind::Ha),
     ("tsig-key", ClauseKind::TsigKey),
     ("sync", ClauseKind::Sync),
+    ("acme", ClauseKind::Acme),
     ("remote-control", ClauseKind::Unsupported),
     ("view", ClauseKind::Unsupported),
     ("python", ClauseKind::Unsupported),
@@ -776,6 +779,35 @@ const SYNC: &[(&str, SyncKey)] = &[
 /// The `sync:` directive named `name`, if known.
 pub(crate) fn sync(name: &str) -> Option<SyncKey> {
     SYNC.iter().find(|(n, _)| *n == name).map(|&(_, k)| k)
+}
+
+/// The `acme:` directives (skuad's own clause: all implemented; `contact:` and `name:` may
+/// repeat).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AcmeKey {
+    Directory,
+    Contact,
+    Name,
+    Challenge,
+    HttpInterface,
+    CaBundle,
+    AccountFile,
+}
+
+/// Every `acme:` directive.
+const ACME: &[(&str, AcmeKey)] = &[
+    ("directory", AcmeKey::Directory),
+    ("contact", AcmeKey::Contact),
+    ("name", AcmeKey::Name),
+    ("challenge", AcmeKey::Challenge),
+    ("http-01-interface", AcmeKey::HttpInterface),
+    ("ca-bundle", AcmeKey::CaBundle),
+    ("account-file", AcmeKey::AccountFile),
+];
+
+/// The `acme:` directive named `name`, if known.
+pub(crate) fn acme(name: &str) -> Option<AcmeKey> {
+    ACME.iter().find(|(n, _)| *n == name).map(|&(_, k)| k)
 }
 
 /// The `ha:` directive named `name`, if known.

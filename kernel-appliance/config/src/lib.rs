@@ -132,9 +132,10 @@ mod tests;
 use std::path::{Path, PathBuf};
 
 pub use model::{
-    Api, Audit, AuditFsync, AuthZone, Config, ConnectionLimit, DEFAULT_SIZE_LIMIT_XFR,
-    DEFAULT_XFR_MAX_RECORDS, Error, ForwardZone, Ha, Loc, Located, PortAction, PortRule, Rrl,
-    Server, Sync, SyncUrl, TsigKey, UpstreamAddr, UpstreamHost, Warning, ZoneKind,
+    Acme, AcmeChallenge, Api, Audit, AuditFsync, AuthZone, Config, ConnectionLimit,
+    DEFAULT_SIZE_LIMIT_XFR, DEFAULT_XFR_MAX_RECORDS, Error, ForwardZone, Ha, Loc, Located,
+    PortAction, PortRule, Rrl, Server, Sync, SyncUrl, TsigKey, UpstreamAddr, UpstreamHost, Warning,
+    ZoneKind,
 };
 
 /// The local control socket skuad makes when `control-socket:` is not set, and where

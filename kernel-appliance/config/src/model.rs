@@ -126,6 +126,8 @@ pub struct Config {
     pub tsig_keys: Vec<TsigKey>,
     /// All `sync:` clauses, merged in file order like `server:`. **Not an Unbound clause.**
     pub sync: Sync,
+    /// All `acme:` clauses, merged in file order. **Not an Unbound clause.**
+    pub acme: Acme,
     /// Everything that was ignored or looked wrong, in file order (includes followed).
     pub warnings: Vec<Warning>,
     /// Every file read from disk, in the order first read, each once: the file given to
@@ -709,6 +711,44 @@ impl Default for Sync {
             wait_s: 20,
         }
     }
+}
+
+/// How an ACME server is shown that skuad controls a name (RFC 8555 §8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AcmeChallenge {
+    /// HTTP-01 (RFC 8555 §8.3): a token served on port 80 (`http-01-interface:`).
+    #[default]
+    Http01,
+    /// TLS-ALPN-01 (RFC 8737): a certificate shown on the DNS over TLS or HTTPS port to
+    /// clients asking for ALPN `acme-tls/1`.
+    TlsAlpn01,
+    /// DNS-01 (RFC 8555 §8.4): a TXT record at `_acme-challenge.NAME` in skuad's own data
+    /// (skuad must answer for the name's zone).
+    Dns01,
+}
+
+/// The `acme:` clause: skuad obtains and renews the certificate of `tls-service-pem:` and
+/// `tls-service-key:` itself over ACME (RFC 8555). **Not an Unbound clause.**
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Acme {
+    /// `directory:` the ACME server's directory URL (`https://...`). Required for the
+    /// clause to do anything.
+    pub directory: Option<Located<String>>,
+    /// `contact:` URLs for the account (`mailto:ops@example.net`), in order.
+    pub contacts: Vec<Located<String>>,
+    /// `name:` the DNS names the certificate is for, in order (the first is its subject).
+    pub names: Vec<Located<String>>,
+    /// `challenge:` `http-01` (default), `tls-alpn-01` or `dns-01`.
+    pub challenge: AcmeChallenge,
+    /// `http-01-interface:` where HTTP-01 tokens are served, `ADDR@PORT` (default
+    /// `0.0.0.0@80`), during validations only.
+    pub http_interface: Option<Located<String>>,
+    /// `ca-bundle:` PEM certificate authorities the ACME server's HTTPS must chain to
+    /// (default: the public web roots).
+    pub ca_bundle: Option<Located<String>>,
+    /// `account-file:` where the account's key and URL are kept (mode 0600; default
+    /// `acme-account.json` beside `tls-service-key:`).
+    pub account_file: Option<Located<String>>,
 }
 
 /// `fsync:` in `audit:`: when the audit log is flushed to disk.

@@ -5,13 +5,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::directives::{
-    self, ApiKey, Arity, AuditKey, AuthKey, ClauseKind, HaKey, ServerKey, Support, SyncKey,
-    TsigKeyKey, ZoneKey,
+    self, AcmeKey, ApiKey, Arity, AuditKey, AuthKey, ClauseKind, HaKey, ServerKey, Support,
+    SyncKey, TsigKeyKey, ZoneKey,
 };
 use crate::lexer::{Token, tokenize};
 use crate::model::{
-    AuditFsync, AuthZone, Config, ConnectionLimit, Error, ForwardZone, Loc, Located, PortAction,
-    PortRule, SyncUrl, TsigKey, UpstreamAddr, UpstreamHost, Warning, ZoneKind,
+    AcmeChallenge, AuditFsync, AuthZone, Config, ConnectionLimit, Error, ForwardZone, Loc, Located,
+    PortAction, PortRule, SyncUrl, TsigKey, UpstreamAddr, UpstreamHost, Warning, ZoneKind,
 };
 
 /// Deepest include nesting accepted (loops are caught before; this bounds pathological but
@@ -77,6 +77,7 @@ enum Clause {
     Ha,
     /// `sync:` (merged into [`Config::sync`] as it is read).
     Sync,
+    Acme,
     /// `tsig-key:`.
     TsigKey(PendingTsigKey),
     /// An unsupported clause: its directives are counted, the count goes into the warning
@@ -322,6 +323,7 @@ impl Parser {
             Clause::Audit(_) => self.audit_directive(name, vals, loc),
             Clause::Ha => self.ha_directive(name, vals, loc),
             Clause::Sync => self.sync_directive(name, vals, loc),
+            Clause::Acme => self.acme_directive(name, vals, loc),
             Clause::TsigKey(_) => self.tsig_key_directive(name, vals, loc),
             Clause::Unsupported { count, .. } => {
                 let n = loose_count(vals, 1);
@@ -373,6 +375,7 @@ impl Parser {
             ClauseKind::Audit => Clause::Audit(loc.clone()),
             ClauseKind::Ha => Clause::Ha,
             ClauseKind::Sync => Clause::Sync,
+            ClauseKind::Acme => Clause::Acme,
             ClauseKind::TsigKey => Clause::TsigKey(PendingTsigKey {
                 loc: loc.clone(),
                 name: None,
@@ -401,7 +404,8 @@ impl Parser {
             | Clause::Api
             | Clause::Audit(_)
             | Clause::Ha
-            | Clause::Sync => {}
+            | Clause::Sync
+            | Clause::Acme => {}
             Clause::AuthZone(p) => {
                 let Some(name) = p.name else {
                     return Err(Error::at(&p.loc, "auth-zone: clause without 'name:'"));
@@ -933,6 +937,71 @@ impl Parser {
                 // Within 10..=60000 by the check: fits a u32.
                 h.lease_max_ms = ranged(name, &vals[0], 10, 60_000, loc)? as u32;
             }
+        }
+        Ok(n)
+    }
+
+    fn acme_directive(&mut self, name: &str, vals: &[Token], loc: &Loc) -> Result<usize, Error> {
+        let Some(key) = directives::acme(name) else {
+            return self.misplaced(name, "acme:", vals, loc);
+        };
+        let n = take(name, vals, Arity::Exactly(1), loc)?;
+        let v = Located {
+            value: vals[0].text.clone(),
+            loc: loc.clone(),
+        };
+        let a = &mut self.config.acme;
+        match key {
+            AcmeKey::Directory => {
+                if !v.value.starts_with("https://") {
+                    return Err(Error::at(
+                        loc,
+                        format!(
+                            "acme: 'directory:' must be an https:// URL, not '{}'",
+                            v.value
+                        ),
+                    ));
+                }
+                a.directory = Some(v);
+            }
+            AcmeKey::Contact => a.contacts.push(v),
+            AcmeKey::Name => {
+                let ok = !v.value.is_empty()
+                    && v.value.len() <= 253
+                    && v.value.trim_end_matches('.').split('.').all(|l| {
+                        !l.is_empty()
+                            && l.len() <= 63
+                            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                    });
+                if !ok {
+                    return Err(Error::at(
+                        loc,
+                        format!(
+                            "acme: 'name:' must be a DNS name like dns.example.net, not '{}'",
+                            v.value
+                        ),
+                    ));
+                }
+                a.names.push(v);
+            }
+            AcmeKey::Challenge => {
+                a.challenge = match v.value.to_ascii_lowercase().as_str() {
+                    "http-01" => AcmeChallenge::Http01,
+                    "tls-alpn-01" => AcmeChallenge::TlsAlpn01,
+                    "dns-01" => AcmeChallenge::Dns01,
+                    other => {
+                        return Err(Error::at(
+                            loc,
+                            format!(
+                                "acme: 'challenge:' must be http-01, tls-alpn-01 or dns-01, not '{other}'"
+                            ),
+                        ));
+                    }
+                };
+            }
+            AcmeKey::HttpInterface => a.http_interface = Some(v),
+            AcmeKey::CaBundle => a.ca_bundle = Some(v),
+            AcmeKey::AccountFile => a.account_file = Some(v),
         }
         Ok(n)
     }

@@ -52,6 +52,10 @@ commands over skuad's REST API:
                                       the agent's next renewal fails, it leaves with
                                       priority 0 and the backup takes over (a manual
                                       failover); it rejoins as backup a second later
+       skuactl tls status             the certificate ACME keeps (acme:): names, expiry,
+                                      next renewal and why, issued and failed orders,
+                                      the last error
+       skuactl tls renew              an ACME order now (role operator)
    where: skuad's local control socket when there is one (no token: skuad knows you by
        your user: root and skuad's user are admin, members of api: control-socket-group:
        get its role), else the HTTP API with a token
@@ -116,7 +120,7 @@ pub fn is_api_command(args: &[String]) -> bool {
         } else {
             return match a {
                 "status" | "stats" | "reload" | "zone" | "record" | "metrics" | "cache"
-                | "upstreams" | "ha" => true,
+                | "upstreams" | "ha" | "tls" => true,
                 "audit" => args.get(i + 1).is_some_and(|s| s == "tail"),
                 _ => false,
             };
@@ -507,6 +511,17 @@ fn run(c: &Client, l: &Line) -> Result<String, Fail> {
             })
         }
         ["ha", ..] => Err(usage("ha status | ha release")),
+        ["tls", "status"] => show(c, l, "/tls", tls_text),
+        ["tls", "renew"] => {
+            let url = c.url("/tls/renew");
+            let v = c.post("/tls/renew", None)?.json(&url)?;
+            Ok(if l.json {
+                pretty(&v)
+            } else {
+                "renewal asked; see skuactl tls status\n".to_string()
+            })
+        }
+        ["tls", ..] => Err(usage("tls status | tls renew")),
         _ => Err(usage(format!("unknown command '{}'", w.join(" ")))),
     }
 }
@@ -1001,6 +1016,66 @@ fn agent_text(v: &Value) -> String {
 }
 
 /// `upstreams`: one row per zone and upstream, then the forwarder's counters.
+/// `GET /tls` as lines: the certificate ACME keeps, its expiry, the next attempt and the
+/// last error.
+fn tls_text(v: &Value) -> String {
+    let a = &v["acme"];
+    if a.is_null() {
+        return "acme        not configured (the certificate is the operator's to renew)\n".into();
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
+    let when = |t: &Value| match t.as_i64() {
+        Some(t) if t >= now => format!("in {}", human_secs((t - now) as u64)),
+        Some(t) => format!("{} ago", human_secs((now - t) as u64)),
+        None => "-".into(),
+    };
+    let names: Vec<&str> = a["names"]
+        .as_array()
+        .map(|n| n.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut out = String::new();
+    out += &format!(
+        "{:<12}{}\n",
+        "names",
+        if names.is_empty() {
+            "(no certificate yet)".to_string()
+        } else {
+            names.join(", ")
+        }
+    );
+    out += &format!("{:<12}{}\n", "expires", when(&a["not_after"]));
+    out += &format!(
+        "{:<12}{} ({})\n",
+        "next",
+        when(&a["next_attempt"]),
+        a["next_reason"].as_str().unwrap_or("")
+    );
+    out += &format!(
+        "{:<12}{} issued, {} failed since start; last issued {}\n",
+        "acme",
+        num(&a["issued"]),
+        num(&a["failures"]),
+        when(&a["last_issued"])
+    );
+    if let Some(e) = a["last_error"].as_str() {
+        out += &format!("{:<12}{e}\n", "last error");
+    }
+    out
+}
+
+/// `d h m s` for a count of seconds (the two largest units).
+fn human_secs(s: u64) -> String {
+    let (d, h, m) = (s / 86_400, s % 86_400 / 3600, s % 3600 / 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s} s"),
+        (0, 0, m) => format!("{m} min {} s", s % 60),
+        (0, h, m) => format!("{h} h {m} min"),
+        (d, h, _) => format!("{d} d {h} h"),
+    }
+}
+
 fn upstreams_text(v: &Value) -> String {
     let ups = v["upstreams"].as_array().cloned().unwrap_or_default();
     let mut o = String::new();
@@ -1322,5 +1397,44 @@ mod tests {
              8 2026-05-01T12:00:01.000Z system reload {}\n"
         );
         assert_eq!(audit_text(&json!({"entries": []})), "no audit entries\n");
+    }
+
+    #[test]
+    fn tls_status_text() {
+        assert!(tls_text(&serde_json::json!({"acme": null})).contains("not configured"));
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let v = serde_json::json!({"acme": {
+            "names": ["dns.example.net", "doh.example.net"],
+            "not_before": now - 86_400, "not_after": now + 60 * 86_400 + 30,
+            "next_attempt": now + 3_600 + 30, "next_reason": "retry after a failure",
+            "issued": 1, "failures": 2, "last_error": "validation: timeout",
+            "last_issued": now - 86_400,
+        }});
+        let t = tls_text(&v);
+        assert!(
+            t.contains("names       dns.example.net, doh.example.net\n"),
+            "{t}"
+        );
+        assert!(t.contains("expires     in 60 d 0 h\n"), "{t}");
+        assert!(
+            t.contains("next        in 1 h 0 min (retry after a failure)\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("acme        1 issued, 2 failed since start; last issued 1 d 0 h ago\n"),
+            "{t}"
+        );
+        assert!(t.contains("last error  validation: timeout\n"), "{t}");
+        let mut none = v.clone();
+        none["acme"]["names"] = serde_json::json!([]);
+        none["acme"]["last_error"] = serde_json::Value::Null;
+        let t = tls_text(&none);
+        assert!(
+            t.contains("(no certificate yet)") && !t.contains("last error"),
+            "{t}"
+        );
     }
 }

@@ -27,6 +27,11 @@ pub fn run(source: Source, xdp_opts: &XdpOptions) -> Result<(), String> {
     // The API's certificate and key are read now: a bad one stops the start before any
     // socket is bound.
     let api_settings = api::settings(&boot.config).map_err(|e| format!("api: {e}"))?;
+    // ACME: checked now (a clause that cannot work stops the start); read at start only.
+    let acme_settings = api::acme::AcmeSettings::from_config(&boot.config, boot.dir())?;
+    let acme = acme_settings
+        .as_ref()
+        .map(|_| Arc::new(api::acme::Acme::default()));
     check_descriptors(&boot.settings, &boot.config.api);
     let engine = boot
         .take_engine()
@@ -89,7 +94,7 @@ pub fn run(source: Source, xdp_opts: &XdpOptions) -> Result<(), String> {
         boot,
         started,
     ));
-    let api = Api::new(ctl.clone(), &cfg, api_settings);
+    let api = Api::new(ctl.clone(), &cfg, api_settings, acme.clone());
     let control_socket = match api::local::bind(&cfg) {
         Ok(s) => s,
         Err(e) => {
@@ -171,6 +176,10 @@ pub fn run(source: Source, xdp_opts: &XdpOptions) -> Result<(), String> {
             }
         });
         let follower = tokio::spawn(api::sync::follow(follower));
+        let acme_task = match (acme, acme_settings) {
+            (Some(a), Some(s)) => Some(tokio::spawn(api::acme::run(ctl.clone(), a, s))),
+            _ => None,
+        };
         notify::notify(&format!(
             "READY=1\nSTATUS=serving on {} ({})",
             settings
@@ -185,6 +194,9 @@ pub fn run(source: Source, xdp_opts: &XdpOptions) -> Result<(), String> {
         let _ = api_stop.send(true);
         flusher.abort();
         follower.abort();
+        if let Some(t) = acme_task {
+            t.abort();
+        }
         lease_watch.abort();
         secondary.abort();
         xfr_events.abort();

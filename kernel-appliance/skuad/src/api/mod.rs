@@ -13,6 +13,7 @@
 //! `conflict` (409), `invalid_config` (422: the change or reload does not compile; nothing
 //! changed), `unavailable` (503), `internal` (500).
 
+pub mod acme;
 pub mod httpd;
 pub mod local;
 pub mod metrics;
@@ -76,6 +77,9 @@ pub const ROUTES: &[(&str, &str, Option<Role>)] = &[
     ("POST", "/ha/lease", Some(Role::Operator)),
     ("POST", "/ha/release", Some(Role::Operator)),
     ("GET", "/sync", Some(Role::Sync)),
+    ("GET", "/tls", Some(Role::Read)),
+    // An ACME order on demand: the operator's, as a reload (it ends in one).
+    ("POST", "/tls/renew", Some(Role::Operator)),
 ];
 
 /// The API's own settings that a reload changes: its certificate and body limit.
@@ -136,6 +140,8 @@ pub struct Api {
     /// The API's open connections and their caps.
     conns: Arc<Tracker>,
     shape: Shape,
+    /// The ACME task's state, when an `acme:` clause is configured.
+    pub acme: Option<Arc<acme::Acme>>,
 }
 
 impl Deref for Api {
@@ -157,12 +163,18 @@ pub fn settings(cfg: &skua_config::Config) -> Result<Settings, String> {
 impl Api {
     /// The API over `ctl` with `settings` (from `cfg`), registered with the control core so
     /// that reloads change its certificate, limits and caps.
-    pub fn new(ctl: Arc<Control>, cfg: &skua_config::Config, settings: Settings) -> Arc<Api> {
+    pub fn new(
+        ctl: Arc<Control>,
+        cfg: &skua_config::Config,
+        settings: Settings,
+        acme: Option<Arc<acme::Acme>>,
+    ) -> Arc<Api> {
         let api = Arc::new(Api {
             ctl: ctl.clone(),
             http: Arc::new(ArcSwap::from_pointee(settings.0)),
             conns: Tracker::new(Caps::of(&cfg.api)),
             shape: Shape::of(cfg),
+            acme,
         });
         let hook: Arc<dyn Reconfigure> = api.clone();
         ctl.add_reconfigure(&hook);
@@ -584,9 +596,37 @@ async fn metrics(State(ctl): Ctl) -> Response {
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        metrics::prometheus(&ctl),
+        metrics::prometheus(&ctl) + &acme_prometheus(ctl.acme.as_deref()),
     )
         .into_response()
+}
+
+/// ACME: the certificate's remaining lifetime and the task's attempts.
+fn acme_prometheus(acme: Option<&acme::Acme>) -> String {
+    let Some(a) = acme else {
+        return String::new();
+    };
+    let st = a.status.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
+    let mut out = String::new();
+    if let Some(na) = st.not_after {
+        out.push_str(&format!(
+            "# HELP skua_tls_certificate_expiry_seconds Seconds until the certificate in force expires (ACME).\n\
+             # TYPE skua_tls_certificate_expiry_seconds gauge\n\
+             skua_tls_certificate_expiry_seconds {}\n",
+            na as i64 - now
+        ));
+    }
+    out.push_str(&format!(
+        "# HELP skua_acme_attempts_total ACME orders by result since start.\n\
+         # TYPE skua_acme_attempts_total counter\n\
+         skua_acme_attempts_total{{result=\"issued\"}} {}\n\
+         skua_acme_attempts_total{{result=\"failed\"}} {}\n",
+        st.issued, st.failures
+    ));
+    out
 }
 
 async fn config(State(ctl): Ctl) -> Response {
@@ -923,6 +963,41 @@ async fn upstreams(State(ctl): Ctl) -> Result<Response, ApiError> {
     Ok(axum::Json(ctl.upstreams()?).into_response())
 }
 
+/// `GET /tls`: the ACME task's status (`acme: null` without an `acme:` clause).
+async fn tls_status(State(ctl): Ctl) -> Result<Response, ApiError> {
+    let st = ctl
+        .acme
+        .as_ref()
+        .map(|a| a.status.lock().unwrap_or_else(|e| e.into_inner()).clone());
+    Ok(axum::Json(serde_json::json!({ "acme": st })).into_response())
+}
+
+/// `POST /tls/renew`: an ACME order now (202; the result shows in `GET /tls`).
+async fn tls_renew(State(ctl): Ctl, axum::Extension(caller): Who) -> Result<Response, ApiError> {
+    let Some(a) = &ctl.acme else {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "no_acme",
+            "no acme: clause: the certificate is the operator's to renew (then POST /reload)",
+        ));
+    };
+    let (actor, src) = who(&caller);
+    tokio::task::block_in_place(|| {
+        ctl.record(
+            skua_audit::kind::TLS_RENEW_REQUESTED,
+            actor,
+            src,
+            serde_json::json!({}),
+        )
+    });
+    a.renew_now.notify_one();
+    Ok((
+        StatusCode::ACCEPTED,
+        axum::Json(serde_json::json!({ "requested": true })),
+    )
+        .into_response())
+}
+
 async fn ha_state(State(ctl): Ctl) -> Result<Response, ApiError> {
     Ok(axum::Json(ctl.leases()).into_response())
 }
@@ -1009,6 +1084,8 @@ pub fn router(ctl: Arc<Api>) -> Router {
         .route("/ha/lease", post(ha_lease))
         .route("/ha/release", post(ha_release))
         .route("/sync", get(sync::serve))
+        .route("/tls", get(tls_status))
+        .route("/tls/renew", post(tls_renew))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(ctl.clone(), authenticate))

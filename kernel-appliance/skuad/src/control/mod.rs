@@ -560,7 +560,7 @@ impl Boot {
             xfr::keep_serials(&loaded.xfr, &serials, state_path.as_deref()).unwrap_or(serials);
         let access = Access::from_config(&cfg).map_err(|e| format!("api: {e}"))?;
         let sync = sync::SyncSettings::from_config(&cfg, dir.as_deref())?;
-        let tls = tls::tls_service(&cfg.server, dir.as_deref())?;
+        let tls = tls::tls_service(&cfg.server, dir.as_deref(), cfg.acme.directory.is_some())?;
         let audit = Audit::open(&cfg.audit, dir.as_deref())?;
         log::set_verbosity(loaded.settings.verbosity);
         for w in &loaded.warnings {
@@ -603,6 +603,11 @@ impl Boot {
             sync,
             tls,
         })
+    }
+
+    /// The directory relative paths of the configuration are read from.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
     }
 
     /// The TLS configurations of the encrypted listeners, for the serving handle (once,
@@ -948,7 +953,7 @@ impl Control {
                 xfr::keep_serials(&loaded.xfr, &serials, state_path.as_deref()).unwrap_or(serials);
             let access = Access::from_config(&cfg)?;
             let sync = sync::SyncSettings::from_config(&cfg, dir.as_deref())?;
-            let tls = tls::tls_service(&cfg.server, dir.as_deref())?;
+            let tls = tls::tls_service(&cfg.server, dir.as_deref(), cfg.acme.directory.is_some())?;
             let prepared = hooks
                 .iter()
                 .map(|h| h.prepare(&cfg))

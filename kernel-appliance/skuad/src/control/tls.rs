@@ -127,9 +127,13 @@ fn ticketer() -> Result<Arc<dyn rustls::server::ProducesTickets>, String> {
 /// The TLS configurations of the encrypted listeners of `s` (paths relative to `base`),
 /// or none without `tls-service-key:` and `tls-service-pem:`. An error names the
 /// directive's line.
+///
+/// With `acme` (an `acme:` clause will write them), missing files are not an error: the
+/// encrypted listeners serve nothing until the first certificate is issued.
 pub fn tls_service(
     s: &skua_config::Server,
     base: Option<&Path>,
+    acme: bool,
 ) -> Result<Option<Arc<TlsService>>, String> {
     let (key, pem) = match (&s.tls_service_key, &s.tls_service_pem) {
         (None, None) => return Ok(None),
@@ -154,6 +158,9 @@ pub fn tls_service(
             _ => p,
         }
     };
+    if acme && !(at(&pem.value).exists() && at(&key.value).exists()) {
+        return Ok(None);
+    }
     let bad = |e: String| format!("{}: tls-service-pem/tls-service-key: {e}", pem.loc);
     let (certs, pkey) = read_pair(&at(&pem.value), &at(&key.value)).map_err(bad)?;
     let mut dot = build(certs.clone(), pkey.clone_key(), &[ALPN_DOT], false)

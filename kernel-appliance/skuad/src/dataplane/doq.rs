@@ -45,11 +45,13 @@ pub(crate) struct DoqListener {
     pub gate: Gate,
     endpoint: quinn::Endpoint,
     task: tokio::task::JoinHandle<()>,
+    watcher: tokio::task::JoinHandle<()>,
 }
 
 impl DoqListener {
     /// Serves DNS over QUIC on `sock` (bound by the caller), with the certificate in force
-    /// (none: nothing to serve yet, an error).
+    /// (none yet, as before ACME's first certificate: the endpoint takes no connection
+    /// until one is in force).
     pub fn start(
         sock: std::net::UdpSocket,
         shared: Arc<Serving>,
@@ -58,18 +60,30 @@ impl DoqListener {
         gate: Gate,
     ) -> std::io::Result<Self> {
         let addr = sock.local_addr()?;
-        let config = shared
-            .tls
-            .service
-            .load_full()
-            .map(|s| (*s.doq).clone())
-            .ok_or_else(|| std::io::Error::other("no certificate for DNS over QUIC"))?;
+        let first = shared.tls.service.load_full();
         let endpoint = quinn::Endpoint::new(
             quinn::EndpointConfig::default(),
-            Some(config),
+            first.as_ref().map(|s| (*s.doq).clone()),
             sock,
             Arc::new(quinn::TokioRuntime),
         )?;
+        // Each connection takes the certificate in force (accept_with); the endpoint's
+        // own configuration only decides whether new connections are taken at all: kept
+        // in step with the service, so a first certificate (ACME) opens it.
+        let watcher = {
+            let (ep, shared) = (endpoint.clone(), shared.clone());
+            tokio::spawn(async move {
+                let mut had = first.is_some();
+                loop {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    let now = shared.tls.service.load_full();
+                    if now.is_some() != had {
+                        had = now.is_some();
+                        ep.set_server_config(now.map(|s| (*s.doq).clone()));
+                    }
+                }
+            })
+        };
         let task = tokio::spawn(accept(
             endpoint.clone(),
             shared,
@@ -82,12 +96,14 @@ impl DoqListener {
             gate,
             endpoint,
             task,
+            watcher,
         })
     }
 
     /// Closes every connection and the socket.
     pub fn stop(self) {
         self.task.abort();
+        self.watcher.abort();
         self.endpoint.close(DOQ_NO_ERROR.into(), b"");
     }
 }

@@ -356,7 +356,16 @@ impl TlsClient {
 
     /// A connection with `cfg` (its session store: a second connection resumes).
     pub fn with(port: u16, cfg: Arc<rustls::ClientConfig>) -> Result<TlsClient, String> {
-        let name = rustls_pki_types::ServerName::try_from("dot.test").unwrap();
+        Self::with_name(port, cfg, "dot.test")
+    }
+
+    /// A connection with `cfg` for the server name `name`.
+    pub fn with_name(
+        port: u16,
+        cfg: Arc<rustls::ClientConfig>,
+        name: &str,
+    ) -> Result<TlsClient, String> {
+        let name = rustls_pki_types::ServerName::try_from(name.to_string()).unwrap();
         let conn = rustls::ClientConnection::new(cfg, name).unwrap();
         let sock = TcpStream::connect((LO, port)).map_err(|e| e.to_string())?;
         sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
