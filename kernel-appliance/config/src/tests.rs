@@ -3054,3 +3054,37 @@ fn dns_over_https_and_connection_limit_directives() {
     assert!(err("server:\n  tcp-connection-limit: 10.0.0.0/8\n").starts_with("t.conf:2:"));
     assert!(err("server:\n  tcp-connection-limit: 10.0.0.0/8 many\n").starts_with("t.conf:2:"));
 }
+
+#[test]
+fn acme_clause() {
+    let c = parse(
+        "acme:\n  directory: https://acme.example/dir\n  contact: mailto:a@example.net\n  \
+         name: dns.example.net\n  name: doh.example.net.\n  challenge: DNS-01\n  \
+         http-01-interface: 127.0.0.1@8080\n  ca-bundle: ca.pem\n  account-file: acct.json\n",
+    );
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    let a = &c.acme;
+    assert_eq!(
+        a.directory.as_ref().unwrap().value,
+        "https://acme.example/dir"
+    );
+    assert_eq!(a.contacts.len(), 1);
+    let names: Vec<_> = a.names.iter().map(|n| n.value.as_str()).collect();
+    assert_eq!(names, ["dns.example.net", "doh.example.net."]);
+    assert_eq!(a.challenge, crate::AcmeChallenge::Dns01);
+    assert_eq!(a.http_interface.as_ref().unwrap().value, "127.0.0.1@8080");
+    assert_eq!(
+        parse("acme:\n  challenge: tls-alpn-01\n").acme.challenge,
+        crate::AcmeChallenge::TlsAlpn01
+    );
+    assert_eq!(parse("server:\n").acme, crate::Acme::default());
+    assert_eq!(
+        err("acme:\n  directory: http://acme.example/dir\n"),
+        "t.conf:2: acme: 'directory:' must be an https:// URL, not 'http://acme.example/dir'"
+    );
+    assert!(err("acme:\n  challenge: dns-02\n").starts_with("t.conf:2: acme: 'challenge:'"));
+    assert!(err("acme:\n  name: bad_name.example\n").starts_with("t.conf:2: acme: 'name:'"));
+    // A server: directive in acme: is a warning, as in every skuad clause.
+    let w = parse("acme:\n  tls-port: 853\n").warnings;
+    assert!(w[0].msg.contains("not an acme: one"), "{w:?}");
+}

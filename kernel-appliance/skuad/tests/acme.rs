@@ -33,10 +33,11 @@ impl Drop for Pebble {
 }
 
 /// Starts pebble with its HTTPS certificate from our test CA `ca_tag` (Debian's package
-/// ships none), validating HTTP-01 on `http_port`, resolving through `dns`.
-fn pebble(dir: &Path, ca_tag: &str, http_port: u16, dns: u16) -> Pebble {
+/// ships none), validating HTTP-01 on `http_port` and TLS-ALPN-01 on `tls`, resolving
+/// through `dns`.
+fn pebble(dir: &Path, ca_tag: &str, http_port: u16, tls: u16, dns: u16) -> Pebble {
     let (cert, key) = test_leaf(dir, ca_tag, "pebble", "DNS:localhost,IP:127.0.0.1");
-    let (port, mgmt, tls) = (free_port(), free_port(), free_port());
+    let (port, mgmt) = (free_port(), free_port());
     let cfg = dir.join("pebble.json");
     std::fs::write(
         &cfg,
@@ -168,7 +169,7 @@ fn http01_issuance_renewal_and_the_acme_server_down() {
     let dir = Dir::new("acme-http");
     let ca = test_ca(&dir.0, "acme");
     let (dns, api, tls, h01) = (free_port(), free_port(), free_port(), free_port());
-    let p = pebble(&dir.0, "acme", h01, dns);
+    let p = pebble(&dir.0, "acme", h01, free_port(), dns);
     let d = skuad_with_acme(
         &dir.0,
         &p,
@@ -251,7 +252,7 @@ fn dns01_from_skuads_own_zone() {
     let dir = Dir::new("acme-dns");
     let ca = test_ca(&dir.0, "acmedns");
     let (dns, api, tls) = (free_port(), free_port(), free_port());
-    let p = pebble(&dir.0, "acmedns", free_port(), dns);
+    let p = pebble(&dir.0, "acmedns", free_port(), free_port(), dns);
     let d = skuad_with_acme(
         &dir.0,
         &p,
@@ -285,11 +286,45 @@ fn dns01_from_skuads_own_zone() {
 }
 
 #[test]
+fn tls_alpn01_on_the_dns_over_tls_port() {
+    let dir = Dir::new("acme-alpn");
+    let ca = test_ca(&dir.0, "acmealpn");
+    let (dns, api, tls) = (free_port(), free_port(), free_port());
+    // pebble validates TLS-ALPN-01 on skuad's DNS over TLS port, before skuad has any
+    // certificate of its own.
+    let p = pebble(&dir.0, "acmealpn", free_port(), tls, dns);
+    let d = skuad_with_acme(
+        &dir.0,
+        &p,
+        &ca,
+        &["dns.example.test"],
+        "  challenge: tls-alpn-01\n",
+        (dns, api, tls),
+    );
+    wait_tls(&d, 60, "certificate by tls-alpn-01", |s| s["issued"] == 1);
+    let root = pebble_root(&p, &ca, &dir.0);
+    assert_eq!(kdig_acme(tls, &root), "198.18.0.1");
+    // A renewal over the port that now serves DNS over TLS with the first certificate.
+    let r = http(&d, "POST", "/tls/renew", Some(tok("operator")), None).unwrap();
+    assert_eq!(r.status, 202);
+    wait_tls(&d, 60, "renewal by tls-alpn-01", |s| s["issued"] == 2);
+    assert_eq!(kdig_acme(tls, &root), "198.18.0.1");
+    // The DoT handshakes counted are DNS clients' only (validations are not).
+    let m = http(&d, "GET", "/metrics", Some(tok("read")), None)
+        .unwrap()
+        .body;
+    assert!(
+        m.contains("skua_tls_handshakes_total{transport=\"dot\",result=\"ok\"} 2\n"),
+        "{m}"
+    );
+}
+
+#[test]
 fn a_failed_order_is_reported_and_nothing_changes() {
     let dir = Dir::new("acme-fail");
     let ca = test_ca(&dir.0, "acmefail");
     let (dns, api, tls, h01) = (free_port(), free_port(), free_port(), free_port());
-    let p = pebble(&dir.0, "acmefail", h01, dns);
+    let p = pebble(&dir.0, "acmefail", h01, free_port(), dns);
     // A name outside skuad's data: pebble cannot resolve it, the authorization fails.
     let d = skuad_with_acme(
         &dir.0,

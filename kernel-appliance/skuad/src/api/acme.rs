@@ -8,9 +8,11 @@
 //! `account-file:` (0600), so a restart or an A/B upgrade reuses it.
 //!
 //! Challenges: HTTP-01 (RFC 8555 §8.3: the token served on `http-01-interface:` while the
-//! order is validated) and DNS-01 (§8.4: the TXT record put into skuad's own data through
-//! the audited API write path, and taken out after; skuad must answer for the name).
-//! TLS-ALPN-01 (RFC 8737) is not served yet: an `acme:` clause asking for it fails at start.
+//! order is validated), DNS-01 (§8.4: the TXT record put into skuad's own data through
+//! the audited API write path, and taken out after; skuad must answer for the name) and
+//! TLS-ALPN-01 (RFC 8737: a self-signed certificate carrying the key authorization's
+//! digest, shown by the DNS over TLS and HTTPS listeners to a client asking for ALPN
+//! `acme-tls/1`, see `control::tls`).
 //!
 //! Renewal: at two thirds of the certificate's lifetime (ACME renewal information, RFC
 //! 9773, is not asked yet); a failed attempt is retried after 1, 2, 4 ... minutes (at most
@@ -82,12 +84,6 @@ impl AcmeSettings {
                 dir.loc
             ));
         };
-        if a.challenge == skua_config::AcmeChallenge::TlsAlpn01 {
-            return Err(format!(
-                "{}: acme: challenge: tls-alpn-01 is not served yet (use http-01 or dns-01)",
-                dir.loc
-            ));
-        }
         let http_interface = match &a.http_interface {
             None => SocketAddr::from(([0, 0, 0, 0], 80)),
             Some(v) => parse_addr(&v.value).ok_or_else(|| {
@@ -310,6 +306,7 @@ async fn issue(ctl: &Arc<Control>, acme: &Arc<Acme>, s: &AcmeSettings) -> Result
         None
     };
     let mut added: Vec<String> = Vec::new();
+    let mut alpn_names: Vec<String> = Vec::new();
     let result = async {
         let mut auths = order.authorizations();
         while let Some(a) = auths.next().await {
@@ -321,7 +318,8 @@ async fn issue(ctl: &Arc<Control>, acme: &Arc<Acme>, s: &AcmeSettings) -> Result
             }
             let kind = match s.challenge {
                 skua_config::AcmeChallenge::Dns01 => ChallengeType::Dns01,
-                _ => ChallengeType::Http01,
+                skua_config::AcmeChallenge::TlsAlpn01 => ChallengeType::TlsAlpn01,
+                skua_config::AcmeChallenge::Http01 => ChallengeType::Http01,
             };
             let mut ch = a
                 .challenge(kind.clone())
@@ -335,6 +333,15 @@ async fn issue(ctl: &Arc<Control>, acme: &Arc<Acme>, s: &AcmeSettings) -> Result
                         .await
                         .map_err(|e| format!("dns-01 record for {name}: {}", e.message()))?;
                     added.push(rr);
+                }
+                ChallengeType::TlsAlpn01 => {
+                    let name = ch.identifier().to_string().to_ascii_lowercase();
+                    let cert = alpn_certificate(&name, ka.digest().as_ref())?;
+                    crate::base::tls::alpn_challenges()
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(name.clone(), cert);
+                    alpn_names.push(name);
                 }
                 _ => acme
                     .http_tokens
@@ -372,6 +379,14 @@ async fn issue(ctl: &Arc<Control>, acme: &Arc<Acme>, s: &AcmeSettings) -> Result
     if let Some(server) = server {
         server.abort();
     }
+    {
+        let mut m = crate::base::tls::alpn_challenges()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for n in &alpn_names {
+            m.remove(n);
+        }
+    }
     for rr in added {
         if let Err(e) = ctl
             .write(vec![Change::RemoveRecord { rr: rr.clone() }], "acme", None)
@@ -400,6 +415,32 @@ async fn issue(ctl: &Arc<Control>, acme: &Arc<Acme>, s: &AcmeSettings) -> Result
         s.names.join(", ")
     ));
     Ok(())
+}
+
+/// The TLS-ALPN-01 certificate for `name` (RFC 8737 §3): self-signed, the name as its only
+/// SAN, the critical acmeIdentifier extension holding `digest` (SHA-256 of the key
+/// authorization).
+fn alpn_certificate(
+    name: &str,
+    digest: &[u8],
+) -> Result<Arc<tokio_rustls::rustls::sign::CertifiedKey>, String> {
+    let bad = |e: rcgen::Error| format!("tls-alpn-01 certificate: {e}");
+    let mut params = rcgen::CertificateParams::new(vec![name.to_string()]).map_err(bad)?;
+    params.custom_extensions = vec![rcgen::CustomExtension::new_acme_identifier(digest)];
+    let key = rcgen::KeyPair::generate().map_err(bad)?;
+    let cert = params.self_signed(&key).map_err(bad)?;
+    let provider = tokio_rustls::rustls::crypto::ring::default_provider();
+    let der = rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+    // Not CertifiedKey::from_der: its check parses the certificate, and refuses the
+    // critical acmeIdentifier extension it does not know.
+    let signer = provider
+        .key_provider
+        .load_private_key(der)
+        .map_err(|e| format!("tls-alpn-01 certificate: {e}"))?;
+    Ok(Arc::new(tokio_rustls::rustls::sign::CertifiedKey::new(
+        vec![cert.der().clone()],
+        signer,
+    )))
 }
 
 /// The account: the one in `account-file:`, or a new one (written there, mode 0600).

@@ -15,6 +15,8 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 
 /// ALPN protocol of DNS over TLS (RFC 7858 §3.2, the IANA registration `dot`).
 pub const ALPN_DOT: &[u8] = b"dot";
+/// ALPN protocol of the TLS-ALPN-01 challenge (RFC 8737 §6.2).
+pub const ALPN_ACME_TLS: &[u8] = b"acme-tls/1";
 /// ALPN protocol of DNS over QUIC (RFC 9250 §4.1.1).
 pub const ALPN_DOQ: &[u8] = b"doq";
 /// ALPN protocols of DNS over HTTPS: HTTP/2 (RFC 8484 §5.2 recommends it), then HTTP/1.1.
@@ -30,6 +32,21 @@ pub struct TlsService {
     pub doq: Arc<quinn::ServerConfig>,
     /// Pad responses to clients that ask to this block length (RFC 8467 §4.1), if any.
     pub pad_block: Option<u16>,
+}
+
+/// TLS-ALPN-01 challenge certificates being validated, by the name they are for: shown to
+/// a client that offers only ALPN `acme-tls/1` for that name (RFC 8737 §3), on the DNS
+/// over TLS and HTTPS listeners. One map for the process (the ACME task fills it, the
+/// listeners' certificate resolvers read it).
+pub fn alpn_challenges() -> &'static std::sync::Mutex<
+    std::collections::HashMap<String, Arc<tokio_rustls::rustls::sign::CertifiedKey>>,
+> {
+    static M: std::sync::OnceLock<
+        std::sync::Mutex<
+            std::collections::HashMap<String, Arc<tokio_rustls::rustls::sign::CertifiedKey>>,
+        >,
+    > = std::sync::OnceLock::new();
+    M.get_or_init(Default::default)
 }
 
 /// DNS over HTTPS parameters (from the configuration, swapped at each load).

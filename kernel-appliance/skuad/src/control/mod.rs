@@ -560,7 +560,11 @@ impl Boot {
             xfr::keep_serials(&loaded.xfr, &serials, state_path.as_deref()).unwrap_or(serials);
         let access = Access::from_config(&cfg).map_err(|e| format!("api: {e}"))?;
         let sync = sync::SyncSettings::from_config(&cfg, dir.as_deref())?;
-        let tls = tls::tls_service(&cfg.server, dir.as_deref(), cfg.acme.directory.is_some())?;
+        let tls = tls::tls_service(
+            &cfg.server,
+            dir.as_deref(),
+            cfg.acme.directory.as_ref().map(|_| cfg.acme.challenge),
+        )?;
         let audit = Audit::open(&cfg.audit, dir.as_deref())?;
         log::set_verbosity(loaded.settings.verbosity);
         for w in &loaded.warnings {
@@ -953,7 +957,11 @@ impl Control {
                 xfr::keep_serials(&loaded.xfr, &serials, state_path.as_deref()).unwrap_or(serials);
             let access = Access::from_config(&cfg)?;
             let sync = sync::SyncSettings::from_config(&cfg, dir.as_deref())?;
-            let tls = tls::tls_service(&cfg.server, dir.as_deref(), cfg.acme.directory.is_some())?;
+            let tls = tls::tls_service(
+                &cfg.server,
+                dir.as_deref(),
+                cfg.acme.directory.as_ref().map(|_| cfg.acme.challenge),
+            )?;
             let prepared = hooks
                 .iter()
                 .map(|h| h.prepare(&cfg))

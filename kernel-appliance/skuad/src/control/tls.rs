@@ -14,7 +14,9 @@ use std::sync::{Arc, OnceLock};
 
 use tokio_rustls::rustls;
 
-use crate::base::tls::{ALPN_DOH, ALPN_DOQ, ALPN_DOT, DohParams, TlsService};
+use crate::base::tls::{
+    ALPN_ACME_TLS, ALPN_DOH, ALPN_DOQ, ALPN_DOT, DohParams, TlsService, alpn_challenges,
+};
 
 /// A server configuration for the certificate chain in `cert` and the key in `key` (PEM;
 /// the key file must not be readable by others), offering `alpn`.
@@ -129,12 +131,16 @@ fn ticketer() -> Result<Arc<dyn rustls::server::ProducesTickets>, String> {
 /// directive's line.
 ///
 /// With `acme` (an `acme:` clause will write them), missing files are not an error: the
-/// encrypted listeners serve nothing until the first certificate is issued.
+/// encrypted listeners serve nothing until the first certificate is issued (with
+/// TLS-ALPN-01, they serve its challenges only). With TLS-ALPN-01 the DNS over TLS and
+/// HTTPS configurations also offer ALPN `acme-tls/1` and show a challenge certificate to a
+/// client that asks for it (RFC 8737).
 pub fn tls_service(
     s: &skua_config::Server,
     base: Option<&Path>,
-    acme: bool,
+    acme: Option<skua_config::AcmeChallenge>,
 ) -> Result<Option<Arc<TlsService>>, String> {
+    let alpn01 = acme == Some(skua_config::AcmeChallenge::TlsAlpn01);
     let (key, pem) = match (&s.tls_service_key, &s.tls_service_pem) {
         (None, None) => return Ok(None),
         (Some(k), None) => {
@@ -158,8 +164,12 @@ pub fn tls_service(
             _ => p,
         }
     };
-    if acme && !(at(&pem.value).exists() && at(&key.value).exists()) {
-        return Ok(None);
+    if acme.is_some() && !(at(&pem.value).exists() && at(&key.value).exists()) {
+        return if alpn01 {
+            challenges_only(s).map(Some)
+        } else {
+            Ok(None)
+        };
     }
     let bad = |e: String| format!("{}: tls-service-pem/tls-service-key: {e}", pem.loc);
     let (certs, pkey) = read_pair(&at(&pem.value), &at(&key.value)).map_err(bad)?;
@@ -170,16 +180,90 @@ pub fn tls_service(
     // The same certificate and session store; only the protocols differ.
     let mut doh = dot.clone();
     doh.alpn_protocols = ALPN_DOH.iter().map(|p| p.to_vec()).collect();
+    let main = if alpn01 {
+        let provider = rustls::crypto::ring::default_provider();
+        Some(Arc::new(
+            rustls::sign::CertifiedKey::from_der(certs.clone(), pkey.clone_key(), &provider)
+                .map_err(|e| bad(e.to_string()))?,
+        ))
+    } else {
+        None
+    };
     let mut doq = build(certs, pkey, &[ALPN_DOQ], true).map_err(bad)?;
     doq.ticketer = ticketer()?;
     doq.session_storage = session_cache();
     let doq = doq_config(doq, s).map_err(bad)?;
+    if let Some(main) = main {
+        for c in [&mut dot, &mut doh] {
+            c.cert_resolver = Arc::new(AcmeResolver {
+                main: Some(main.clone()),
+            });
+            c.alpn_protocols.push(ALPN_ACME_TLS.to_vec());
+        }
+    }
     Ok(Some(Arc::new(TlsService {
         dot: Arc::new(dot),
         doh: Arc::new(doh),
         doq: Arc::new(doq),
         pad_block: s.pad_responses.then_some(s.pad_responses_block_size),
     })))
+}
+
+/// The certificate resolver of the DNS over TLS and HTTPS listeners with TLS-ALPN-01: the
+/// challenge certificate for the name asked (SNI) to a client offering ALPN
+/// `acme-tls/1`, the service's certificate (if any yet) to every other.
+#[derive(Debug)]
+struct AcmeResolver {
+    main: Option<Arc<rustls::sign::CertifiedKey>>,
+}
+
+impl rustls::server::ResolvesServerCert for AcmeResolver {
+    fn resolve(
+        &self,
+        hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        let acme = hello
+            .alpn()
+            .is_some_and(|mut a| a.any(|p| p == ALPN_ACME_TLS));
+        if acme {
+            let name = hello.server_name()?.to_ascii_lowercase();
+            return alpn_challenges()
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&name)
+                .cloned();
+        }
+        self.main.clone()
+    }
+}
+
+/// The listeners' configurations before ACME's first certificate, with TLS-ALPN-01: they
+/// serve the challenges only (every other handshake fails: there is no certificate yet).
+fn challenges_only(s: &skua_config::Server) -> Result<Arc<TlsService>, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let make = |alpn: &[&[u8]], tls13_only: bool| -> Result<rustls::ServerConfig, String> {
+        let versions: &[&rustls::SupportedProtocolVersion] = if tls13_only {
+            &[&rustls::version::TLS13]
+        } else {
+            rustls::DEFAULT_VERSIONS
+        };
+        let mut c = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(versions)
+            .map_err(|e| format!("tls: {e}"))?
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(AcmeResolver { main: None }));
+        c.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        Ok(c)
+    };
+    let dot = make(&[ALPN_DOT, ALPN_ACME_TLS], false)?;
+    let doh = make(&[ALPN_DOH[0], ALPN_DOH[1], ALPN_ACME_TLS], false)?;
+    let doq = doq_config(make(&[ALPN_DOQ], true)?, s)?;
+    Ok(Arc::new(TlsService {
+        dot: Arc::new(dot),
+        doh: Arc::new(doh),
+        doq: Arc::new(doq),
+        pad_block: s.pad_responses.then_some(s.pad_responses_block_size),
+    }))
 }
 
 /// Concurrent DNS over QUIC streams (queries) a client may have open per connection.

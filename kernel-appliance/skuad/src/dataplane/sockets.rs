@@ -369,6 +369,10 @@ async fn tls_conn(stream: TcpStream, c: Conn, https: bool) {
             return;
         }
     };
+    // A TLS-ALPN-01 validation (RFC 8737 §3): the handshake was all of it.
+    if stream.get_ref().1.alpn_protocol() == Some(crate::base::tls::ALPN_ACME_TLS) {
+        return;
+    }
     inc(&hs.ok);
     if matches!(
         stream.get_ref().1.handshake_kind(),
