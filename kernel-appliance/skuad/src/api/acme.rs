@@ -93,6 +93,22 @@ impl AcmeSettings {
                 )
             })?,
         };
+        if a.challenge == skua_config::AcmeChallenge::TlsAlpn01 {
+            // RFC 8737 §3: the CA connects to port 443 only.
+            let srv = &cfg.server;
+            let tls_on_443 =
+                (srv.tls_port == 443) || (srv.https_port == 443 && !srv.http_notls_downstream);
+            let listens_443 = srv
+                .interfaces
+                .iter()
+                .any(|i| i.value.ends_with("@443") || (srv.port == 443 && !i.value.contains('@')));
+            if !(tls_on_443 && listens_443) {
+                log::warn(format_args!(
+                    "{}: acme: challenge: tls-alpn-01 is validated on TCP port 443 (RFC 8737 §3), and no interface serves TLS there: a public CA cannot validate it",
+                    dir.loc
+                ));
+            }
+        }
         let key_path = at(&key.value);
         let account_file = match &a.account_file {
             Some(f) => at(&f.value),
@@ -217,6 +233,7 @@ fn read_cert(path: &Path) -> Option<(u64, u64, Vec<String>)> {
 /// due, until the process ends.
 pub async fn run(ctl: Arc<Control>, acme: Arc<Acme>, s: AcmeSettings) {
     let mut failures: u32 = 0;
+    let mut reload_pending = false;
     loop {
         let now = unix(SystemTime::now());
         let current = read_cert(&s.cert);
@@ -249,7 +266,15 @@ pub async fn run(ctl: Arc<Control>, acme: Arc<Acme>, s: AcmeSettings) {
                 _ = acme.renew_now.notified() => {}
             }
         }
-        match issue(&ctl, &acme, &s).await {
+        // A certificate written whose reload failed is put in force again, not ordered
+        // again (a new order would count against the CA's limits for nothing).
+        let r = if reload_pending {
+            put_in_force(&ctl).await
+        } else {
+            issue(&ctl, &acme, &s).await
+        };
+        reload_pending = r.as_ref().is_err_and(|e| e.starts_with(RELOAD_FAILED));
+        match r {
             Ok(()) => {
                 failures = 0;
                 let mut st = acme.status();
@@ -327,7 +352,7 @@ async fn issue(ctl: &Arc<Control>, acme: &Arc<Acme>, s: &AcmeSettings) -> Result
             let ka = ch.key_authorization();
             match kind {
                 ChallengeType::Dns01 => {
-                    let name = ch.identifier().to_string();
+                    let name = ours(&ch.identifier().to_string(), &s.names)?;
                     let rr = format!("_acme-challenge.{name}. 60 IN TXT \"{}\"", ka.dns_value());
                     ctl.write(vec![Change::AddRecord { rr: rr.clone() }], "acme", None)
                         .await
@@ -335,7 +360,7 @@ async fn issue(ctl: &Arc<Control>, acme: &Arc<Acme>, s: &AcmeSettings) -> Result
                     added.push(rr);
                 }
                 ChallengeType::TlsAlpn01 => {
-                    let name = ch.identifier().to_string().to_ascii_lowercase();
+                    let name = ours(&ch.identifier().to_string(), &s.names)?;
                     let cert = alpn_certificate(&name, ka.digest().as_ref())?;
                     crate::base::tls::alpn_challenges()
                         .lock()
@@ -396,8 +421,7 @@ async fn issue(ctl: &Arc<Control>, acme: &Arc<Acme>, s: &AcmeSettings) -> Result
         }
     }
     let (cert_pem, key_pem) = result?;
-    write_private(&s.key, key_pem.as_bytes())?;
-    write_private(&s.cert, cert_pem.as_bytes())?;
+    install(s, &cert_pem, &key_pem)?;
     let (nb, na, _) = read_cert(&s.cert).ok_or("the certificate received does not parse")?;
     tokio::task::block_in_place(|| {
         ctl.record(
@@ -407,14 +431,36 @@ async fn issue(ctl: &Arc<Control>, acme: &Arc<Acme>, s: &AcmeSettings) -> Result
             serde_json::json!({"names": s.names, "not_before": nb, "not_after": na}),
         )
     });
-    ctl.reload("acme", None)
-        .await
-        .map_err(|e| format!("the new certificate did not load: {}", e.message()))?;
+    put_in_force(ctl).await?;
     log::info(format_args!(
         "acme: certificate for {} issued, valid until {na} (Unix), in force",
         s.names.join(", ")
     ));
     Ok(())
+}
+
+/// The reload that serves the certificate written (a failure names why: another part of
+/// the configuration, say; the next attempt reloads again, without a new order).
+async fn put_in_force(ctl: &Arc<Control>) -> Result<(), String> {
+    ctl.reload("acme", None)
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("{RELOAD_FAILED}{}", e.message()))
+}
+
+/// How a failure of [`put_in_force`] begins.
+const RELOAD_FAILED: &str = "the new certificate is written but did not load: ";
+
+/// The configured name an authorization is for: the server's identifier must be one of
+/// `names` (it goes into a record and a certificate: nothing the server sends is taken
+/// as it is).
+fn ours(identifier: &str, names: &[String]) -> Result<String, String> {
+    let id = identifier.trim_end_matches('.').to_ascii_lowercase();
+    names
+        .iter()
+        .find(|n| **n == id)
+        .cloned()
+        .ok_or_else(|| "the server asked to validate a name that was not ordered".to_string())
 }
 
 /// The TLS-ALPN-01 certificate for `name` (RFC 8737 §3): self-signed, the name as its only
@@ -443,17 +489,30 @@ fn alpn_certificate(
     )))
 }
 
-/// The account: the one in `account-file:`, or a new one (written there, mode 0600).
+/// The account: the one in `account-file:` when it is for this `directory:`, or a new one
+/// (written there, mode 0600; an account file for another directory is kept beside it as
+/// `.previous`). An account file that cannot be used now (the server unreachable) is an
+/// error, never a reason to make another account.
 async fn account(s: &AcmeSettings) -> Result<Account, String> {
     let builder = || match &s.ca_bundle {
         Some(ca) => Account::builder_with_root(ca).map_err(|e| format!("ca-bundle: {e}")),
         None => Account::builder().map_err(|e| format!("acme client: {e}")),
     };
-    if let Ok(text) = std::fs::read_to_string(&s.account_file)
-        && let Ok(creds) = serde_json::from_str::<AccountCredentials>(&text)
-        && let Ok(a) = builder()?.from_credentials(creds).await
-    {
-        return Ok(a);
+    if let Ok(text) = std::fs::read_to_string(&s.account_file) {
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        if v["directory"].as_str() == Some(s.directory.as_str()) {
+            let creds: AccountCredentials = serde_json::from_value(v)
+                .map_err(|e| format!("{}: {e}", s.account_file.display()))?;
+            return builder()?
+                .from_credentials(creds)
+                .await
+                .map_err(|e| format!("account: {e}"));
+        }
+        // Another directory (or not an account file): kept, and a new account made.
+        let mut prev = s.account_file.clone().into_os_string();
+        prev.push(".previous");
+        std::fs::rename(&s.account_file, &prev)
+            .map_err(|e| format!("{}: {e}", s.account_file.display()))?;
     }
     let contacts: Vec<&str> = s.contacts.iter().map(String::as_str).collect();
     let (a, creds) = builder()?
@@ -473,8 +532,25 @@ async fn account(s: &AcmeSettings) -> Result<Account, String> {
     Ok(a)
 }
 
-/// Writes `data` to `path` atomically (a temporary beside it, mode 0600, renamed).
-fn write_private(path: &Path, data: &[u8]) -> Result<(), String> {
+/// Puts the certificate and key where they go: both written beside their places first,
+/// checked as a pair (the certificate parses, the key is its key), then renamed, key then
+/// certificate (a failure before the renames leaves the pair in force as it was).
+fn install(s: &AcmeSettings, cert_pem: &str, key_pem: &str) -> Result<(), String> {
+    let key_tmp = temp_beside(&s.key, key_pem.as_bytes())?;
+    let cert_tmp = temp_beside(&s.cert, cert_pem.as_bytes())?;
+    crate::control::tls::server_config(cert_tmp.path(), key_tmp.path(), &[])
+        .map_err(|e| format!("the certificate received: {e}"))?;
+    key_tmp
+        .persist(&s.key)
+        .map_err(|e| format!("{}: {e}", s.key.display()))?;
+    cert_tmp
+        .persist(&s.cert)
+        .map_err(|e| format!("{}: {e}", s.cert.display()))?;
+    Ok(())
+}
+
+/// A temporary file (mode 0600) beside `path` holding `data`, synced.
+fn temp_beside(path: &Path, data: &[u8]) -> Result<tempfile::NamedTempFile, String> {
     use std::io::Write as _;
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp =
@@ -482,7 +558,13 @@ fn write_private(path: &Path, data: &[u8]) -> Result<(), String> {
     tmp.write_all(data)
         .and_then(|()| tmp.as_file().sync_all())
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    tmp.persist(path)
+    Ok(tmp)
+}
+
+/// Writes `data` to `path` atomically (a temporary beside it, mode 0600, renamed).
+fn write_private(path: &Path, data: &[u8]) -> Result<(), String> {
+    temp_beside(path, data)?
+        .persist(path)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(())
 }
@@ -495,13 +577,21 @@ async fn http_server(
     let l = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("http-01-interface {addr}: {e}"))?;
+    let slots = Arc::new(tokio::sync::Semaphore::new(64));
     Ok(tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = l.accept().await else {
+                // Out of descriptors, say: not a reason to spin.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            };
+            // A validation takes a few connections: past 64 at once, the rest are closed.
+            let Ok(permit) = slots.clone().try_acquire_owned() else {
                 continue;
             };
             let acme = acme.clone();
             tokio::spawn(async move {
+                let _permit = permit;
                 let svc = hyper::service::service_fn(
                     move |req: hyper::Request<hyper::body::Incoming>| {
                         let acme = acme.clone();

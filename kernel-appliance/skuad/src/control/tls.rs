@@ -222,9 +222,12 @@ impl rustls::server::ResolvesServerCert for AcmeResolver {
         &self,
         hello: rustls::server::ClientHello<'_>,
     ) -> Option<Arc<rustls::sign::CertifiedKey>> {
-        let acme = hello
-            .alpn()
-            .is_some_and(|mut a| a.any(|p| p == ALPN_ACME_TLS));
+        // RFC 8737 §3: a validation offers `acme-tls/1` and nothing else; a client that
+        // offers it among others is an ordinary one.
+        let acme = hello.alpn().is_some_and(|a| {
+            let offered: Vec<&[u8]> = a.collect();
+            offered == [ALPN_ACME_TLS]
+        });
         if acme {
             let name = hello.server_name()?.to_ascii_lowercase();
             return alpn_challenges()

@@ -173,7 +173,11 @@ where
             // A graceful close lets the requests in progress finish, within the idle
             // timeout once more.
             Some(t) => t + idle,
-            None => activity.idle_at(idle),
+            // Past the idle time with a request in progress (a slow resolution): look
+            // again an idle time later, not at once (that would spin).
+            None => activity
+                .idle_at(idle)
+                .max(Instant::now() + idle.min(Duration::from_secs(1))),
         };
         tokio::select! {
             _ = conn.as_mut() => break,
@@ -273,9 +277,17 @@ async fn handle(req: Request<Incoming>, ctx: &Ctx) -> Response<DohBody> {
         _ => doh::Method::Other,
     };
     let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    // The query's bytes count against http-query-buffer-size until it is answered.
+    let mut _held = None;
     let query = match doh::check_target(method, target, &params.endpoint) {
         Err(r) => return refused(ctx, r),
-        Ok(Some(q)) => q,
+        Ok(Some(q)) => {
+            let Some(h) = reserve(&shared.tls.query_bytes, q.len(), params.query_buffer) else {
+                return unavailable(ctx, "queries held exceed http-query-buffer-size");
+            };
+            _held = Some(h);
+            q
+        }
         Ok(None) => {
             let h = req.headers();
             let ct = h.get(header::CONTENT_TYPE).map(HeaderValue::as_bytes);
@@ -290,9 +302,10 @@ async fn handle(req: Request<Incoming>, ctx: &Ctx) -> Response<DohBody> {
             }
             // What the body may take, held while it is read and answered.
             let room = len.map_or(65_535, |n| n as usize);
-            let Some(_held) = reserve(&shared.tls.query_bytes, room, params.query_buffer) else {
+            let Some(h) = reserve(&shared.tls.query_bytes, room, params.query_buffer) else {
                 return unavailable(ctx, "queries held exceed http-query-buffer-size");
             };
+            _held = Some(h);
             match read_body(req.into_body(), ctx.conn.idle, 65_535).await {
                 Ok(b) => b,
                 Err(r) => return refused(ctx, r),

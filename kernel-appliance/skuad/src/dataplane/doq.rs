@@ -3,10 +3,12 @@
 //! ([`super::answer::answer_stream`]): access list, local data, cache, resolver, padding.
 //!
 //! Each new connection takes the certificate in force when it arrives (a swapped
-//! certificate serves the next handshake; connections open keep theirs). A client the
-//! access list denies, one whose netblock is at its `tcp-connection-limit:`, and any past
-//! the connection limit shared with TCP (`incoming-num-tcp:`) are refused at once, before
-//! a handshake. The QUIC transport bounds each connection (streams at once, windows, the
+//! certificate serves the next handshake; connections open keep theirs). A client must
+//! first prove its address (a Retry, RFC 9000 §8.1.2) before it takes a connection slot;
+//! then a client the access list denies, one whose netblock is at its
+//! `tcp-connection-limit:`, and any past the connection limit shared with TCP
+//! (`incoming-num-tcp:`) are refused at once, before a handshake. A connection with no
+//! query for the idle timeout is closed. The QUIC transport bounds each connection (streams at once, windows, the
 //! idle timeout: see `control::tls`). A stream that does not carry exactly one
 //! length-prefixed message, or a message whose ID is not 0, closes the connection with
 //! DOQ_PROTOCOL_ERROR (RFC 9250 §4.2, §4.3). 0-RTT is off.
@@ -134,6 +136,16 @@ async fn accept(
             refuse(incoming);
             continue;
         }
+        // A connection takes a slot only from an address that answered (a Retry, RFC 9000
+        // §8.1.2): an Initial packet with a forged source holds nothing.
+        if !incoming.remote_address_validated() {
+            if incoming.may_retry() {
+                let _ = incoming.retry();
+            } else {
+                refuse(incoming);
+            }
+            continue;
+        }
         let p = params.load_full();
         let Ok(slot) = p.per_client.admit(peer.ip()) else {
             inc(&shared.per_client_refused);
@@ -187,9 +199,26 @@ async fn connection(connecting: quinn::Connecting, c: Conn, pad: Option<u16>) {
     };
     inc(&hs.ok);
     let c = Arc::new(c);
-    while let Ok((send, recv)) = conn.accept_bi().await {
-        let (conn, c) = (conn.clone(), c.clone());
-        tokio::spawn(async move { stream(conn, send, recv, &c, pad).await });
+    // Queries being answered: a connection with none and no new stream for the idle
+    // timeout is closed (QUIC's own idle timeout would let a client's PINGs keep it, and
+    // its connection slot, forever).
+    let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    loop {
+        let (send, recv) = match tokio::time::timeout(c.idle, conn.accept_bi()).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(_)) => break,
+            Err(_) if busy.load(std::sync::atomic::Ordering::Relaxed) == 0 => {
+                conn.close(DOQ_NO_ERROR.into(), b"idle");
+                break;
+            }
+            Err(_) => continue,
+        };
+        let (conn, c, busy) = (conn.clone(), c.clone(), busy.clone());
+        busy.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tokio::spawn(async move {
+            stream(conn, send, recv, &c, pad).await;
+            busy.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        });
     }
 }
 
