@@ -283,6 +283,26 @@ fn dns01_from_skuads_own_zone() {
         .unwrap()
         .body;
     assert!(!recs.contains("_acme-challenge"), "{recs}");
+    // A record an order cut short by a stop left behind is taken out at the next start
+    // (and no new order is placed: the certificate has the names).
+    let body = r#"{"rr":"_acme-challenge.dns.example.test. 60 IN TXT \"left-behind\""}"#;
+    let r = http(&d, "POST", "/records", Some(tok("dns")), Some(body)).unwrap();
+    assert_eq!(r.status, 201, "{r:?}");
+    let conf = std::fs::read_to_string(&d.conf).unwrap();
+    drop(d);
+    let d = start(&dir.0, &conf, dns, api);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let recs = http(&d, "GET", "/records", Some(tok("read")), None)
+            .unwrap()
+            .body;
+        if !recs.contains("left-behind") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the stale record stays: {recs}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(tls_status(&d)["issued"], 0, "no new order");
 }
 
 #[test]

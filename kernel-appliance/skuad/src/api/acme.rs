@@ -234,6 +234,28 @@ fn read_cert(path: &Path) -> Option<(u64, u64, Vec<String>)> {
 pub async fn run(ctl: Arc<Control>, acme: Arc<Acme>, s: AcmeSettings) {
     let mut failures: u32 = 0;
     let mut reload_pending = false;
+    // DNS-01 records left by an order a stop cut short: taken out first.
+    let stale: Vec<String> = ctl
+        .view()
+        .local_data
+        .iter()
+        .filter(|r| {
+            r.origin.source == "api"
+                && r.rr.split_whitespace().nth(3) == Some("TXT")
+                && s.names
+                    .iter()
+                    .any(|n| r.rr.starts_with(&format!("_acme-challenge.{n}.")))
+        })
+        .map(|r| r.rr.clone())
+        .collect();
+    for rr in stale {
+        if let Err(e) = ctl
+            .write(vec![Change::RemoveRecord { rr: rr.clone() }], "acme", None)
+            .await
+        {
+            log::warn(format_args!("acme: removing {rr}: {}", e.message()));
+        }
+    }
     loop {
         let now = unix(SystemTime::now());
         let current = read_cert(&s.cert);
