@@ -513,16 +513,21 @@ fn script_answer(script: &Script, q: &[u8], expire: u32) -> Vec<Vec<u8>> {
     vec![m]
 }
 
-/// A primary on `port` that answers as `script` says, until `script.stop`.
-fn scripted_primary(
-    script: Arc<Script>,
-    port: u16,
-    expire: u32,
-) -> Vec<std::thread::JoinHandle<()>> {
-    let udp = UdpSocket::bind((LO, port)).unwrap();
+/// A primary that answers as `script` says, until `script.stop`: its port (UDP and TCP,
+/// bound here: a port only looked up could be taken, by a daemon's random source port
+/// say, before it is bound) and its threads.
+fn scripted_primary(script: Arc<Script>, expire: u32) -> (u16, Vec<std::thread::JoinHandle<()>>) {
+    let (udp, tcp) = (0..100)
+        .find_map(|_| {
+            let udp = UdpSocket::bind((LO, 0)).ok()?;
+            let port = udp.local_addr().ok()?.port();
+            let tcp = TcpListener::bind((LO, port)).ok()?;
+            Some((udp, tcp))
+        })
+        .expect("a port free for UDP and TCP");
+    let port = udp.local_addr().unwrap().port();
     udp.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
-    let tcp = TcpListener::bind((LO, port)).unwrap();
     tcp.set_nonblocking(true).unwrap();
     let s1 = script.clone();
     let u = std::thread::spawn(move || {
@@ -620,7 +625,7 @@ fn scripted_primary(
             });
         }
     });
-    vec![u, t]
+    (port, vec![u, t])
 }
 
 /// Sends a NOTIFY for example.org., signed with the key, to `server`; waits for its
@@ -645,7 +650,7 @@ fn send_notify(server: SocketAddr) -> u8 {
 #[test]
 fn a_hostile_primary_never_replaces_the_copy_and_an_expired_copy_is_not_served() {
     let dir = Dir::new("xfr-hostile");
-    let (pport, dns, api) = (free_port(), free_port(), free_port());
+    let (dns, api) = (free_port(), free_port());
     // EXPIRE 60 s from the last good refresh: the failures below stay within it.
     let expire = 60;
     let script = Arc::new(Script {
@@ -653,7 +658,7 @@ fn a_hostile_primary_never_replaces_the_copy_and_an_expired_copy_is_not_served()
         transfers: AtomicUsize::new(0),
         stop: AtomicBool::new(false),
     });
-    let threads = scripted_primary(script.clone(), pport, expire);
+    let (pport, threads) = scripted_primary(script.clone(), expire);
     let mut conf = config(dns, api, &dir.0, "");
     conf.push_str(&keys_and_audit(&dir.0));
     conf.push_str(&format!(
