@@ -977,7 +977,7 @@ async fn tls_renew(State(ctl): Ctl, axum::Extension(caller): Who) -> Result<Resp
     let Some(a) = &ctl.acme else {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
-            "no_acme",
+            "conflict",
             "no acme: clause: the certificate is the operator's to renew (then POST /reload)",
         ));
     };
