@@ -305,6 +305,9 @@ pub async fn run(ctl: Arc<Control>, acme: Arc<Acme>, s: AcmeSettings) {
                 st.last_issued = Some(unix(SystemTime::now()));
             }
             Err(e) => {
+                // The reason quotes the ACME server's problem document: one bounded line
+                // before it reaches the log, the audit log and GET /tls.
+                let e = crate::control::ha::printable_max(&e, 512);
                 failures = failures.saturating_add(1);
                 log::warn(format_args!(
                     "acme: {e} (the certificate in force keeps serving; next try in {} s)",
