@@ -17,13 +17,15 @@
 #      answered on each (DoH: a minimal HTTP/2 client), then left idle; the server's RSS
 #      before and after, divided by IDLE.
 #
-# dnsdist is a proxy: it answers from its packet cache (filled on the first pass over the
-# names) in front of a skuad on UDP (on the same core). Unbound and skuad answer from
+# dnsdist is a proxy: it answers from its packet cache (filled by a warm-up over the
+# transport measured, see warm_up) in front of a skuad on UDP (on the same core), with
+# maxInFlight=200 on its DoT listener (pipelined queries answered out of order). Unbound and skuad answer from
 # local data. Everything runs in a network namespace with only loopback. Servers on CPU 1,
 # the client on CPU 0. Needs root, dnsperf, h2load (nghttp2-client), unbound, dnsdist,
 # openssl, python3, taskset.
 #
 # Usage: tests/bench/encrypted.sh [--transports "dot doh"] [--servers "skuad unbound dnsdist"]
+#        (server skuad-b: a second skuad binary, SKUAD_B_BIN, measured beside the first)
 #            [--duration S] [--reps N] [--idle N] [--out FILE.json]
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -45,7 +47,7 @@ for t in dnsperf h2load openssl python3 taskset ip; do
     command -v "$t" >/dev/null || die "'$t' not found"
 done
 for s in $SERVERS; do
-    [[ $s == skuad ]] || command -v "$s" >/dev/null || die "'$s' not found"
+    [[ $s == skuad* ]] || command -v "$s" >/dev/null || die "'$s' not found"
 done
 
 NS=skencbench
@@ -66,6 +68,11 @@ ip netns exec "$NS" ip link set lo up
 in_ns() { ip netns exec "$NS" "$@"; }
 
 build_skuad "$WORK/skuad"
+# A second skuad binary to compare with the first, side by side (server name skuad-b).
+if [[ " $SERVERS " == *" skuad-b "* ]]; then
+    [[ -n "${SKUAD_B_BIN:-}" ]] || die "server skuad-b needs SKUAD_B_BIN"
+    cp "$SKUAD_B_BIN" "$WORK/skuad-b" && chmod +x "$WORK/skuad-b"
+fi
 log "certificates"
 (
     cd "$WORK"
@@ -115,11 +122,12 @@ setMaxTCPClientThreads(1)
 newServer({address='127.0.0.1:5301', checkName='h1.bench.test.', mustResolve=true})
 pc = newPacketCache(100000, {maxTTL=86400})
 getPool(''):setCache(pc)
-addTLSLocal('127.0.0.1:853', '$WORK/srv.pem', '$WORK/dnsdist.key', {provider='openssl', maxConcurrentTCPConnections=$CONNS})
+addTLSLocal('127.0.0.1:853', '$WORK/srv.pem', '$WORK/dnsdist.key', {provider='openssl', maxConcurrentTCPConnections=$CONNS, maxInFlight=200})
 addDOHLocal('127.0.0.1:443', '$WORK/srv.pem', '$WORK/dnsdist.key', '/dns-query', {maxConcurrentTCPConnections=$CONNS})
 EOF
 awk -v n="$N" 'BEGIN { for (i = 0; i < 100000; i++) printf "h%d.bench.test. A\n", i % n }' \
     > "$WORK/queries.txt"
+head -n "$N" "$WORK/queries.txt" > "$WORK/names.txt"
 # The DoH request body: h1.bench.test A, ID 0 (RFC 8484 §4.1).
 printf '\x00\x00\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x02h1\x05bench\x04test\x00\x00\x01\x00\x01' \
     > "$WORK/query.bin"
@@ -132,8 +140,8 @@ start_server() {
     local srv=$1 transport=$2
     case $srv in
         # `ip netns exec` and taskset exec the server: $! is the server's pid.
-        skuad) ip netns exec "$NS" taskset -c 1 "$WORK/skuad" --no-xdp \
-                   --config "$WORK/skuad.conf" >"$WORK/skuad.log" 2>&1 & ;;
+        skuad|skuad-b) ip netns exec "$NS" taskset -c 1 "$WORK/$srv" --no-xdp \
+                   --config "$WORK/skuad.conf" >"$WORK/$srv.log" 2>&1 & ;;
         unbound) ip netns exec "$NS" taskset -c 1 unbound -d -c "$WORK/unbound.conf" \
                    >"$WORK/unbound.log" 2>&1 & ;;
         dnsdist)
@@ -162,9 +170,14 @@ start_server() {
             fi
             return
         fi
+        if ! kill -0 "$PID" 2>/dev/null; then
+            tail -5 "$WORK/$srv.log" >&2 || true
+            die "$srv exited at start (its log above)"
+        fi
         sleep 0.1
     done
-    die "$srv does not answer $transport (see $WORK/$srv.log)"
+    tail -5 "$WORK/$srv.log" >&2 || true
+    die "$srv does not answer $transport (its log above)"
 }
 stop_server() {
     kill "$PID" 2>/dev/null || true
@@ -173,6 +186,28 @@ stop_server() {
         kill "$BACKEND" 2>/dev/null || true
         wait "$BACKEND" 2>/dev/null || true
         BACKEND=""
+    fi
+}
+
+# CPU time (user + system, clock ticks) of a process and all its threads so far: the
+# server core's share during a load tells whether the server or the client was the limit.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+# Before each measurement, every server gets the same warm-up over the transport measured:
+# one pass over the names (DoT: 20 connections, 20 queries in flight) or one second of the
+# DoH load. dnsdist needs it: its packet cache keeps answers to TCP (and so DoT and DoH)
+# queries apart from UDP ones, and its first pass forwards each name to the backend over
+# TCP, where 200 pipelined queries stalled it (1.7.3: all in flight lost, ~100 qps, until
+# the names were cached).
+warm_up() {
+    local transport=$1
+    if [[ $transport == doh ]]; then
+        in_ns taskset -c 0 h2load -c 20 -m 10 -D 1 -d "$WORK/query.bin" \
+            -H 'content-type: application/dns-message' https://127.0.0.1:443/dns-query \
+            >/dev/null 2>&1 || true
+    else
+        in_ns taskset -c 0 dnsperf -m dot -s 127.0.0.1 -p 853 -c 20 -q 20 -n 1 \
+            -d "$WORK/names.txt" -S 0 >/dev/null 2>&1 || true
     fi
 }
 
@@ -297,18 +332,22 @@ PY
     awk -v a="$after" -v b="$before" -v n="$IDLE" 'BEGIN { printf "%.1f\n", (a - b) / n }'
 }
 
-declare -A QPS P99 HS IDLEK
+declare -A QPS P99 HS IDLEK BUSY
 for transport in $TRANSPORTS; do
     for rep in $(seq "$REPS"); do
         for srv in $SERVERS; do
             k="$transport/$srv"
             log "$transport rep $rep: $srv"
             start_server "$srv" "$transport"
+            warm_up "$transport"
+            t0=$(cpu_ticks "$PID")
             read -r qps p99 lost < <(run_load "$transport")
+            busy=$(awk -v a="$t0" -v b="$(cpu_ticks "$PID")" -v hz="$(getconf CLK_TCK)" \
+                -v d="$DURATION" 'BEGIN { printf "%.0f", (b - a) / hz / d * 100 }')
             hs=$(run_handshakes "$transport")
-            QPS[$k]+="$qps "; P99[$k]+="$p99 "; HS[$k]+="$hs "
+            QPS[$k]+="$qps "; P99[$k]+="$p99 "; HS[$k]+="$hs "; BUSY[$k]+="$busy "
             if [[ $rep -eq 1 ]]; then IDLEK[$k]=$(run_idle "$transport"); fi
-            log "  $srv: $qps qps, p99 ~$p99 ms, lost $lost; $hs handshakes/s"
+            log "  $srv: $qps qps (server core $busy% busy), p99 ~$p99 ms, lost $lost; $hs handshakes/s"
             stop_server
         done
     done
@@ -318,12 +357,12 @@ stats() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -n | awk '{ v[NR] = $1 } END
     printf "%s (min %s, max %s)", v[int((NR + 1) / 2)], v[1], v[NR] }'; }
 echo
 echo "$REPS interleaved repetitions of ${DURATION} s, one server core (CPU 1), client on CPU 0: DoT dnsperf -c 20 -q 200, DoH h2load -c 20 -m 10 (HTTP/2 POST)"
-printf '%-14s %-32s %-32s %-32s %s\n' server "qps (median)" "p99 ms (mean+2.33sd)" "new handshakes/s" "KiB/idle conn ($IDLE)"
+printf '%-14s %-32s %-22s %-32s %-32s %s\n' server "qps (median)" "server core busy %" "p99 ms (mean+2.33sd)" "new handshakes/s" "KiB/idle conn ($IDLE)"
 for transport in $TRANSPORTS; do
     for srv in $SERVERS; do
         k="$transport/$srv"
-        printf '%-14s %-32s %-32s %-32s %s\n' "$k" "$(stats "${QPS[$k]}")" \
-            "$(stats "${P99[$k]}")" "$(stats "${HS[$k]}")" "${IDLEK[$k]}"
+        printf '%-14s %-32s %-22s %-32s %-32s %s\n' "$k" "$(stats "${QPS[$k]}")" \
+            "$(stats "${BUSY[$k]}")" "$(stats "${P99[$k]}")" "$(stats "${HS[$k]}")" "${IDLEK[$k]}"
     done
 done
 if [[ -n "$OUT" ]]; then
@@ -331,7 +370,7 @@ if [[ -n "$OUT" ]]; then
         for transport in $TRANSPORTS; do
             for srv in $SERVERS; do
                 k="$transport/$srv"
-                printf '%s\t%s\t%s\t%s\t%s\n' "$k" "${QPS[$k]}" "${HS[$k]}" "${IDLEK[$k]}" "${P99[$k]}"
+                printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$k" "${QPS[$k]}" "${HS[$k]}" "${IDLEK[$k]}" "${P99[$k]}" "${BUSY[$k]}"
             done
         done
     } | python3 -c '
@@ -339,8 +378,9 @@ import json, sys
 f = lambda s: [float(x) for x in s.split()]
 out = {}
 for line in sys.stdin:
-    k, q, h, i, p = line.rstrip("\n").split("\t")
-    out[k] = {"qps": f(q), "handshakes": f(h), "idle_kib": float(i), "p99_ms": f(p)}
+    k, q, h, i, p, b = line.rstrip("\n").split("\t")
+    out[k] = {"qps": f(q), "handshakes": f(h), "idle_kib": float(i), "p99_ms": f(p),
+              "server_busy_pct": f(b)}
 json.dump(out, open(sys.argv[1], "w"), indent=1)
 ' "$OUT"
 fi
