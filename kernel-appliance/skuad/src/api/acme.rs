@@ -20,8 +20,8 @@
 //! server's Retry-After says (§4.3.2, held between 1 minute and 6 hours, sooner if the
 //! picked time comes first), and the renewal order names the certificate it replaces
 //! (`replaces`, §5). A CA revoking a certificate moves its window into the past: the next
-//! check renews. Without ARI, or when asking fails (logged, never fatal), the renewal is at
-//! two thirds of the certificate's lifetime. `profile:` asks for a certificate profile
+//! check renews. Without ARI, or when asking fails (logged, never fatal; asked again in an
+//! hour), the renewal is at two thirds of the certificate's lifetime. `profile:` asks for a certificate profile
 //! (draft-ietf-acme-profiles) in every order, checked first against the profiles the
 //! directory lists.
 //!
@@ -555,18 +555,24 @@ pub async fn run(ctl: Arc<Control>, acme: Arc<Acme>, s: AcmeSettings) {
                         }
                         Ok(None) => ari_offered = false,
                         Err(e) => {
-                            // §4.2: no usable answer, the client decides: two thirds.
+                            // §4.2: no usable answer, the client decides: two thirds, and
+                            // asks again in an hour (a revocation must not wait for the
+                            // two-thirds mark to be seen).
                             let e = crate::control::ha::printable_max(&e, 256);
                             log::warn(format_args!(
-                                "acme: renewal information: {e} (renewal at two thirds of the certificate's lifetime)"
+                                "acme: renewal information: {e} (renewal at two thirds of the certificate's lifetime; asked again in an hour)"
                             ));
+                            recheck = Some(next_check(now, 3600, due));
                         }
                     }
                 }
-                Err(e) => log::warn(format_args!(
-                    "acme: renewal information not asked: {}",
-                    crate::control::ha::printable_max(&e.msg, 256)
-                )),
+                Err(e) => {
+                    log::warn(format_args!(
+                        "acme: renewal information not asked: {} (asked again in an hour)",
+                        crate::control::ha::printable_max(&e.msg, 256)
+                    ));
+                    recheck = Some(next_check(now, 3600, due));
+                }
             }
         }
         if failures > 0 {
