@@ -35,6 +35,24 @@ if ((${#missing[@]})); then
     systemctl disable --now bird 2>/dev/null || true
 fi
 
+# --- pebble 2.10 from the Go module proxy --------------------------------------------------
+# Debian's pebble (2.4) offers neither ACME renewal information (RFC 9773) nor profiles;
+# kernel-appliance/skuad/tests/acme.rs runs those tests against this one (a missing binary
+# fails them: they are never skipped).
+PEBBLE_VERSION=v2.10.3
+PEBBLE_BIN="$PWD/target/tools/pebble-$PEBBLE_VERSION/pebble"
+if [[ ! -x $PEBBLE_BIN ]]; then
+    GO=$(command -v go || true)
+    [[ -z $GO && -x /usr/local/go/bin/go ]] && GO=/usr/local/go/bin/go
+    if [[ -z $GO ]]; then
+        echo "tests/run.sh: Go is needed to build pebble $PEBBLE_VERSION for the ACME tests (not on PATH, not /usr/local/go/bin/go)" >&2
+        exit 1
+    fi
+    echo "== pebble $PEBBLE_VERSION (go install)"
+    GOBIN="$(dirname "$PEBBLE_BIN")" "$GO" install "github.com/letsencrypt/pebble/v2/cmd/pebble@$PEBBLE_VERSION"
+fi
+export SKUA_PEBBLE="$PEBBLE_BIN"
+
 # --- rust toolchain (rust-toolchain.toml pins it; rustup installs it on first use) ---------
 rustup show active-toolchain >/dev/null
 rustup target add x86_64-unknown-none >/dev/null 2>&1 || true

@@ -792,6 +792,7 @@ pub(crate) enum AcmeKey {
     HttpInterface,
     CaBundle,
     AccountFile,
+    Profile,
 }
 
 /// Every `acme:` directive.
@@ -803,6 +804,7 @@ const ACME: &[(&str, AcmeKey)] = &[
     ("http-01-interface", AcmeKey::HttpInterface),
     ("ca-bundle", AcmeKey::CaBundle),
     ("account-file", AcmeKey::AccountFile),
+    ("profile", AcmeKey::Profile),
 ];
 
 /// The `acme:` directive named `name`, if known.

@@ -749,6 +749,10 @@ pub struct Acme {
     /// `account-file:` where the account's key and URL are kept (mode 0600; default
     /// `acme-account.json` beside `tls-service-key:`).
     pub account_file: Option<Located<String>>,
+    /// `profile:` the certificate profile asked for in each order (draft-ietf-acme-profiles,
+    /// e.g. Let's Encrypt's `shortlived`); none: the server's default. It must be one the
+    /// directory lists (checked against the directory before each order).
+    pub profile: Option<Located<String>>,
 }
 
 /// `fsync:` in `audit:`: when the audit log is flushed to disk.

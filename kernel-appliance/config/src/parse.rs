@@ -1002,6 +1002,24 @@ impl Parser {
             AcmeKey::HttpInterface => a.http_interface = Some(v),
             AcmeKey::CaBundle => a.ca_bundle = Some(v),
             AcmeKey::AccountFile => a.account_file = Some(v),
+            AcmeKey::Profile => {
+                // draft-ietf-acme-profiles §3: a profile name is a short string the
+                // directory's meta.profiles lists; printable ASCII without spaces keeps it
+                // one token in the order, the log and GET /tls.
+                let ok = !v.value.is_empty()
+                    && v.value.len() <= 64
+                    && v.value.bytes().all(|b| b.is_ascii_graphic() && b != b'"');
+                if !ok {
+                    return Err(Error::at(
+                        loc,
+                        format!(
+                            "acme: 'profile:' must be a profile name the ACME server lists, like shortlived (1 to 64 printable characters), not '{}'",
+                            v.value
+                        ),
+                    ));
+                }
+                a.profile = Some(v);
+            }
         }
         Ok(n)
     }

@@ -3084,6 +3084,21 @@ fn acme_clause() {
     );
     assert!(err("acme:\n  challenge: dns-02\n").starts_with("t.conf:2: acme: 'challenge:'"));
     assert!(err("acme:\n  name: bad_name.example\n").starts_with("t.conf:2: acme: 'name:'"));
+    // profile: (draft-ietf-acme-profiles): one name, kept as written with its line.
+    let a = parse("acme:\n  directory: https://acme.example/dir\n  profile: shortlived\n").acme;
+    let p = a.profile.unwrap();
+    assert_eq!(p.value, "shortlived");
+    assert_eq!(p.loc.to_string(), "t.conf:3");
+    assert_eq!(parse("acme:\n  name: a.example\n").acme.profile, None);
+    assert_eq!(
+        err("acme:\n  name: a.example\n  profile: \"\"\n"),
+        "t.conf:3: acme: 'profile:' must be a profile name the ACME server lists, like shortlived (1 to 64 printable characters), not ''"
+    );
+    assert!(
+        err(&format!("acme:\n  profile: {}\n", "p".repeat(65)))
+            .starts_with("t.conf:2: acme: 'profile:' must be")
+    );
+    assert!(err("acme:\n  profile: short lived\n").starts_with("t.conf:2:"));
     // A server: directive in acme: is a warning, as in every skuad clause.
     let w = parse("acme:\n  tls-port: 853\n").warnings;
     assert!(w[0].msg.contains("not an acme: one"), "{w:?}");

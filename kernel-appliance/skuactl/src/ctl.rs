@@ -52,9 +52,10 @@ commands over skuad's REST API:
                                       the agent's next renewal fails, it leaves with
                                       priority 0 and the backup takes over (a manual
                                       failover); it rejoins as backup a second later
-       skuactl tls status             the certificate ACME keeps (acme:): names, expiry,
-                                      next renewal and why, issued and failed orders,
-                                      the last error
+       skuactl tls status             the certificate in force (names, serial, validity,
+                                      file), and with acme: the next renewal and why
+                                      (renewal information window or two thirds of its
+                                      lifetime), issued and failed orders, the last error
        skuactl tls renew              an ACME order now (role operator)
    where: skuad's local control socket when there is one (no token: skuad knows you by
        your user: root and skuad's user are admin, members of api: control-socket-group:
@@ -1016,13 +1017,9 @@ fn agent_text(v: &Value) -> String {
 }
 
 /// `upstreams`: one row per zone and upstream, then the forwarder's counters.
-/// `GET /tls` as lines: the certificate ACME keeps, its expiry, the next attempt and the
-/// last error.
+/// `GET /tls` as lines: the certificate in force; with ACME, the next attempt and why
+/// (the renewal information window when the server gave one) and the last error.
 fn tls_text(v: &Value) -> String {
-    let a = &v["acme"];
-    if a.is_null() {
-        return "acme        not configured (the certificate is the operator's to renew)\n".into();
-    }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs()) as i64;
@@ -1031,11 +1028,37 @@ fn tls_text(v: &Value) -> String {
         Some(t) => format!("{} ago", human_secs((now - t) as u64)),
         None => "-".into(),
     };
-    let names: Vec<&str> = a["names"]
-        .as_array()
-        .map(|n| n.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let strs = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|n| {
+                n.iter()
+                    .filter_map(Value::as_str)
+                    .map(String::from)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
     let mut out = String::new();
+    let c = &v["certificate"];
+    if c.is_object() {
+        out += &format!("{:<12}{}\n", "certificate", strs(&c["names"]).join(", "));
+        out += &format!(
+            "{:<12}{} ({} days left)\n",
+            "valid until",
+            when(&c["not_after"]),
+            c["days_left"].as_i64().unwrap_or(0)
+        );
+        out += &format!("{:<12}{}\n", "serial", c["serial"].as_str().unwrap_or("-"));
+        out += &format!("{:<12}{}\n", "file", c["file"].as_str().unwrap_or("-"));
+    } else {
+        out += &format!("{:<12}none in force\n", "certificate");
+    }
+    let a = &v["acme"];
+    if a.is_null() {
+        out += "acme        not configured (the certificate is the operator's to renew)\n";
+        return out;
+    }
+    let names = strs(&a["names"]);
     out += &format!(
         "{:<12}{}\n",
         "names",
@@ -1052,6 +1075,18 @@ fn tls_text(v: &Value) -> String {
         when(&a["next_attempt"]),
         a["next_reason"].as_str().unwrap_or("")
     );
+    if a["window_start"].is_i64() || a["window_start"].is_u64() {
+        out += &format!(
+            "{:<12}{} .. {} (renewal information; asked again {})\n",
+            "window",
+            when(&a["window_start"]),
+            when(&a["window_end"]),
+            when(&a["renewal_info_next"])
+        );
+    }
+    if let Some(p) = a["profile"].as_str() {
+        out += &format!("{:<12}{p}\n", "profile");
+    }
     out += &format!(
         "{:<12}{} issued, {} failed since start; last issued {}\n",
         "acme",
@@ -1401,19 +1436,42 @@ mod tests {
 
     #[test]
     fn tls_status_text() {
-        assert!(tls_text(&serde_json::json!({"acme": null})).contains("not configured"));
+        assert!(
+            tls_text(&serde_json::json!({"certificate": null, "acme": null}))
+                .contains("not configured")
+        );
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_secs();
-        let v = serde_json::json!({"acme": {
+        // A certificate without ACME: what is in force, and where it comes from.
+        let plain = serde_json::json!({"certificate": {
+            "file": "/etc/skua/tls/cert.pem", "names": ["dns.example.net"],
+            "serial": "0a1b", "issuer": "CN=Example CA", "not_before": now - 86_400,
+            "not_after": now + 10 * 86_400 + 30, "days_left": 10,
+        }, "acme": null});
+        let t = tls_text(&plain);
+        assert!(t.contains("certificate dns.example.net\n"), "{t}");
+        assert!(
+            t.contains("valid until in 10 d 0 h (10 days left)\n"),
+            "{t}"
+        );
+        assert!(t.contains("serial      0a1b\n"), "{t}");
+        assert!(t.contains("file        /etc/skua/tls/cert.pem\n"), "{t}");
+        assert!(t.contains("not configured"), "{t}");
+        let v = serde_json::json!({"certificate": null, "acme": {
             "names": ["dns.example.net", "doh.example.net"],
             "not_before": now - 86_400, "not_after": now + 60 * 86_400 + 30,
             "next_attempt": now + 3_600 + 30, "next_reason": "retry after a failure",
-            "issued": 1, "failures": 2, "last_error": "validation: timeout",
+            "window_start": null, "window_end": null, "renewal_info_next": null,
+            "profile": null, "last_replaced": null,
+            "issued": 1, "failures": 2, "failures_by_reason": {"other": 2},
+            "last_error": "validation: timeout", "last_error_reason": "other",
             "last_issued": now - 86_400,
         }});
         let t = tls_text(&v);
+        assert!(t.contains("certificate none in force\n"), "{t}");
+        assert!(!t.contains("window"), "{t}");
         assert!(
             t.contains("names       dns.example.net, doh.example.net\n"),
             "{t}"
@@ -1428,6 +1486,19 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("last error  validation: timeout\n"), "{t}");
+        // The schedule from the ACME server's renewal information: the window shown.
+        let mut ari = v.clone();
+        ari["acme"]["next_reason"] = "renewal information".into();
+        ari["acme"]["window_start"] = (now + 86_400 + 30).into();
+        ari["acme"]["window_end"] = (now + 2 * 86_400 + 30).into();
+        ari["acme"]["renewal_info_next"] = (now + 6 * 3600 + 30).into();
+        ari["acme"]["profile"] = "shortlived".into();
+        let t = tls_text(&ari);
+        assert!(
+            t.contains("window      in 1 d 0 h .. in 2 d 0 h (renewal information; asked again in 6 h 0 min)\n"),
+            "{t}"
+        );
+        assert!(t.contains("profile     shortlived\n"), "{t}");
         let mut none = v.clone();
         none["acme"]["names"] = serde_json::json!([]);
         none["acme"]["last_error"] = serde_json::Value::Null;

@@ -1,14 +1,22 @@
-//! ACME (RFC 8555) against a real ACME server: Let's Encrypt's pebble (Debian's package),
-//! on loopback, resolving names (and DNS-01 TXT records) through the skuad under test.
+//! ACME (RFC 8555) against a real ACME server: Let's Encrypt's pebble, on loopback,
+//! resolving names (and DNS-01 TXT records) through the skuad under test.
 //!
-//! HTTP-01: skuad starts without a certificate, obtains one (account, order, the token
-//! served on its HTTP-01 port, finalization), writes it where `tls-service-pem:` says and
-//! serves DNS over TLS with it (kdig verifies it against pebble's root); a renewal asked
-//! through the API gives a new certificate to new handshakes while a connection opened
-//! before keeps answering; with pebble down, the renewal fails, is reported (`GET /tls`,
-//! metrics, the audit log) and the old certificate keeps serving. DNS-01: the TXT record
-//! put in skuad's own zone, validated, taken out. A failed order (a name nobody can
-//! validate) is reported and retried, nothing changes.
+//! Against Debian's pebble 2.4 (no renewal information, no profiles): HTTP-01: skuad
+//! starts without a certificate, obtains one (account, order, the token served on its
+//! HTTP-01 port, finalization), writes it where `tls-service-pem:` says and serves DNS over
+//! TLS with it (kdig verifies it against pebble's root); renewal is planned at two thirds of
+//! its lifetime; a renewal asked through the API gives a new certificate to new handshakes
+//! while a connection opened before keeps answering; with pebble down, the renewal fails,
+//! is reported (`GET /tls`, metrics, the audit log) and the old certificate keeps serving.
+//! DNS-01: the TXT record put in skuad's own zone, validated, taken out. A failed order (a
+//! name nobody can validate) is reported and retried, nothing changes.
+//!
+//! Against pebble 2.10 (built from its Go module by tests/run.sh; `SKUA_PEBBLE` or
+//! `target/tools/pebble-v2.10.3/pebble`; missing, the tests fail): renewal information
+//! (RFC 9773) plans the renewal of a 60-second certificate and skuad renews it by itself;
+//! a certificate revoked is replaced at skuad's next renewal-information check, the order
+//! naming it in `replaces`; a profile the server does not offer is reported, nothing
+//! changes. A certificate without `acme:` is shown in `GET /tls` and the metrics.
 
 mod common;
 
@@ -32,29 +40,76 @@ impl Drop for Pebble {
     }
 }
 
-/// Starts pebble with its HTTPS certificate from our test CA `ca_tag` (Debian's package
-/// ships none), validating HTTP-01 on `http_port` and TLS-ALPN-01 on `tls`, resolving
-/// through `dns`.
+/// Starts Debian's pebble with its HTTPS certificate from our test CA `ca_tag` (the
+/// package ships none), validating HTTP-01 on `http_port` and TLS-ALPN-01 on `tls`,
+/// resolving through `dns`.
 fn pebble(dir: &Path, ca_tag: &str, http_port: u16, tls: u16, dns: u16) -> Pebble {
+    pebble_at(
+        Path::new("pebble"),
+        dir,
+        ca_tag,
+        (http_port, tls, dns),
+        None,
+    )
+}
+
+/// pebble 2.10 (renewal information, profiles): tests/run.sh installs it from the Go
+/// module proxy; missing, the test fails (never skipped).
+fn pebble_new_binary() -> PathBuf {
+    let p = std::env::var_os("SKUA_PEBBLE").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/pebble-v2.10.3/pebble"),
+        PathBuf::from,
+    );
+    assert!(
+        p.is_file(),
+        "pebble v2.10.3 not found at {} (tests/run.sh installs it: GOBIN=target/tools/pebble-v2.10.3 go install github.com/letsencrypt/pebble/v2/cmd/pebble@v2.10.3; or set SKUA_PEBBLE)",
+        p.display()
+    );
+    p
+}
+
+/// pebble 2.10 with two profiles: `shortlived` (60-second certificates: renewal
+/// information puts the whole lifetime in the window) and `long` (30 days: the window
+/// is days away).
+fn pebble_new(dir: &Path, ca_tag: &str, http_port: u16, dns: u16) -> Pebble {
+    let profiles = serde_json::json!({
+        "shortlived": {"description": "60 seconds", "validityPeriod": 60},
+        "long": {"description": "30 days", "validityPeriod": 2_592_000},
+    });
+    pebble_at(
+        &pebble_new_binary(),
+        dir,
+        ca_tag,
+        (http_port, free_port(), dns),
+        Some(profiles),
+    )
+}
+
+fn pebble_at(
+    bin: &Path,
+    dir: &Path,
+    ca_tag: &str,
+    (http_port, tls, dns): (u16, u16, u16),
+    profiles: Option<serde_json::Value>,
+) -> Pebble {
     let (cert, key) = test_leaf(dir, ca_tag, "pebble", "DNS:localhost,IP:127.0.0.1");
     let (port, mgmt) = (free_port(), free_port());
     let cfg = dir.join("pebble.json");
-    std::fs::write(
-        &cfg,
-        serde_json::json!({"pebble": {
-            "listenAddress": format!("127.0.0.1:{port}"),
-            "managementListenAddress": format!("127.0.0.1:{mgmt}"),
-            "certificate": cert,
-            "privateKey": key,
-            "httpPort": http_port,
-            "tlsPort": tls,
-            "ocspResponderURL": "",
-            "externalAccountBindingRequired": false
-        }})
-        .to_string(),
-    )
-    .unwrap();
-    let child = Command::new("pebble")
+    let mut conf = serde_json::json!({"pebble": {
+        "listenAddress": format!("127.0.0.1:{port}"),
+        "managementListenAddress": format!("127.0.0.1:{mgmt}"),
+        "certificate": cert,
+        "privateKey": key,
+        "httpPort": http_port,
+        "tlsPort": tls,
+        "ocspResponderURL": "",
+        "externalAccountBindingRequired": false
+    }});
+    if let Some(p) = profiles {
+        conf["pebble"]["profiles"] = p;
+    }
+    std::fs::write(&cfg, conf.to_string()).unwrap();
+    let child = Command::new(bin)
         .arg("-config")
         .arg(&cfg)
         .args(["-dnsserver", &format!("127.0.0.1:{dns}")])
@@ -63,7 +118,12 @@ fn pebble(dir: &Path, ca_tag: &str, http_port: u16, tls: u16, dns: u16) -> Pebbl
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("pebble (Debian package pebble)");
+        .unwrap_or_else(|e| {
+            panic!(
+                "{} (Debian package pebble, or tests/run.sh): {e}",
+                bin.display()
+            )
+        });
     let p = Pebble {
         child,
         dir_url: format!("https://127.0.0.1:{port}/dir"),
@@ -94,10 +154,14 @@ fn pebble_root(p: &Pebble, ca: &Path, dir: &Path) -> PathBuf {
 }
 
 fn tls_status(d: &Daemon) -> serde_json::Value {
-    http(d, "GET", "/tls", Some(tok("read")), None)
-        .unwrap()
-        .json()["acme"]
-        .clone()
+    tls_all(d)["acme"].clone()
+}
+
+/// All of `GET /tls`: the certificate in force and the ACME task.
+fn tls_all(d: &Daemon) -> serde_json::Value {
+    let r = http(d, "GET", "/tls", Some(tok("read")), None).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.json()
 }
 
 /// Waits until `GET /tls` satisfies `f` (at most `secs`).
@@ -363,4 +427,308 @@ fn a_failed_order_is_reported_and_nothing_changes() {
     assert!(!dir.0.join("tls/cert.pem").exists());
     // Plain DNS serves on.
     assert_eq!(ask(d.dns, "a.example."), (0, 1, [198, 18, 0, 1]));
+}
+
+/// The ARI certificate identifier (RFC 9773 §4.1) of the PEM certificate file `pem`.
+fn ari_id(der: &[u8]) -> String {
+    let der = rustls_pki_types::CertificateDer::from(der.to_vec());
+    instant_acme::CertificateIdentifier::try_from(&der)
+        .unwrap()
+        .to_string()
+}
+
+/// skuad's ACME account (its `account-file:`), as the test's own ACME client: the test
+/// does what an operator or the CA would do with it (revoke, order).
+fn skuads_account(dir: &Path, ca: &Path) -> (tokio::runtime::Runtime, instant_acme::Account) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let text = std::fs::read_to_string(dir.join("tls/account.json")).unwrap();
+    let creds: instant_acme::AccountCredentials = serde_json::from_str(&text).unwrap();
+    let acct = rt
+        .block_on(async {
+            tokio::time::timeout(
+                Duration::from_secs(20),
+                instant_acme::Account::builder_with_root(ca)
+                    .unwrap()
+                    .from_credentials(creds),
+            )
+            .await
+        })
+        .expect("pebble answers in 20 s")
+        .unwrap();
+    (rt, acct)
+}
+
+/// The certificate a new DNS over TLS handshake gets.
+fn served(tls: u16, root: &Path) -> Vec<u8> {
+    TlsClient::with_name(tls, TlsClient::config(root, &[b"dot"]), "dns.example.test")
+        .unwrap()
+        .peer_cert()
+}
+
+#[test]
+fn renewal_information_renews_a_short_lived_certificate_by_itself() {
+    let dir = Dir::new("acme-ari");
+    let ca = test_ca(&dir.0, "acmeari");
+    let (dns, api, tls, h01) = (free_port(), free_port(), free_port(), free_port());
+    let p = pebble_new(&dir.0, "acmeari", h01, dns);
+    let d = skuad_with_acme(
+        &dir.0,
+        &p,
+        &ca,
+        &["dns.example.test"],
+        &format!("  http-01-interface: 127.0.0.1@{h01}\n  profile: shortlived\n"),
+        (dns, api, tls),
+    );
+    let root = pebble_root(&p, &ca, &dir.0);
+    let st = wait_tls(&d, 60, "first certificate", |s| s["issued"] == 1);
+    // Read at once: the renewal may come seconds later (the window starts now), and an
+    // order takes longer than this.
+    let first = der(&dir.0.join("tls/cert.pem"));
+    let serial1 = tls_all(&d)["certificate"]["serial"].clone();
+    assert_eq!(served(tls, &root), first);
+    assert_eq!(st["profile"], "shortlived", "{st}");
+    assert!(
+        st["last_replaced"].is_null(),
+        "a first order replaces nothing: {st}"
+    );
+    // The schedule comes from the server's renewal information: a time inside the
+    // suggested window (pebble's window for a 60 s certificate is its whole lifetime).
+    let st = wait_tls(&d, 10, "renewal information asked", |s| {
+        s["next_reason"] == "renewal information"
+    });
+    let (nb, na) = (
+        st["not_before"].as_u64().unwrap(),
+        st["not_after"].as_u64().unwrap(),
+    );
+    // The profile was applied: pebble's shortlived certificates last 60 s.
+    assert!(na - nb <= 60, "{st}");
+    let (ws, we, next) = (
+        st["window_start"].as_u64().unwrap(),
+        st["window_end"].as_u64().unwrap(),
+        st["next_attempt"].as_u64().unwrap(),
+    );
+    assert!(nb <= ws && ws < we && we <= na + 1, "{st}");
+    let asked = st["renewal_info_next"].as_u64().unwrap();
+    assert!(ws <= next && next <= we.max(asked), "{st}");
+    assert!(asked <= next + 60, "{st}");
+
+    // No API call: skuad renews by itself inside the window, and the order names the
+    // certificate it replaces (RFC 9773 §5).
+    let st = wait_tls(&d, 120, "renewal by itself", |s| s["issued"] == 2);
+    assert_eq!(st["last_replaced"], ari_id(&first), "{st}");
+    assert_eq!(st["failures"], 0, "{st}");
+    let second = der(&dir.0.join("tls/cert.pem"));
+    assert_ne!(second, first);
+    assert_eq!(
+        served(tls, &root),
+        second,
+        "a new handshake gets the new one"
+    );
+    let all = tls_all(&d);
+    assert_ne!(all["certificate"]["serial"], serial1, "{all}");
+    let mut c =
+        TlsClient::with_name(tls, TlsClient::config(&root, &[b"dot"]), "dns.example.test").unwrap();
+    assert_eq!(c.ask("a.example."), (0, [198, 18, 0, 1]));
+    let m = http(&d, "GET", "/metrics", Some(tok("read")), None)
+        .unwrap()
+        .body;
+    assert!(m.contains("skua_tls_certificate_expiry_seconds "), "{m}");
+    assert!(
+        m.contains("skua_acme_failures_total{reason=\"rate-limited\"} 0\n"),
+        "{m}"
+    );
+}
+
+#[test]
+fn a_revoked_certificate_is_replaced_at_the_next_renewal_information_check() {
+    let dir = Dir::new("acme-revoked");
+    let ca = test_ca(&dir.0, "acmerev");
+    let (dns, api, tls, h01) = (free_port(), free_port(), free_port(), free_port());
+    let p = pebble_new(&dir.0, "acmerev", h01, dns);
+    let d = skuad_with_acme(
+        &dir.0,
+        &p,
+        &ca,
+        &["dns.example.test"],
+        &format!("  http-01-interface: 127.0.0.1@{h01}\n  profile: long\n"),
+        (dns, api, tls),
+    );
+    wait_tls(&d, 60, "first certificate", |s| s["issued"] == 1);
+    // A 30-day certificate: its window is days away, nothing happens by itself.
+    let st = wait_tls(&d, 10, "renewal information asked", |s| {
+        s["next_reason"] == "renewal information"
+    });
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(st["window_start"].as_u64().unwrap() > now + 86_400, "{st}");
+    let first = der(&dir.0.join("tls/cert.pem"));
+
+    // The CA revokes it (here with skuad's own account, RFC 8555 §7.6): its renewal
+    // information now says "renew now" (a window in the past, RFC 9773 §4.2).
+    let (rt, acct) = skuads_account(&dir.0, &ca);
+    let cert = rustls_pki_types::CertificateDer::from(first.clone());
+    rt.block_on(acct.revoke(&instant_acme::RevocationRequest {
+        certificate: &cert,
+        reason: None,
+    }))
+    .unwrap();
+    // skuad's next check (at its restart here: pebble's Retry-After is 6 hours) sees it
+    // and renews without being asked.
+    let conf = std::fs::read_to_string(&d.conf).unwrap();
+    drop(d);
+    let d = start(&dir.0, &conf, dns, api);
+    let st = wait_tls(&d, 60, "replacement", |s| s["issued"] == 1);
+    assert_eq!(st["last_replaced"], ari_id(&first), "{st}");
+    let second = der(&dir.0.join("tls/cert.pem"));
+    assert_ne!(second, first);
+    let root = pebble_root(&p, &ca, &dir.0);
+    assert_eq!(served(tls, &root), second);
+    // pebble recorded the replacement: another order replacing the same certificate is
+    // refused as already replaced (RFC 9773 §5).
+    let ids = [instant_acme::Identifier::Dns("dns.example.test".into())];
+    let id = instant_acme::CertificateIdentifier::try_from(&cert).unwrap();
+    let r = rt.block_on(acct.new_order(&instant_acme::NewOrder::new(&ids).replaces(id)));
+    match r {
+        Err(instant_acme::Error::Api(p)) => assert_eq!(
+            p.r#type.as_deref(),
+            Some("urn:ietf:params:acme:error:alreadyReplaced"),
+            "{p:?}"
+        ),
+        Err(e) => panic!("another error: {e}"),
+        Ok(_) => panic!("pebble took a second replacement of the revoked certificate"),
+    }
+    // The new certificate is planned by renewal information again.
+    wait_tls(&d, 10, "renewal information for the new one", |s| {
+        s["next_reason"] == "renewal information"
+    });
+}
+
+#[test]
+fn a_profile_the_server_does_not_offer_is_reported_and_nothing_changes() {
+    let dir = Dir::new("acme-profile");
+    let ca = test_ca(&dir.0, "acmeprof");
+    let (dns, api, tls, h01) = (free_port(), free_port(), free_port(), free_port());
+    let p = pebble_new(&dir.0, "acmeprof", h01, dns);
+    let d = skuad_with_acme(
+        &dir.0,
+        &p,
+        &ca,
+        &["dns.example.test"],
+        &format!("  http-01-interface: 127.0.0.1@{h01}\n  profile: long\n"),
+        (dns, api, tls),
+    );
+    wait_tls(&d, 60, "first certificate", |s| s["issued"] == 1);
+    let pem = std::fs::read(dir.0.join("tls/cert.pem")).unwrap();
+    let key = std::fs::read(dir.0.join("tls/key.pem")).unwrap();
+    let root = pebble_root(&p, &ca, &dir.0);
+    let first = der(&dir.0.join("tls/cert.pem"));
+    // The operator asks for a profile pebble does not list: reported as soon as skuad
+    // reads the directory, before any order.
+    let conf = std::fs::read_to_string(&d.conf)
+        .unwrap()
+        .replace("profile: long", "profile: tiny");
+    drop(d);
+    let d = start(&dir.0, &conf, dns, api);
+    let st = wait_tls(&d, 20, "profile reported", |s| !s["last_error"].is_null());
+    assert_eq!(st["last_error_reason"], "profile", "{st}");
+    // An order asked for fails the same way, counted.
+    let r = http(&d, "POST", "/tls/renew", Some(tok("operator")), None).unwrap();
+    assert_eq!(r.status, 202);
+    let st = wait_tls(&d, 30, "failure reported", |s| s["failures"] == 1);
+    let e = st["last_error"].as_str().unwrap();
+    assert!(
+        e.contains("profile 'tiny'") && e.contains("long, shortlived"),
+        "{st}"
+    );
+    assert_eq!(st["failures_by_reason"]["profile"], 1, "{st}");
+    assert_eq!(st["issued"], 0, "{st}");
+    // Nothing written, the old certificate serving.
+    assert_eq!(std::fs::read(dir.0.join("tls/cert.pem")).unwrap(), pem);
+    assert_eq!(std::fs::read(dir.0.join("tls/key.pem")).unwrap(), key);
+    assert_eq!(served(tls, &root), first);
+    let m = http(&d, "GET", "/metrics", Some(tok("read")), None)
+        .unwrap()
+        .body;
+    assert!(
+        m.contains("skua_acme_failures_total{reason=\"profile\"} 1\n"),
+        "{m}"
+    );
+}
+
+#[test]
+fn a_certificate_without_acme_is_shown() {
+    let dir = Dir::new("acme-none");
+    let _ca = test_ca(&dir.0, "plain");
+    let (cert, key) = test_leaf(&dir.0, "plain", "dns", "DNS:dns.example.test");
+    let (dns, api, tls) = (free_port(), free_port(), free_port());
+    let mut conf = config(dns, api, &dir.0, "");
+    conf.push_str(&format!(
+        "server:\n  interface: 127.0.0.1@{tls}\n  tls-port: {tls}\n  \
+         tls-service-pem: \"{}\"\n  tls-service-key: \"{}\"\n",
+        cert.display(),
+        key.display()
+    ));
+    let d = start(&dir.0, &conf, dns, api);
+    let unix_now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    let before = unix_now();
+    let all = tls_all(&d);
+    let after = unix_now();
+    assert!(all["acme"].is_null(), "{all}");
+    let c = &all["certificate"];
+    assert_eq!(c["names"], serde_json::json!(["dns.example.test"]), "{all}");
+    assert_eq!(c["file"], cert.display().to_string(), "{all}");
+    // The serial as openssl prints it (an independent parser).
+    let out = Command::new("openssl")
+        .args(["x509", "-noout", "-serial", "-enddate", "-in"])
+        .arg(&cert)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let serial = text
+        .lines()
+        .find_map(|l| l.strip_prefix("serial="))
+        .unwrap()
+        .to_ascii_lowercase();
+    assert_eq!(
+        c["serial"].as_str().unwrap().trim_start_matches('0'),
+        serial.trim_start_matches('0'),
+        "{all} vs {text}"
+    );
+    let (nb, na) = (
+        c["not_before"].as_u64().unwrap(),
+        c["not_after"].as_u64().unwrap(),
+    );
+    assert!(nb < na, "{all}");
+    // Whole days left, rounded down (the certificate lasts 2 days: 1 or 2 by the second).
+    let days = c["days_left"].as_u64().unwrap();
+    assert!(
+        (na - after) / 86_400 <= days && days <= (na - before) / 86_400,
+        "{all}"
+    );
+    let now = unix_now();
+    let m = http(&d, "GET", "/metrics", Some(tok("read")), None)
+        .unwrap()
+        .body;
+    let secs: i64 = m
+        .lines()
+        .find_map(|l| l.strip_prefix("skua_tls_certificate_expiry_seconds "))
+        .expect("expiry metric without acme:")
+        .parse()
+        .unwrap();
+    assert!(
+        (secs - (na - now) as i64).abs() <= 5,
+        "{secs} vs {}",
+        na - now
+    );
+    assert!(!m.contains("skua_acme_attempts_total"), "{m}");
 }

@@ -14,11 +14,26 @@
 //! digest, shown by the DNS over TLS and HTTPS listeners to a client asking for ALPN
 //! `acme-tls/1`, see `control::tls`).
 //!
-//! Renewal: at two thirds of the certificate's lifetime (ACME renewal information, RFC
-//! 9773, is not asked yet); a failed attempt is retried after 1, 2, 4 ... minutes (at most
-//! 6 hours, with up to a tenth of jitter), while the certificate in force keeps serving. Every
-//! issuance and failure is audited (`tls-issued`, `tls-failed`), counted, and shown in
-//! `GET /tls` and `skuactl tls status`.
+//! Renewal: when the directory offers ACME Renewal Information (ARI, RFC 9773), skuad asks
+//! it for the certificate in force and renews at a time picked uniformly at random inside
+//! the `suggestedWindow` (§4.2; a window already past means now), asks again when the
+//! server's Retry-After says (§4.3.2, held between 1 minute and 6 hours, sooner if the
+//! picked time comes first), and the renewal order names the certificate it replaces
+//! (`replaces`, §5). A CA revoking a certificate moves its window into the past: the next
+//! check renews. Without ARI, or when asking fails (logged, never fatal; asked again in an
+//! hour), the renewal is at two thirds of the certificate's lifetime. `profile:` asks for a certificate profile
+//! (draft-ietf-acme-profiles) in every order, checked first against the profiles the
+//! directory lists.
+//!
+//! Failures: an attempt that failed is retried after 1, 2, 4 ... minutes (at most 6 hours,
+//! with up to a tenth of jitter), while the certificate in force keeps serving. A failure
+//! is classified (`rate-limited`, `profile`, `acme-server`, `other`): a `rateLimited`
+//! problem (RFC 8555 §6.7) waits at least until the time the problem's detail names
+//! (instant-acme 0.8.5 does not hand the Retry-After header of an error response over, so
+//! the "retry after <date> UTC" that Let's Encrypt writes in the detail is the only hint
+//! there is; the later of it and the back-off is taken, at most 7 days). Every issuance
+//! and failure is audited (`tls-issued`, `tls-failed`), counted, and shown in `GET /tls`
+//! and `skuactl tls status`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -26,8 +41,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use instant_acme::{
-    Account, AccountCredentials, AuthorizationStatus, ChallengeType, Identifier, NewAccount,
-    NewOrder, OrderStatus, RetryPolicy,
+    Account, AccountCredentials, AuthorizationStatus, CertificateIdentifier, ChallengeType,
+    Identifier, NewAccount, NewOrder, OrderStatus, RetryPolicy,
 };
 
 use crate::base::log;
@@ -54,6 +69,8 @@ pub struct AcmeSettings {
     pub cert: PathBuf,
     /// Where its key goes (`tls-service-key:`).
     pub key: PathBuf,
+    /// The certificate profile asked for (`profile:`), if any.
+    pub profile: Option<String>,
 }
 
 impl AcmeSettings {
@@ -131,6 +148,7 @@ impl AcmeSettings {
             account_file,
             cert: at(&pem.value),
             key: key_path,
+            profile: a.profile.as_ref().map(|p| p.value.clone()),
         }))
     }
 }
@@ -152,17 +170,157 @@ pub struct AcmeStatus {
     pub not_after: Option<u64>,
     /// When the next attempt is due (Unix seconds).
     pub next_attempt: Option<u64>,
-    /// Why (`no certificate`, `two thirds of its lifetime`, `renewal information`,
-    /// `retry after a failure`).
+    /// Why (`no certificate`, `the names changed`, `two thirds of its lifetime`,
+    /// `renewal information`, `retry after a failure`, `retry after a rate limit`).
     pub next_reason: String,
+    /// The ACME server's suggested renewal window (RFC 9773 §4.2) for the certificate in
+    /// force, Unix seconds, when it was asked and answered.
+    pub window_start: Option<u64>,
+    /// End of that window.
+    pub window_end: Option<u64>,
+    /// When renewal information is asked again (Unix seconds), if the server offers it.
+    pub renewal_info_next: Option<u64>,
+    /// The profile asked for (`profile:`), if any.
+    pub profile: Option<String>,
+    /// The certificate the last certificate issued replaced, as the ACME server's order
+    /// object names it (RFC 9773 §5: base64url(AKI).base64url(serial)), if it named one.
+    pub last_replaced: Option<String>,
     /// Certificates issued since start.
     pub issued: u64,
     /// Failed attempts since start.
     pub failures: u64,
+    /// Failed attempts since start by reason: `rate-limited`, `profile`, `acme-server`
+    /// (another problem document), `other` (network, files, reload).
+    pub failures_by_reason: std::collections::BTreeMap<String, u64>,
     /// The last failure's reason, until an attempt succeeds.
     pub last_error: Option<String>,
+    /// Its class (one of the `failures_by_reason` keys).
+    pub last_error_reason: Option<String>,
     /// When the last certificate was issued (Unix seconds).
     pub last_issued: Option<u64>,
+}
+
+/// Why an attempt failed, for the status, the metrics and the retry time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// `urn:ietf:params:acme:error:rateLimited` (RFC 8555 §6.7).
+    RateLimited,
+    /// The profile asked for is not offered (`invalidProfile`, draft-ietf-acme-profiles
+    /// §4, or not in the directory's list).
+    Profile,
+    /// Another ACME problem document.
+    AcmeServer,
+    /// Anything else: the network, the files, the reload.
+    Other,
+}
+
+impl FailureKind {
+    /// Every kind, in the order the metrics list them.
+    pub const ALL: [FailureKind; 4] = [
+        FailureKind::RateLimited,
+        FailureKind::Profile,
+        FailureKind::AcmeServer,
+        FailureKind::Other,
+    ];
+
+    /// Its name in GET /tls and the metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::RateLimited => "rate-limited",
+            FailureKind::Profile => "profile",
+            FailureKind::AcmeServer => "acme-server",
+            FailureKind::Other => "other",
+        }
+    }
+}
+
+/// A failed attempt: its class, what to say, and (rate limits) the earliest retry the
+/// server named (Unix seconds).
+#[derive(Debug)]
+struct Failure {
+    kind: FailureKind,
+    msg: String,
+    not_before: Option<u64>,
+    /// A certificate written whose reload failed: what it replaced, shown once in force.
+    replaced: Option<String>,
+}
+
+impl From<String> for Failure {
+    fn from(msg: String) -> Self {
+        Failure {
+            kind: FailureKind::Other,
+            msg,
+            not_before: None,
+            replaced: None,
+        }
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(msg: &str) -> Self {
+        Failure::from(msg.to_string())
+    }
+}
+
+/// `what: e` classified: the problem document's type decides (RFC 8555 §6.7).
+fn classify(what: &str, e: &instant_acme::Error) -> Failure {
+    let (kind, not_before) = match e {
+        instant_acme::Error::Api(p) => match p.r#type.as_deref() {
+            Some("urn:ietf:params:acme:error:rateLimited") => (
+                FailureKind::RateLimited,
+                p.detail.as_deref().and_then(retry_after_in_detail),
+            ),
+            Some("urn:ietf:params:acme:error:invalidProfile") => (FailureKind::Profile, None),
+            _ => (FailureKind::AcmeServer, None),
+        },
+        _ => (FailureKind::Other, None),
+    };
+    let msg = match kind {
+        FailureKind::RateLimited => format!("rate-limited: {what}: {e}"),
+        _ => format!("{what}: {e}"),
+    };
+    Failure {
+        kind,
+        msg,
+        not_before,
+        replaced: None,
+    }
+}
+
+/// The time a rate-limit problem's detail names: Let's Encrypt writes "retry after
+/// 2025-01-01 12:00:00 UTC" (instant-acme 0.8.5 keeps the problem document of an error
+/// response, not its Retry-After header). None if there is no such text.
+fn retry_after_in_detail(detail: &str) -> Option<u64> {
+    let lower = detail.to_ascii_lowercase();
+    let at = lower.find("retry after ")? + "retry after ".len();
+    let t = detail.get(at..at + 19)?;
+    if !detail.get(at + 19..)?.trim_start().starts_with("UTC") {
+        return None;
+    }
+    let b = t.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let s = t.get(r)?;
+        s.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| s.parse().ok())?
+    };
+    if b[4] != b'-' || b[7] != b'-' || b[10] != b' ' || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, se) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
+        return None;
+    }
+    // Days from the civil date (proleptic Gregorian), H. Hinnant's algorithm.
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from(days * 86_400 + h * 3600 + mi * 60 + se).ok()
 }
 
 /// The ACME task's state, shared with the API.
@@ -196,14 +354,24 @@ fn unix(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-/// (not-before, not-after, names) of the first certificate in the PEM file `path`.
-fn read_cert(path: &Path) -> Option<(u64, u64, Vec<String>)> {
-    use rustls_pki_types::pem::PemObject;
-    let der = rustls_pki_types::CertificateDer::pem_file_iter(path)
-        .ok()?
-        .next()?
-        .ok()?;
-    let (_, cert) = x509_parser::parse_x509_certificate(&der).ok()?;
+/// What skuad shows of a certificate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CertFacts {
+    /// Its DNS names (subjectAltName), lower case.
+    pub names: Vec<String>,
+    /// Its serial number, hex (lower case, no separators).
+    pub serial: String,
+    /// Its issuer (RFC 4514 form).
+    pub issuer: String,
+    /// Not before, Unix seconds.
+    pub not_before: u64,
+    /// Not after, Unix seconds.
+    pub not_after: u64,
+}
+
+/// The facts of the DER certificate `der`, none if it does not parse.
+pub fn cert_facts(der: &[u8]) -> Option<CertFacts> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     let v = cert.validity();
     let names = cert
         .subject_alternative_name()
@@ -222,18 +390,94 @@ fn read_cert(path: &Path) -> Option<(u64, u64, Vec<String>)> {
                 .collect()
         })
         .unwrap_or_default();
-    Some((
-        v.not_before.timestamp().max(0) as u64,
-        v.not_after.timestamp().max(0) as u64,
+    Some(CertFacts {
         names,
-    ))
+        serial: cert
+            .tbs_certificate
+            .raw_serial()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+        issuer: cert.issuer().to_string(),
+        not_before: v.not_before.timestamp().max(0) as u64,
+        not_after: v.not_after.timestamp().max(0) as u64,
+    })
+}
+
+/// The first certificate in the PEM file `path`: its DER and its facts.
+fn read_cert(path: &Path) -> Option<(rustls_pki_types::CertificateDer<'static>, CertFacts)> {
+    use rustls_pki_types::pem::PemObject;
+    let der = rustls_pki_types::CertificateDer::pem_file_iter(path)
+        .ok()?
+        .next()?
+        .ok()?;
+    let facts = cert_facts(&der)?;
+    Some((der, facts))
+}
+
+/// The renewal time ARI suggests, kept between checks: a new time is picked only when the
+/// window changes (RFC 9773 §4.2: one uniformly random time in the window).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Pick {
+    window: (u64, u64),
+    at: u64,
+}
+
+/// A uniformly random second in `[start, end]` (RFC 9773 §4.2).
+fn pick_in(start: u64, end: u64) -> u64 {
+    let span = end.saturating_sub(start);
+    let mut b = [0u8; 8];
+    let _ = getrandom::fill(&mut b);
+    start + u64::from_le_bytes(b) % (span + 1)
+}
+
+/// When ARI is asked again after a Retry-After of `retry` seconds: held between 1 minute
+/// and 6 hours (RFC 9773 §4.3.2 asks clients to bound it), and never after the renewal
+/// time `at` picked (so the server's latest word is seen before the order).
+fn next_check(now: u64, retry: u64, at: u64) -> u64 {
+    (now + retry.clamp(60, 6 * 3600)).min(at.max(now + 60))
+}
+
+/// Asks the ACME server's renewal information for `der` (RFC 9773 §4.3): the suggested
+/// window (Unix seconds) and the Retry-After (seconds). `Ok(None)`: the directory offers
+/// no `renewalInfo`.
+async fn renewal_info(
+    account: &Account,
+    der: &rustls_pki_types::CertificateDer<'_>,
+) -> Result<Option<((u64, u64), u64)>, String> {
+    let id = CertificateIdentifier::try_from(der)?;
+    let r = tokio::time::timeout(Duration::from_secs(30), account.renewal_info(&id))
+        .await
+        .map_err(|_| "no answer in 30 s".to_string())?;
+    let (info, retry) = match r {
+        Ok(v) => v,
+        Err(instant_acme::Error::Unsupported(_)) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let w = &info.suggested_window;
+    let (start, end) = (w.start.unix_timestamp(), w.end.unix_timestamp());
+    // §4.2: a window whose end is not after its start is invalid; the client decides.
+    if end <= start {
+        return Err(format!("an invalid suggested window ({start} .. {end})"));
+    }
+    Ok(Some((
+        (start.max(0) as u64, end.max(0) as u64),
+        retry.as_secs(),
+    )))
 }
 
 /// Runs the ACME task: issues when there is no certificate for the names, renews when
 /// due, until the process ends.
 pub async fn run(ctl: Arc<Control>, acme: Arc<Acme>, s: AcmeSettings) {
     let mut failures: u32 = 0;
+    let mut retry_at: u64 = 0;
+    let mut retry_reason = "retry after a failure";
     let mut reload_pending = false;
+    let mut pending_replaced: Option<String> = None;
+    // The directory offered renewal information when last asked.
+    let mut ari_offered = false;
+    let mut pick: Option<Pick> = None;
+    acme.status().profile = s.profile.clone();
     // DNS-01 records left by an order a stop cut short: taken out first.
     let stale: Vec<String> = ctl
         .view()
@@ -259,72 +503,241 @@ pub async fn run(ctl: Arc<Control>, acme: Arc<Acme>, s: AcmeSettings) {
     loop {
         let now = unix(SystemTime::now());
         let current = read_cert(&s.cert);
-        let (due, reason) = match &current {
-            Some((nb, na, names)) if s.names.iter().all(|n| names.contains(n)) => {
-                let at = nb + (na.saturating_sub(*nb)) * 2 / 3;
-                (at, "two thirds of its lifetime")
+        let ours = current
+            .as_ref()
+            .filter(|(_, f)| s.names.iter().all(|n| f.names.contains(n)));
+        let (mut due, mut reason) = base_schedule(current.as_ref().map(|c| &c.1), &s.names, now);
+        // Shown at once (failures aside): renewal information, asked below, may take a
+        // while to answer.
+        if failures == 0 {
+            show(
+                &mut acme.status(),
+                current.as_ref().map(|c| &c.1),
+                due,
+                reason,
+            );
+        }
+        // RFC 9773 §4.2: the server's window, when it offers one, decides.
+        let mut window = None;
+        let mut recheck = None;
+        // The certificate the order replaces (§5), when the server offers ARI.
+        let mut replaces: Option<CertificateIdentifier<'static>> = None;
+        if let Some((der, _)) = ours
+            && failures > 0
+            && ari_offered
+        {
+            // A retry: its time is the back-off's; the order still names what it replaces.
+            replaces = CertificateIdentifier::try_from(der)
+                .ok()
+                .map(CertificateIdentifier::into_owned);
+        } else if let Some((der, _)) = ours
+            && !reload_pending
+        {
+            match account(&s).await {
+                Ok(acct) => {
+                    check_profile(&acme, &acct, &s);
+                    match renewal_info(&acct, der).await {
+                        Ok(Some((w, retry))) => {
+                            ari_offered = true;
+                            let at = match pick {
+                                Some(p) if p.window == w => p.at,
+                                _ => pick_in(w.0, w.1),
+                            };
+                            pick = Some(Pick { window: w, at });
+                            // §4.2 step 3: a time already past means now.
+                            due = at.max(now);
+                            reason = "renewal information";
+                            window = Some(w);
+                            recheck = Some(next_check(now, retry, due));
+                            replaces = CertificateIdentifier::try_from(der)
+                                .ok()
+                                .map(CertificateIdentifier::into_owned);
+                        }
+                        Ok(None) => ari_offered = false,
+                        Err(e) => {
+                            // §4.2: no usable answer, the client decides: two thirds, and
+                            // asks again in an hour (a revocation must not wait for the
+                            // two-thirds mark to be seen).
+                            let e = crate::control::ha::printable_max(&e, 256);
+                            log::warn(format_args!(
+                                "acme: renewal information: {e} (renewal at two thirds of the certificate's lifetime; asked again in an hour)"
+                            ));
+                            recheck = Some(next_check(now, 3600, due));
+                        }
+                    }
+                }
+                Err(e) => {
+                    log::warn(format_args!(
+                        "acme: renewal information not asked: {} (asked again in an hour)",
+                        crate::control::ha::printable_max(&e.msg, 256)
+                    ));
+                    recheck = Some(next_check(now, 3600, due));
+                }
             }
-            Some(_) => (now, "the names changed"),
-            None => (now, "no certificate"),
-        };
-        let (due, reason) = if failures > 0 {
-            (now + backoff(failures), "retry after a failure")
-        } else {
-            (due, reason)
-        };
+        }
+        if failures > 0 {
+            (due, reason) = (retry_at.max(now), retry_reason);
+            recheck = None;
+        }
         {
             let mut st = acme.status();
-            if let Some((nb, na, names)) = &current {
-                st.not_before = Some(*nb);
-                st.not_after = Some(*na);
-                st.names = names.clone();
-            }
-            st.next_attempt = Some(due);
-            st.next_reason = reason.into();
+            show(&mut st, current.as_ref().map(|c| &c.1), due, reason);
+            st.window_start = window.map(|w| w.0);
+            st.window_end = window.map(|w| w.1);
+            st.renewal_info_next = recheck;
         }
-        if due > now {
+        // Wakes at the renewal time, or earlier to ask ARI again; an operator's request
+        // orders at once.
+        let wake = recheck.map_or(due, |r| r.min(due));
+        let mut asked = false;
+        if wake > now {
             tokio::select! {
-                _ = tokio::time::sleep(Duration::from_secs(due - now)) => {}
-                _ = acme.renew_now.notified() => {}
+                _ = tokio::time::sleep(Duration::from_secs(wake - now)) => {}
+                _ = acme.renew_now.notified() => asked = true,
+            }
+            if !asked && wake < due {
+                continue;
             }
         }
         // A certificate written whose reload failed is put in force again, not ordered
         // again (a new order would count against the CA's limits for nothing).
         let r = if reload_pending {
-            put_in_force(&ctl).await
+            put_in_force(&ctl)
+                .await
+                .map(|()| pending_replaced.take())
+                .map_err(Failure::from)
         } else {
-            issue(&ctl, &acme, &s).await
+            issue(&ctl, &acme, &s, replaces).await
         };
-        reload_pending = r.as_ref().is_err_and(|e| e.starts_with(RELOAD_FAILED));
+        if let Err(f) = &r
+            && f.msg.starts_with(RELOAD_FAILED)
+        {
+            reload_pending = true;
+            if f.replaced.is_some() {
+                pending_replaced = f.replaced.clone();
+            }
+        } else {
+            reload_pending = false;
+        }
         match r {
-            Ok(()) => {
+            Ok(replaced) => {
                 failures = 0;
+                pick = None;
+                // The new certificate and its plan shown with the count, in one step.
+                let c = read_cert(&s.cert).map(|c| c.1);
+                let now = unix(SystemTime::now());
+                let (due, reason) = base_schedule(c.as_ref(), &s.names, now);
                 let mut st = acme.status();
+                show(&mut st, c.as_ref(), due, reason);
+                st.window_start = None;
+                st.window_end = None;
+                st.renewal_info_next = None;
                 st.issued += 1;
+                st.last_replaced = replaced;
                 st.last_error = None;
+                st.last_error_reason = None;
                 st.last_issued = Some(unix(SystemTime::now()));
             }
-            Err(e) => {
+            Err(f) => {
                 // The reason quotes the ACME server's problem document: one bounded line
                 // before it reaches the log, the audit log and GET /tls.
-                let e = crate::control::ha::printable_max(&e, 512);
+                let e = crate::control::ha::printable_max(&f.msg, 512);
                 failures = failures.saturating_add(1);
+                let now = unix(SystemTime::now());
+                retry_at = now + backoff(failures);
+                retry_reason = "retry after a failure";
+                // A rate limit: not before the time the server named (at most a week).
+                if let Some(t) = f.not_before
+                    && t > retry_at
+                {
+                    retry_at = t.min(now + 7 * 86_400);
+                    retry_reason = "retry after a rate limit";
+                }
                 log::warn(format_args!(
                     "acme: {e} (the certificate in force keeps serving; next try in {} s)",
-                    backoff(failures)
+                    retry_at.saturating_sub(now)
                 ));
                 tokio::task::block_in_place(|| {
                     ctl.record(
                         skua_audit::kind::TLS_FAILED,
                         "acme",
                         None,
-                        serde_json::json!({"names": s.names, "error": e}),
+                        serde_json::json!({"names": s.names, "error": e, "reason": f.kind.as_str()}),
                     )
                 });
                 let mut st = acme.status();
                 st.failures += 1;
+                *st.failures_by_reason
+                    .entry(f.kind.as_str().to_string())
+                    .or_default() += 1;
                 st.last_error = Some(e);
+                st.last_error_reason = Some(f.kind.as_str().to_string());
+                // The retry shown with the failure, in one step.
+                st.next_attempt = Some(retry_at);
+                st.next_reason = retry_reason.into();
+                st.renewal_info_next = None;
             }
+        }
+    }
+}
+
+/// The renewal time without renewal information: two thirds of the lifetime of the
+/// certificate `c` when it has all `names`, else now.
+fn base_schedule(c: Option<&CertFacts>, names: &[String], now: u64) -> (u64, &'static str) {
+    match c {
+        Some(f) if names.iter().all(|n| f.names.contains(n)) => (
+            f.not_before + (f.not_after.saturating_sub(f.not_before)) * 2 / 3,
+            "two thirds of its lifetime",
+        ),
+        Some(_) => (now, "the names changed"),
+        None => (now, "no certificate"),
+    }
+}
+
+/// The certificate `c` and the next attempt put in the status.
+fn show(st: &mut AcmeStatus, c: Option<&CertFacts>, due: u64, reason: &str) {
+    if let Some(f) = c {
+        st.not_before = Some(f.not_before);
+        st.not_after = Some(f.not_after);
+        st.names = f.names.clone();
+    }
+    st.next_attempt = Some(due);
+    st.next_reason = reason.into();
+}
+
+/// The profile asked for must be one the directory lists (draft-ietf-acme-profiles §3):
+/// an error naming it and the ones offered otherwise.
+fn profile_offered(acct: &Account, profile: &str) -> Result<(), Failure> {
+    let mut offered: Vec<&str> = acct.profiles().map(|p| p.name).collect();
+    if offered.contains(&profile) {
+        return Ok(());
+    }
+    offered.sort_unstable();
+    Err(Failure {
+        kind: FailureKind::Profile,
+        msg: if offered.is_empty() {
+            format!("profile '{profile}': the ACME server offers no profiles (remove profile:)")
+        } else {
+            format!(
+                "profile '{profile}': the ACME server does not offer it (it offers: {})",
+                offered.join(", ")
+            )
+        },
+        not_before: None,
+        replaced: None,
+    })
+}
+
+/// Shows at once, before any order, that `profile:` names a profile the directory does
+/// not list (the order would fail: the operator learns it now, not at renewal time).
+fn check_profile(acme: &Acme, acct: &Account, s: &AcmeSettings) {
+    let Some(p) = &s.profile else { return };
+    if let Err(f) = profile_offered(acct, p) {
+        let mut st = acme.status();
+        if st.last_error.is_none() {
+            log::warn(format_args!("acme: {}", f.msg));
+            st.last_error = Some(crate::control::ha::printable_max(&f.msg, 512));
+            st.last_error_reason = Some(f.kind.as_str().to_string());
         }
     }
 }
@@ -342,13 +755,51 @@ fn backoff(n: u32) -> u64 {
 
 /// One order: account, authorizations, challenges, finalization, the files written, a
 /// reload to serve them.
-async fn issue(ctl: &Arc<Control>, acme: &Arc<Acme>, s: &AcmeSettings) -> Result<(), String> {
+async fn issue(
+    ctl: &Arc<Control>,
+    acme: &Arc<Acme>,
+    s: &AcmeSettings,
+    replaces: Option<CertificateIdentifier<'static>>,
+) -> Result<Option<String>, Failure> {
     let account = account(s).await?;
+    if let Some(p) = &s.profile {
+        profile_offered(&account, p)?;
+    }
     let ids: Vec<Identifier> = s.names.iter().map(|n| Identifier::Dns(n.clone())).collect();
-    let mut order = account
-        .new_order(&NewOrder::new(&ids))
-        .await
-        .map_err(|e| format!("new order: {e}"))?;
+    let new_order = |replaces: Option<CertificateIdentifier<'static>>| {
+        let mut o = NewOrder::new(&ids);
+        if let Some(p) = &s.profile {
+            o = o.profile(p);
+        }
+        if let Some(r) = replaces {
+            o = o.replaces(r);
+        }
+        o
+    };
+    let mut order = match account.new_order(&new_order(replaces.clone())).await {
+        Ok(o) => o,
+        // RFC 9773 §5: a server may refuse `replaces` (the certificate already replaced,
+        // or not one it knows, say after a change of CA): the renewal is still wanted, so
+        // it is ordered once more without it. A rate limit or a refused profile would
+        // refuse the second order too: not asked twice.
+        Err(e) if replaces.is_some() => {
+            let f = classify("new order", &e);
+            if matches!(f.kind, FailureKind::RateLimited | FailureKind::Profile) {
+                return Err(f);
+            }
+            log::warn(format_args!(
+                "acme: the order replacing the certificate in force was refused ({}); ordering without 'replaces'",
+                crate::control::ha::printable_max(&f.msg, 256)
+            ));
+            account
+                .new_order(&new_order(None))
+                .await
+                .map_err(|e| classify("new order", &e))?
+        }
+        Err(e) => return Err(classify("new order", &e)),
+    };
+    // What the server's order object says it replaces (shown once the order succeeds).
+    let replaced = order.state().replaces.as_ref().map(|r| r.to_string());
     // HTTP-01: the tokens are served while the order is validated.
     let server = if s.challenge == skua_config::AcmeChallenge::Http01 {
         Some(http_server(s.http_interface, acme.clone()).await?)
@@ -360,11 +811,11 @@ async fn issue(ctl: &Arc<Control>, acme: &Arc<Acme>, s: &AcmeSettings) -> Result
     let result = async {
         let mut auths = order.authorizations();
         while let Some(a) = auths.next().await {
-            let mut a = a.map_err(|e| format!("authorization: {e}"))?;
+            let mut a = a.map_err(|e| classify("authorization", &e))?;
             match a.status {
                 AuthorizationStatus::Pending => {}
                 AuthorizationStatus::Valid => continue,
-                other => return Err(format!("authorization {other:?}")),
+                other => return Err(Failure::from(format!("authorization {other:?}"))),
             }
             let kind = match s.challenge {
                 skua_config::AcmeChallenge::Dns01 => ChallengeType::Dns01,
@@ -373,7 +824,7 @@ async fn issue(ctl: &Arc<Control>, acme: &Arc<Acme>, s: &AcmeSettings) -> Result
             };
             let mut ch = a
                 .challenge(kind.clone())
-                .ok_or_else(|| format!("the server offers no {kind:?} challenge"))?;
+                .ok_or_else(|| Failure::from(format!("the server offers no {kind:?} challenge")))?;
             let ka = ch.key_authorization();
             match kind {
                 ChallengeType::Dns01 => {
@@ -381,7 +832,9 @@ async fn issue(ctl: &Arc<Control>, acme: &Arc<Acme>, s: &AcmeSettings) -> Result
                     let rr = format!("_acme-challenge.{name}. 60 IN TXT \"{}\"", ka.dns_value());
                     ctl.write(vec![Change::AddRecord { rr: rr.clone() }], "acme", None)
                         .await
-                        .map_err(|e| format!("dns-01 record for {name}: {}", e.message()))?;
+                        .map_err(|e| {
+                            Failure::from(format!("dns-01 record for {name}: {}", e.message()))
+                        })?;
                     added.push(rr);
                 }
                 ChallengeType::TlsAlpn01 => {
@@ -401,24 +854,24 @@ async fn issue(ctl: &Arc<Control>, acme: &Arc<Acme>, s: &AcmeSettings) -> Result
             }
             ch.set_ready()
                 .await
-                .map_err(|e| format!("challenge: {e}"))?;
+                .map_err(|e| classify("challenge", &e))?;
         }
         let status = order
             .poll_ready(&RetryPolicy::default())
             .await
-            .map_err(|e| format!("validation: {e}"))?;
+            .map_err(|e| classify("validation", &e))?;
         if status != OrderStatus::Ready {
-            return Err(format!("the order is {status:?}, not ready"));
+            return Err(Failure::from(format!("the order is {status:?}, not ready")));
         }
         let key_pem = order
             .finalize()
             .await
-            .map_err(|e| format!("finalize: {e}"))?;
+            .map_err(|e| classify("finalize", &e))?;
         let cert_pem = order
             .poll_certificate(&RetryPolicy::default())
             .await
-            .map_err(|e| format!("certificate: {e}"))?;
-        Ok((cert_pem, key_pem))
+            .map_err(|e| classify("certificate", &e))?;
+        Ok::<_, Failure>((cert_pem, key_pem))
     }
     .await;
     // Challenges taken down whatever came of it.
@@ -447,21 +900,25 @@ async fn issue(ctl: &Arc<Control>, acme: &Arc<Acme>, s: &AcmeSettings) -> Result
     }
     let (cert_pem, key_pem) = result?;
     install(s, &cert_pem, &key_pem)?;
-    let (nb, na, _) = read_cert(&s.cert).ok_or("the certificate received does not parse")?;
+    let (_, f) = read_cert(&s.cert).ok_or("the certificate received does not parse")?;
+    let (nb, na) = (f.not_before, f.not_after);
     tokio::task::block_in_place(|| {
         ctl.record(
             skua_audit::kind::TLS_ISSUED,
             "acme",
             None,
-            serde_json::json!({"names": s.names, "not_before": nb, "not_after": na}),
+            serde_json::json!({"names": s.names, "not_before": nb, "not_after": na, "serial": f.serial}),
         )
     });
-    put_in_force(ctl).await?;
+    put_in_force(ctl).await.map_err(|e| Failure {
+        replaced: replaced.clone(),
+        ..Failure::from(e)
+    })?;
     log::info(format_args!(
         "acme: certificate for {} issued, valid until {na} (Unix), in force",
         s.names.join(", ")
     ));
-    Ok(())
+    Ok(replaced)
 }
 
 /// The reload that serves the certificate written (a failure names why: another part of
@@ -518,7 +975,7 @@ fn alpn_certificate(
 /// (written there, mode 0600; an account file for another directory is kept beside it as
 /// `.previous`). An account file that cannot be used now (the server unreachable) is an
 /// error, never a reason to make another account.
-async fn account(s: &AcmeSettings) -> Result<Account, String> {
+async fn account(s: &AcmeSettings) -> Result<Account, Failure> {
     let builder = || match &s.ca_bundle {
         Some(ca) => Account::builder_with_root(ca).map_err(|e| format!("ca-bundle: {e}")),
         None => Account::builder().map_err(|e| format!("acme client: {e}")),
@@ -531,7 +988,7 @@ async fn account(s: &AcmeSettings) -> Result<Account, String> {
             return builder()?
                 .from_credentials(creds)
                 .await
-                .map_err(|e| format!("account: {e}"));
+                .map_err(|e| classify("account", &e));
         }
         // Another directory (or not an account file): kept, and a new account made.
         let mut prev = s.account_file.clone().into_os_string();
@@ -551,7 +1008,7 @@ async fn account(s: &AcmeSettings) -> Result<Account, String> {
             None,
         )
         .await
-        .map_err(|e| format!("account: {e}"))?;
+        .map_err(|e| classify("account", &e))?;
     let text = serde_json::to_string(&creds).map_err(|e| e.to_string())?;
     write_private(&s.account_file, text.as_bytes())?;
     Ok(a)
@@ -648,4 +1105,99 @@ async fn http_server(
             });
         }
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(kind: &str, detail: &str) -> instant_acme::Error {
+        let p: instant_acme::Problem = serde_json::from_value(
+            serde_json::json!({"type": kind, "detail": detail, "status": 429}),
+        )
+        .unwrap();
+        instant_acme::Error::Api(p)
+    }
+
+    #[test]
+    fn failures_are_classified_by_problem_type() {
+        // Let's Encrypt's wording of a rate limit (RFC 8555 §6.7 type).
+        let f = classify(
+            "new order",
+            &problem(
+                "urn:ietf:params:acme:error:rateLimited",
+                "too many certificates (5) already issued for this exact set of identifiers in the last 168h0m0s, retry after 2025-01-02 03:04:05 UTC: see https://letsencrypt.org/docs/rate-limits/",
+            ),
+        );
+        assert_eq!(f.kind, FailureKind::RateLimited);
+        assert!(f.msg.starts_with("rate-limited: new order: "), "{}", f.msg);
+        // 2025-01-02T03:04:05Z
+        assert_eq!(f.not_before, Some(1_735_787_045));
+        // Without a time in the detail: the back-off alone.
+        let f = classify(
+            "new order",
+            &problem("urn:ietf:params:acme:error:rateLimited", "slow down"),
+        );
+        assert_eq!((f.kind, f.not_before), (FailureKind::RateLimited, None));
+        let f = classify(
+            "new order",
+            &problem(
+                "urn:ietf:params:acme:error:invalidProfile",
+                "unrecognized profile",
+            ),
+        );
+        assert_eq!(f.kind, FailureKind::Profile);
+        let f = classify(
+            "validation",
+            &problem("urn:ietf:params:acme:error:unauthorized", "no"),
+        );
+        assert_eq!(f.kind, FailureKind::AcmeServer);
+        assert!(f.msg.starts_with("validation: "), "{}", f.msg);
+        let f = classify("account", &instant_acme::Error::Str("network"));
+        assert_eq!(f.kind, FailureKind::Other);
+        assert_eq!(Failure::from("x").kind, FailureKind::Other);
+    }
+
+    #[test]
+    fn retry_after_in_a_problem_detail() {
+        assert_eq!(
+            retry_after_in_detail("retry after 1970-01-01 00:00:00 UTC"),
+            Some(0)
+        );
+        assert_eq!(
+            retry_after_in_detail("Retry after 2000-03-01 00:00:01 UTC: see"),
+            Some(951_868_801)
+        );
+        // Malformed or absent: no time, never a panic.
+        for d in [
+            "",
+            "retry after",
+            "retry after 2025-13-01 00:00:00 UTC",
+            "retry after 2025-01-01T00:00:00 UTC",
+            "retry after 2025-01-01 00:00:00 CET",
+            "retry after 2025-01-01 00:00:0",
+            "retry after 2025-01-01 0x:00:00 UTC",
+            "retry after +025-01-01 00:00:00 UTC",
+            "retry after ĳĳĳĳĳĳĳĳĳĳ UTC",
+        ] {
+            assert_eq!(retry_after_in_detail(d), None, "{d}");
+        }
+    }
+
+    #[test]
+    fn a_time_inside_the_window_and_the_next_check() {
+        for _ in 0..1000 {
+            let t = pick_in(100, 160);
+            assert!((100..=160).contains(&t));
+        }
+        // A one-second window, and one reversed (never a panic; the caller refuses it).
+        assert_eq!(pick_in(5, 5), 5);
+        assert_eq!(pick_in(9, 5), 9);
+        // Retry-After held between 1 minute and 6 hours, never after the renewal time.
+        assert_eq!(next_check(1000, 0, 1_000_000), 1060);
+        assert_eq!(next_check(1000, 600, 1_000_000), 1600);
+        assert_eq!(next_check(1000, 86_400, 1_000_000), 1000 + 6 * 3600);
+        assert_eq!(next_check(1000, 86_400, 5000), 5000);
+        assert_eq!(next_check(1000, 86_400, 1010), 1060);
+    }
 }

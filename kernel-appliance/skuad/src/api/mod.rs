@@ -596,29 +596,30 @@ async fn metrics(State(ctl): Ctl) -> Response {
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        metrics::prometheus(&ctl) + &acme_prometheus(ctl.acme.as_deref()),
+        metrics::prometheus(&ctl) + &acme_prometheus(&ctl),
     )
         .into_response()
 }
 
-/// ACME: the certificate's remaining lifetime and the task's attempts.
-fn acme_prometheus(acme: Option<&acme::Acme>) -> String {
-    let Some(a) = acme else {
-        return String::new();
-    };
-    let st = a.status.lock().unwrap_or_else(|e| e.into_inner()).clone();
+/// The certificate in force (whoever renews it): its remaining lifetime; with ACME, the
+/// task's attempts and failures by reason.
+fn acme_prometheus(ctl: &Api) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs()) as i64;
     let mut out = String::new();
-    if let Some(na) = st.not_after {
+    if let Some(c) = certificate_in_force(ctl) {
         out.push_str(&format!(
-            "# HELP skua_tls_certificate_expiry_seconds Seconds until the certificate in force expires (ACME).\n\
+            "# HELP skua_tls_certificate_expiry_seconds Seconds until the certificate in force expires (negative: expired).\n\
              # TYPE skua_tls_certificate_expiry_seconds gauge\n\
              skua_tls_certificate_expiry_seconds {}\n",
-            na as i64 - now
+            c.not_after as i64 - now
         ));
     }
+    let Some(a) = ctl.acme.as_deref() else {
+        return out;
+    };
+    let st = a.status.lock().unwrap_or_else(|e| e.into_inner()).clone();
     out.push_str(&format!(
         "# HELP skua_acme_attempts_total ACME orders by result since start.\n\
          # TYPE skua_acme_attempts_total counter\n\
@@ -626,7 +627,25 @@ fn acme_prometheus(acme: Option<&acme::Acme>) -> String {
          skua_acme_attempts_total{{result=\"failed\"}} {}\n",
         st.issued, st.failures
     ));
+    out.push_str(
+        "# HELP skua_acme_failures_total Failed ACME attempts by reason since start.\n\
+         # TYPE skua_acme_failures_total counter\n",
+    );
+    for k in acme::FailureKind::ALL {
+        out.push_str(&format!(
+            "skua_acme_failures_total{{reason=\"{}\"}} {}\n",
+            k.as_str(),
+            st.failures_by_reason.get(k.as_str()).copied().unwrap_or(0)
+        ));
+    }
     out
+}
+
+/// The certificate the encrypted listeners serve now (as last loaded), if any.
+fn certificate_in_force(ctl: &Control) -> Option<acme::CertFacts> {
+    let svc = ctl.serving.tls.service.load_full()?;
+    let (_, der) = svc.certificate.as_ref()?;
+    acme::cert_facts(der)
 }
 
 async fn config(State(ctl): Ctl) -> Response {
@@ -963,13 +982,34 @@ async fn upstreams(State(ctl): Ctl) -> Result<Response, ApiError> {
     Ok(axum::Json(ctl.upstreams()?).into_response())
 }
 
-/// `GET /tls`: the ACME task's status (`acme: null` without an `acme:` clause).
+/// `GET /tls`: the certificate in force (`certificate: null` without one), whoever renews
+/// it, and the ACME task's status (`acme: null` without an `acme:` clause).
 async fn tls_status(State(ctl): Ctl) -> Result<Response, ApiError> {
     let st = ctl
         .acme
         .as_ref()
         .map(|a| a.status.lock().unwrap_or_else(|e| e.into_inner()).clone());
-    Ok(axum::Json(serde_json::json!({ "acme": st })).into_response())
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
+    let svc = ctl.serving.tls.service.load_full();
+    let cert = svc
+        .as_ref()
+        .and_then(|s| s.certificate.as_ref())
+        .and_then(|(file, der)| {
+            let c = acme::cert_facts(der)?;
+            Some(json!({
+                "file": file.display().to_string(),
+                "names": c.names,
+                "serial": c.serial,
+                "issuer": c.issuer,
+                "not_before": c.not_before,
+                "not_after": c.not_after,
+                // Whole days left, rounded down (negative once expired).
+                "days_left": (c.not_after as i64 - now).div_euclid(86_400),
+            }))
+        });
+    Ok(axum::Json(json!({ "certificate": cert, "acme": st })).into_response())
 }
 
 /// `POST /tls/renew`: an ACME order now (202; the result shows in `GET /tls`).

@@ -32,6 +32,12 @@ pub struct TlsService {
     pub doq: Arc<quinn::ServerConfig>,
     /// Pad responses to clients that ask to this block length (RFC 8467 §4.1), if any.
     pub pad_block: Option<u16>,
+    /// The certificate served (the chain's first) and the file it was read from; none
+    /// while an `acme:` clause has not obtained one yet.
+    pub certificate: Option<(
+        std::path::PathBuf,
+        rustls_pki_types::CertificateDer<'static>,
+    )>,
 }
 
 /// TLS-ALPN-01 challenge certificates being validated, by the name they are for: shown to

@@ -173,6 +173,7 @@ pub fn tls_service(
     }
     let bad = |e: String| format!("{}: tls-service-pem/tls-service-key: {e}", pem.loc);
     let (certs, pkey) = read_pair(&at(&pem.value), &at(&key.value)).map_err(bad)?;
+    let certificate = certs.first().map(|c| (at(&pem.value), c.clone()));
     let mut dot = build(certs.clone(), pkey.clone_key(), &[ALPN_DOT], false)
         .map_err(|e| bad(format!("{} and its key: {e}", pem.value)))?;
     dot.ticketer = ticketer()?;
@@ -206,6 +207,7 @@ pub fn tls_service(
         doh: Arc::new(doh),
         doq: Arc::new(doq),
         pad_block: s.pad_responses.then_some(s.pad_responses_block_size),
+        certificate,
     })))
 }
 
@@ -266,6 +268,7 @@ fn challenges_only(s: &skua_config::Server) -> Result<Arc<TlsService>, String> {
         doh: Arc::new(doh),
         doq: Arc::new(doq),
         pad_block: s.pad_responses.then_some(s.pad_responses_block_size),
+        certificate: None,
     }))
 }
 
