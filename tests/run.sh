@@ -44,12 +44,20 @@ PEBBLE_BIN="$PWD/target/tools/pebble-$PEBBLE_VERSION/pebble"
 if [[ ! -x $PEBBLE_BIN ]]; then
     GO=$(command -v go || true)
     [[ -z $GO && -x /usr/local/go/bin/go ]] && GO=/usr/local/go/bin/go
-    if [[ -z $GO ]]; then
-        echo "tests/run.sh: Go is needed to build pebble $PEBBLE_VERSION for the ACME tests (not on PATH, not /usr/local/go/bin/go)" >&2
+    if [[ -z $GO && $(id -u) -eq 0 ]]; then
+        # No Go here: bookworm-backports' (1.23) fetches the toolchain pebble's go.mod asks
+        # for (1.25) from the Go module proxy by itself (GOTOOLCHAIN=auto).
+        echo "== golang-1.23-go (bookworm-backports)"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            -t bookworm-backports golang-1.23-go >/dev/null
+        GO=/usr/lib/go-1.23/bin/go
+    fi
+    if [[ -z $GO || ! -x $GO ]]; then
+        echo "tests/run.sh: Go is needed to build pebble $PEBBLE_VERSION for the ACME tests (not on PATH, not /usr/local/go/bin/go; run as root to install it)" >&2
         exit 1
     fi
     echo "== pebble $PEBBLE_VERSION (go install)"
-    GOBIN="$(dirname "$PEBBLE_BIN")" "$GO" install "github.com/letsencrypt/pebble/v2/cmd/pebble@$PEBBLE_VERSION"
+    GOTOOLCHAIN=auto GOBIN="$(dirname "$PEBBLE_BIN")" "$GO" install "github.com/letsencrypt/pebble/v2/cmd/pebble@$PEBBLE_VERSION"
 fi
 export SKUA_PEBBLE="$PEBBLE_BIN"
 

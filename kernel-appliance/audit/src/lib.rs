@@ -127,6 +127,9 @@ pub mod kind {
     pub const TLS_FAILED: &str = "tls-failed";
     /// An ACME order asked for through the API.
     pub const TLS_RENEW_REQUESTED: &str = "tls-renew-requested";
+    /// Another certificate put in force for the encrypted listeners (a reload after a
+    /// renewal or an operator's new files): new handshakes get it from now on.
+    pub const TLS_SWAPPED: &str = "tls-swapped";
 
     /// Reserved: the chain moves to another key.
     pub const KEY_ROTATION: &str = "key-rotation";

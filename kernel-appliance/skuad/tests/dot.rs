@@ -228,13 +228,26 @@ fn twenty_certificate_swaps_under_load_lose_nothing() {
     std::fs::copy(&leaves[0].0, &pem).unwrap();
     std::fs::copy(&leaves[0].1, &key).unwrap();
     let (dns, api, tls, https) = (free_port(), free_port(), free_port(), free_port());
+    let audit_key = dir.0.join("audit.key");
+    std::fs::write(
+        &audit_key,
+        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&audit_key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
     let mut conf = config(dns, api, &dir.0, "");
     conf.push_str(&format!(
         "server:\n  interface: 127.0.0.1@{tls}\n  tls-port: {tls}\n  \
          interface: 127.0.0.1@{https}\n  https-port: {https}\n  \
-         tls-service-pem: \"{}\"\n  tls-service-key: \"{}\"\n",
+         tls-service-pem: \"{}\"\n  tls-service-key: \"{}\"\n\
+         audit:\n  log: \"{}\"\n  key: file:{}\n",
         pem.display(),
-        key.display()
+        key.display(),
+        dir.0.join("audit.log").display(),
+        audit_key.display()
     ));
     let d = start(&dir.0, &conf, dns, api);
     let stop = Arc::new(AtomicBool::new(false));
@@ -304,6 +317,42 @@ fn twenty_certificate_swaps_under_load_lose_nothing() {
         assert!(ok >= 10, "the kdig {mode} loop ran ({ok})");
     }
     eprintln!("{kept_answers} answers on the kept connections");
+    // Every swap audited (tls-swapped) with the serial it replaced and the new one; a
+    // reload with the same files would not be (none here).
+    let serial = |pem: &Path| {
+        let out = std::process::Command::new("openssl")
+            .args(["x509", "-noout", "-serial", "-in"])
+            .arg(pem)
+            .output()
+            .unwrap();
+        let s = String::from_utf8_lossy(&out.stdout);
+        let hex = s.trim().trim_start_matches("serial=").to_ascii_lowercase();
+        // x509-parser's raw serial keeps a leading zero octet openssl does not print.
+        hex.trim_start_matches("00").to_string()
+    };
+    let serials = [serial(&leaves[0].0), serial(&leaves[1].0)];
+    let log = std::fs::read_to_string(dir.0.join("audit.log")).unwrap();
+    let swaps: Vec<(String, String)> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["kind"] == "tls-swapped")
+        .map(|e| {
+            let f = |k: &str| {
+                e["detail"][k]
+                    .as_str()
+                    .unwrap_or("")
+                    .trim_start_matches("00")
+                    .to_string()
+            };
+            (f("previous_serial"), f("serial"))
+        })
+        .collect();
+    assert_eq!(swaps.len(), 20, "{log}");
+    for (i, (prev, new)) in swaps.iter().enumerate() {
+        let i = i + 1;
+        assert_eq!(new, &serials[i % 2], "swap {i}: {log}");
+        assert_eq!(prev, &serials[(i + 1) % 2], "swap {i}: {log}");
+    }
 }
 
 /// Clients that stall mid-handshake are cut off after the handshake timeout (here the

@@ -46,6 +46,7 @@ use instant_acme::{
 };
 
 use crate::base::log;
+use crate::control::tls::{CertFacts, cert_facts};
 use crate::control::{Change, Control};
 
 /// What the ACME task does, from the configuration.
@@ -352,56 +353,6 @@ impl Acme {
 
 fn unix(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
-/// What skuad shows of a certificate.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CertFacts {
-    /// Its DNS names (subjectAltName), lower case.
-    pub names: Vec<String>,
-    /// Its serial number, hex (lower case, no separators).
-    pub serial: String,
-    /// Its issuer (RFC 4514 form).
-    pub issuer: String,
-    /// Not before, Unix seconds.
-    pub not_before: u64,
-    /// Not after, Unix seconds.
-    pub not_after: u64,
-}
-
-/// The facts of the DER certificate `der`, none if it does not parse.
-pub fn cert_facts(der: &[u8]) -> Option<CertFacts> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-    let v = cert.validity();
-    let names = cert
-        .subject_alternative_name()
-        .ok()
-        .flatten()
-        .map(|san| {
-            san.value
-                .general_names
-                .iter()
-                .filter_map(|g| match g {
-                    x509_parser::extensions::GeneralName::DNSName(n) => {
-                        Some(n.to_ascii_lowercase())
-                    }
-                    _ => None,
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    Some(CertFacts {
-        names,
-        serial: cert
-            .tbs_certificate
-            .raw_serial()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect(),
-        issuer: cert.issuer().to_string(),
-        not_before: v.not_before.timestamp().max(0) as u64,
-        not_after: v.not_after.timestamp().max(0) as u64,
-    })
 }
 
 /// The first certificate in the PEM file `path`: its DER and its facts.

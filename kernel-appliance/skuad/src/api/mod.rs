@@ -642,10 +642,10 @@ fn acme_prometheus(ctl: &Api) -> String {
 }
 
 /// The certificate the encrypted listeners serve now (as last loaded), if any.
-fn certificate_in_force(ctl: &Control) -> Option<acme::CertFacts> {
+fn certificate_in_force(ctl: &Control) -> Option<crate::control::tls::CertFacts> {
     let svc = ctl.serving.tls.service.load_full()?;
     let (_, der) = svc.certificate.as_ref()?;
-    acme::cert_facts(der)
+    crate::control::tls::cert_facts(der)
 }
 
 async fn config(State(ctl): Ctl) -> Response {
@@ -997,7 +997,7 @@ async fn tls_status(State(ctl): Ctl) -> Result<Response, ApiError> {
         .as_ref()
         .and_then(|s| s.certificate.as_ref())
         .and_then(|(file, der)| {
-            let c = acme::cert_facts(der)?;
+            let c = crate::control::tls::cert_facts(der)?;
             Some(json!({
                 "file": file.display().to_string(),
                 "names": c.names,

@@ -1022,6 +1022,13 @@ impl Control {
         }
         let (records, warnings) = self.install(loaded, view);
         // New handshakes take the new certificate; connections in progress keep theirs.
+        // Another certificate than the one in force is audited before it serves.
+        if let Some(detail) = tls::swap_detail(
+            self.serving.tls.service.load().as_deref(),
+            tls_service.as_deref(),
+        ) {
+            self.record(skua_audit::kind::TLS_SWAPPED, "system", None, detail);
+        }
         self.serving.tls.service.store(tls_service);
         self.serving
             .tls

@@ -312,3 +312,79 @@ pub fn doh_params(s: &skua_config::Server) -> DohParams {
         pad_block: s.pad_responses.then_some(s.pad_responses_block_size),
     }
 }
+
+/// What skuad shows of a certificate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CertFacts {
+    /// Its DNS names (subjectAltName), lower case.
+    pub names: Vec<String>,
+    /// Its serial number, hex (lower case, no separators).
+    pub serial: String,
+    /// Its issuer (RFC 4514 form).
+    pub issuer: String,
+    /// Not before, Unix seconds.
+    pub not_before: u64,
+    /// Not after, Unix seconds.
+    pub not_after: u64,
+}
+
+/// The facts of the DER certificate `der`, none if it does not parse.
+pub fn cert_facts(der: &[u8]) -> Option<CertFacts> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let v = cert.validity();
+    let names = cert
+        .subject_alternative_name()
+        .ok()
+        .flatten()
+        .map(|san| {
+            san.value
+                .general_names
+                .iter()
+                .filter_map(|g| match g {
+                    x509_parser::extensions::GeneralName::DNSName(n) => {
+                        Some(n.to_ascii_lowercase())
+                    }
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(CertFacts {
+        names,
+        serial: cert
+            .tbs_certificate
+            .raw_serial()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+        issuer: cert.issuer().to_string(),
+        not_before: v.not_before.timestamp().max(0) as u64,
+        not_after: v.not_after.timestamp().max(0) as u64,
+    })
+}
+
+/// What the audit log says of a swap of the encrypted listeners' certificate (`tls-swapped`):
+/// the file, the serial in force before and the new certificate's facts; none when the
+/// certificate does not change (a reload with the same files, no certificate before or
+/// after: a first certificate is `tls-issued`'s or the start's).
+pub fn swap_detail(
+    old: Option<&crate::base::tls::TlsService>,
+    new: Option<&crate::base::tls::TlsService>,
+) -> Option<serde_json::Value> {
+    let (old_file, old_der) = old?.certificate.as_ref()?;
+    let (file, der) = new?.certificate.as_ref()?;
+    if old_der == der {
+        return None;
+    }
+    let facts = |d: &[u8]| cert_facts(d);
+    let before = facts(old_der);
+    let after = facts(der);
+    Some(serde_json::json!({
+        "file": file.display().to_string(),
+        "previous_file": (old_file != file).then(|| old_file.display().to_string()),
+        "previous_serial": before.map(|f| f.serial),
+        "serial": after.as_ref().map(|f| f.serial.clone()),
+        "names": after.as_ref().map(|f| f.names.clone()),
+        "not_after": after.as_ref().map(|f| f.not_after),
+    }))
+}
