@@ -162,9 +162,14 @@ start_server() {
             fi
             return
         fi
+        if ! kill -0 "$PID" 2>/dev/null; then
+            tail -5 "$WORK/$srv.log" >&2 || true
+            die "$srv exited at start (its log above)"
+        fi
         sleep 0.1
     done
-    die "$srv does not answer $transport (see $WORK/$srv.log)"
+    tail -5 "$WORK/$srv.log" >&2 || true
+    die "$srv does not answer $transport (its log above)"
 }
 stop_server() {
     kill "$PID" 2>/dev/null || true
@@ -175,6 +180,10 @@ stop_server() {
         BACKEND=""
     fi
 }
+
+# CPU time (user + system, clock ticks) of a process and all its threads so far: the
+# server core's share during a load tells whether the server or the client was the limit.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 # Load on established connections: prints 'qps p99_ms lost'.
 run_load() {
@@ -297,18 +306,21 @@ PY
     awk -v a="$after" -v b="$before" -v n="$IDLE" 'BEGIN { printf "%.1f\n", (a - b) / n }'
 }
 
-declare -A QPS P99 HS IDLEK
+declare -A QPS P99 HS IDLEK BUSY
 for transport in $TRANSPORTS; do
     for rep in $(seq "$REPS"); do
         for srv in $SERVERS; do
             k="$transport/$srv"
             log "$transport rep $rep: $srv"
             start_server "$srv" "$transport"
+            t0=$(cpu_ticks "$PID")
             read -r qps p99 lost < <(run_load "$transport")
+            busy=$(awk -v a="$t0" -v b="$(cpu_ticks "$PID")" -v hz="$(getconf CLK_TCK)" \
+                -v d="$DURATION" 'BEGIN { printf "%.0f", (b - a) / hz / d * 100 }')
             hs=$(run_handshakes "$transport")
-            QPS[$k]+="$qps "; P99[$k]+="$p99 "; HS[$k]+="$hs "
+            QPS[$k]+="$qps "; P99[$k]+="$p99 "; HS[$k]+="$hs "; BUSY[$k]+="$busy "
             if [[ $rep -eq 1 ]]; then IDLEK[$k]=$(run_idle "$transport"); fi
-            log "  $srv: $qps qps, p99 ~$p99 ms, lost $lost; $hs handshakes/s"
+            log "  $srv: $qps qps (server core $busy% busy), p99 ~$p99 ms, lost $lost; $hs handshakes/s"
             stop_server
         done
     done
@@ -318,12 +330,12 @@ stats() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -n | awk '{ v[NR] = $1 } END
     printf "%s (min %s, max %s)", v[int((NR + 1) / 2)], v[1], v[NR] }'; }
 echo
 echo "$REPS interleaved repetitions of ${DURATION} s, one server core (CPU 1), client on CPU 0: DoT dnsperf -c 20 -q 200, DoH h2load -c 20 -m 10 (HTTP/2 POST)"
-printf '%-14s %-32s %-32s %-32s %s\n' server "qps (median)" "p99 ms (mean+2.33sd)" "new handshakes/s" "KiB/idle conn ($IDLE)"
+printf '%-14s %-32s %-22s %-32s %-32s %s\n' server "qps (median)" "server core busy %" "p99 ms (mean+2.33sd)" "new handshakes/s" "KiB/idle conn ($IDLE)"
 for transport in $TRANSPORTS; do
     for srv in $SERVERS; do
         k="$transport/$srv"
-        printf '%-14s %-32s %-32s %-32s %s\n' "$k" "$(stats "${QPS[$k]}")" \
-            "$(stats "${P99[$k]}")" "$(stats "${HS[$k]}")" "${IDLEK[$k]}"
+        printf '%-14s %-32s %-22s %-32s %-32s %s\n' "$k" "$(stats "${QPS[$k]}")" \
+            "$(stats "${BUSY[$k]}")" "$(stats "${P99[$k]}")" "$(stats "${HS[$k]}")" "${IDLEK[$k]}"
     done
 done
 if [[ -n "$OUT" ]]; then
@@ -331,7 +343,7 @@ if [[ -n "$OUT" ]]; then
         for transport in $TRANSPORTS; do
             for srv in $SERVERS; do
                 k="$transport/$srv"
-                printf '%s\t%s\t%s\t%s\t%s\n' "$k" "${QPS[$k]}" "${HS[$k]}" "${IDLEK[$k]}" "${P99[$k]}"
+                printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$k" "${QPS[$k]}" "${HS[$k]}" "${IDLEK[$k]}" "${P99[$k]}" "${BUSY[$k]}"
             done
         done
     } | python3 -c '
@@ -339,8 +351,9 @@ import json, sys
 f = lambda s: [float(x) for x in s.split()]
 out = {}
 for line in sys.stdin:
-    k, q, h, i, p = line.rstrip("\n").split("\t")
-    out[k] = {"qps": f(q), "handshakes": f(h), "idle_kib": float(i), "p99_ms": f(p)}
+    k, q, h, i, p, b = line.rstrip("\n").split("\t")
+    out[k] = {"qps": f(q), "handshakes": f(h), "idle_kib": float(i), "p99_ms": f(p),
+              "server_busy_pct": f(b)}
 json.dump(out, open(sys.argv[1], "w"), indent=1)
 ' "$OUT"
 fi

@@ -374,8 +374,8 @@ async fn tls_conn(stream: TcpStream, c: Conn, https: bool) {
     let limit = c.idle.min(HANDSHAKE_TIMEOUT);
     let stream = match tokio::time::timeout(limit, acceptor.accept(stream)).await {
         Ok(Ok(t)) => t,
-        Ok(Err(_)) => {
-            inc(&hs.failed);
+        Ok(Err(e)) => {
+            hs.fail(crate::base::tls::HandshakeFailure::of_io(&e));
             return;
         }
         Err(_) => {
