@@ -39,9 +39,13 @@ pub fn run(source: Source, xdp_opts: &XdpOptions) -> Result<(), String> {
     skua_netio::release_free_memory();
     // The runtime and the signal handlers come first: a SIGHUP or SIGTERM that arrives as
     // soon as we answer must find its handler, not the default action (which kills).
+    //
+    // It also serves every stream connection (TCP, DNS over TLS, HTTPS and QUIC), so it
+    // gets as many threads as the UDP workers: encrypted DNS is not held to one core on a
+    // machine with many (a change of num-threads takes effect at the next start).
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("tcp")
+        .worker_threads(boot.settings.threads.max(1))
+        .thread_name("stream")
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start runtime: {e}"))?;

@@ -249,4 +249,9 @@ async fn dns_over_quic_answers_like_udp_and_keeps_to_the_protocol() {
         metric("skua_tls_handshakes_total{transport=\"doq\",result=\"failed\"}") >= 1,
         "{m}"
     );
+    // The h3 client's: no application protocol in common (RFC 9001 §8.1, TLS alert 120).
+    assert!(
+        metric("skua_tls_handshake_failures_total{transport=\"doq\",reason=\"alpn\"}") >= 1,
+        "{m}"
+    );
 }

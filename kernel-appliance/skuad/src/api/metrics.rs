@@ -212,6 +212,24 @@ fn encrypted_prometheus(p: &mut Prom, ctl: &Control) {
         }
     }
     p.head(
+        "skua_tls_handshake_failures_total",
+        "counter",
+        "Failed TLS handshakes by transport and reason: alpn (no application protocol in common), incompatible (no version or cipher in common), protocol (not TLS, malformed, an alert), closed (closed or reset first); timeouts are skua_tls_handshakes_total{result=\"timeout\"}.",
+    );
+    for (transport, s) in [
+        ("dot", &t.dot_handshakes),
+        ("doh", &t.doh_handshakes),
+        ("doq", &t.doq_handshakes),
+    ] {
+        for why in crate::base::tls::HandshakeFailure::ALL {
+            p.line(
+                "skua_tls_handshake_failures_total",
+                &[("transport", transport), ("reason", why.label())],
+                r(&s.failures[why as usize]),
+            );
+        }
+    }
+    p.head(
         "skua_encrypted_queries_total",
         "counter",
         "Queries received over the encrypted transports (also counted in skua_queries_total).",

@@ -96,6 +96,89 @@ pub struct HandshakeStats {
     pub timeout: AtomicU64,
     /// Resumed sessions (a ticket or the session cache).
     pub resumed: AtomicU64,
+    /// The failed ones by reason, indexed by [`HandshakeFailure`].
+    pub failures: [AtomicU64; HandshakeFailure::ALL.len()],
+}
+
+impl HandshakeStats {
+    /// Counts a failed handshake and its reason.
+    pub fn fail(&self, why: HandshakeFailure) {
+        inc(&self.failed);
+        inc(&self.failures[why as usize]);
+    }
+}
+
+/// Why a TLS handshake failed, as operators tell misconfigured clients from attacks and
+/// from networks that cut connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HandshakeFailure {
+    /// No application protocol in common (RFC 7301 §3.2 `no_application_protocol`): a
+    /// client asking for something else than `dot`, `h2`/`http/1.1` or `doq`.
+    Alpn = 0,
+    /// No TLS version, cipher suite, group or signature scheme in common (TLS 1.0/1.1
+    /// clients, RFC 8996; a client with only unsupported suites).
+    Incompatible = 1,
+    /// Not TLS, or TLS the peer broke (a malformed message, an unexpected one, plain DNS
+    /// sent to the TLS port, a fatal alert the client sent).
+    Protocol = 2,
+    /// The connection closed or was reset before the handshake ended.
+    Closed = 3,
+}
+
+impl HandshakeFailure {
+    /// Every reason, in index order.
+    pub const ALL: [HandshakeFailure; 4] = [
+        HandshakeFailure::Alpn,
+        HandshakeFailure::Incompatible,
+        HandshakeFailure::Protocol,
+        HandshakeFailure::Closed,
+    ];
+
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            HandshakeFailure::Alpn => "alpn",
+            HandshakeFailure::Incompatible => "incompatible",
+            HandshakeFailure::Protocol => "protocol",
+            HandshakeFailure::Closed => "closed",
+        }
+    }
+
+    /// The reason of a failed rustls handshake (tokio-rustls reports rustls' errors as an
+    /// `io::Error` of kind `InvalidData` carrying them).
+    pub fn of_io(e: &std::io::Error) -> Self {
+        match e
+            .get_ref()
+            .and_then(|i| i.downcast_ref::<tokio_rustls::rustls::Error>())
+        {
+            Some(r) => Self::of_rustls(r),
+            None if e.kind() == std::io::ErrorKind::InvalidData => Self::Protocol,
+            None => Self::Closed,
+        }
+    }
+
+    /// The reason of a rustls error.
+    pub fn of_rustls(e: &tokio_rustls::rustls::Error) -> Self {
+        use tokio_rustls::rustls::Error;
+        match e {
+            Error::NoApplicationProtocol => Self::Alpn,
+            Error::PeerIncompatible(_) => Self::Incompatible,
+            _ => Self::Protocol,
+        }
+    }
+
+    /// The reason of a failed QUIC handshake: the TLS alert carried in a CRYPTO_ERROR
+    /// (RFC 9001 §4.8: 0x100 + the alert), else how the connection ended.
+    pub fn of_quic_alert(alert: Option<u8>) -> Self {
+        match alert {
+            // no_application_protocol (RFC 7301 §3.2).
+            Some(120) => Self::Alpn,
+            // handshake_failure, protocol_version, insufficient_security.
+            Some(40) | Some(70) | Some(71) => Self::Incompatible,
+            Some(_) => Self::Protocol,
+            None => Self::Closed,
+        }
+    }
 }
 
 /// Adds one to `c`.

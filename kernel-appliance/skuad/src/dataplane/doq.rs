@@ -163,7 +163,10 @@ async fn accept(
         };
         // The certificate in force now, whatever the endpoint started with.
         let Ok(connecting) = incoming.accept_with(service.doq.clone()) else {
-            inc(&shared.tls.doq_handshakes.failed);
+            shared
+                .tls
+                .doq_handshakes
+                .fail(crate::base::tls::HandshakeFailure::Protocol);
             continue;
         };
         let c = Conn {
@@ -188,8 +191,8 @@ async fn connection(connecting: quinn::Connecting, c: Conn, pad: Option<u16>) {
     let limit = c.idle.min(HANDSHAKE_TIMEOUT);
     let conn = match tokio::time::timeout(limit, connecting).await {
         Ok(Ok(conn)) => conn,
-        Ok(Err(_)) => {
-            inc(&hs.failed);
+        Ok(Err(e)) => {
+            hs.fail(quic_failure(&e));
             return;
         }
         Err(_) => {
@@ -307,4 +310,27 @@ async fn stream(
 pub(crate) fn bind(addr: SocketAddr, freebind: bool) -> std::io::Result<std::net::UdpSocket> {
     let fd = skua_netio::bind_socket(addr, skua_netio::Kind::Udp, false, None, None, 0, freebind)?;
     Ok(std::net::UdpSocket::from(fd))
+}
+
+/// Why a QUIC handshake failed: the TLS alert of a CRYPTO_ERROR (RFC 9001 §4.8: codes
+/// 0x100 to 0x1ff), sent by either side, else how the connection ended.
+fn quic_failure(e: &quinn::ConnectionError) -> crate::base::tls::HandshakeFailure {
+    use crate::base::tls::HandshakeFailure;
+    use quinn::ConnectionError;
+    let alert = |code: quinn::TransportErrorCode| {
+        let c = u64::from(code);
+        (0x100..=0x1ff).contains(&c).then_some((c - 0x100) as u8)
+    };
+    match e {
+        ConnectionError::VersionMismatch => HandshakeFailure::Incompatible,
+        ConnectionError::TransportError(t) => match alert(t.code) {
+            Some(a) => HandshakeFailure::of_quic_alert(Some(a)),
+            None => HandshakeFailure::Protocol,
+        },
+        ConnectionError::ConnectionClosed(c) => match alert(c.error_code) {
+            Some(a) => HandshakeFailure::of_quic_alert(Some(a)),
+            None => HandshakeFailure::Protocol,
+        },
+        _ => HandshakeFailure::of_quic_alert(None),
+    }
 }

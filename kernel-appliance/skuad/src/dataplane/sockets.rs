@@ -47,6 +47,9 @@ const RX_BUF: usize = 4096;
 const TCP_SNDBUF: usize = 64 * 1024;
 /// How often blocked UDP workers look at the stop flag.
 const POLL: Duration = Duration::from_millis(200);
+/// Replies written together on a stream connection, at most (octets): one TLS record's
+/// plaintext (RFC 8446 §5.1).
+const COALESCE_MAX: usize = 16 * 1024;
 
 /// One kernel-socket UDP worker: runs until the daemon or its group stops. With a `gate`
 /// (a service address under the host agent's lease) it answers only while the lease holds:
@@ -193,11 +196,22 @@ where
     // forever: writes get the idle timeout too.
     let wgate = gate.clone();
     let writer = tokio::spawn(async move {
-        while let Some(buf) = rx.recv().await {
+        while let Some(mut buf) = rx.recv().await {
             // The lease may have ended since the query was read (a resolver answer comes
             // later): then nothing more is written on this connection.
             if !lease::open(&wgate) {
                 break;
+            }
+            // Replies already queued behind this one (a client pipelining its queries,
+            // RFC 7766 §6.2.1.1) go out in the same write: one system call and, over TLS,
+            // one record for all of them instead of one each. Bounded to one TLS record's
+            // plaintext (RFC 8446 §5.1); the batch is freed after the write, so an idle
+            // connection keeps no buffer.
+            while buf.len() < COALESCE_MAX {
+                match rx.try_recv() {
+                    Ok(more) => buf.extend_from_slice(&more),
+                    Err(_) => break,
+                }
             }
             match tokio::time::timeout(idle, async {
                 wr.write_all(&buf).await?;
@@ -360,8 +374,8 @@ async fn tls_conn(stream: TcpStream, c: Conn, https: bool) {
     let limit = c.idle.min(HANDSHAKE_TIMEOUT);
     let stream = match tokio::time::timeout(limit, acceptor.accept(stream)).await {
         Ok(Ok(t)) => t,
-        Ok(Err(_)) => {
-            inc(&hs.failed);
+        Ok(Err(e)) => {
+            hs.fail(crate::base::tls::HandshakeFailure::of_io(&e));
             return;
         }
         Err(_) => {
