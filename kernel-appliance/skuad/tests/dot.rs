@@ -186,9 +186,8 @@ fn dns_over_tls_serves_pads_and_takes_a_new_certificate_without_a_restart() {
     assert_eq!(count("timeout"), 0, "{m}");
     // And why: the h2-only client had no protocol in common, plain DNS is not TLS.
     let failures = |reason: &str| -> u64 {
-        let key = format!(
-            "skua_tls_handshake_failures_total{{transport=\"dot\",reason=\"{reason}\"}} "
-        );
+        let key =
+            format!("skua_tls_handshake_failures_total{{transport=\"dot\",reason=\"{reason}\"}} ");
         m.lines()
             .find_map(|l| l.strip_prefix(key.as_str()))
             .and_then(|v| v.parse().ok())

@@ -162,12 +162,14 @@ async fn accept(
             continue;
         };
         // The certificate in force now, whatever the endpoint started with.
-        let Ok(connecting) = incoming.accept_with(service.doq.clone()) else {
-            shared
-                .tls
-                .doq_handshakes
-                .fail(crate::base::tls::HandshakeFailure::Protocol);
-            continue;
+        // The client's first flight (its ClientHello) is read here: a handshake that
+        // fails at once (no ALPN in common, say) fails here.
+        let connecting = match incoming.accept_with(service.doq.clone()) {
+            Ok(c) => c,
+            Err(e) => {
+                shared.tls.doq_handshakes.fail(quic_failure(&e));
+                continue;
+            }
         };
         let c = Conn {
             peer,
