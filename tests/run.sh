@@ -44,10 +44,17 @@ PEBBLE_BIN="$PWD/target/tools/pebble-$PEBBLE_VERSION/pebble"
 if [[ ! -x $PEBBLE_BIN ]]; then
     GO=$(command -v go || true)
     [[ -z $GO && -x /usr/local/go/bin/go ]] && GO=/usr/local/go/bin/go
+    [[ -z $GO && -x /usr/lib/go-1.23/bin/go ]] && GO=/usr/lib/go-1.23/bin/go
     if [[ -z $GO && $(id -u) -eq 0 ]]; then
         # No Go here: bookworm-backports' (1.23) fetches the toolchain pebble's go.mod asks
         # for (1.25) from the Go module proxy by itself (GOTOOLCHAIN=auto).
         echo "== golang-1.23-go (bookworm-backports)"
+        src=/etc/apt/sources.list.d/bookworm-backports.sources
+        if [[ ! -f $src ]]; then
+            # The same source qemu/deps.sh writes (it runs later).
+            printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' > "$src"
+        fi
+        apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
             -t bookworm-backports golang-1.23-go >/dev/null
         GO=/usr/lib/go-1.23/bin/go

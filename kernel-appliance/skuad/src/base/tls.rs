@@ -119,7 +119,7 @@ pub enum HandshakeFailure {
     /// clients, RFC 8996; a client with only unsupported suites).
     Incompatible = 1,
     /// Not TLS, or TLS the peer broke (a malformed message, an unexpected one, plain DNS
-    /// sent to the TLS port, a fatal alert the client sent).
+    /// sent to the TLS port, another fatal alert than those above).
     Protocol = 2,
     /// The connection closed or was reset before the handshake ended.
     Closed = 3,
@@ -157,26 +157,26 @@ impl HandshakeFailure {
         }
     }
 
-    /// The reason of a rustls error.
+    /// The reason of a rustls error: skuad's own finding, or the alert the client sent
+    /// (read with the same table as QUIC's, so the two transports count alike).
     pub fn of_rustls(e: &tokio_rustls::rustls::Error) -> Self {
         use tokio_rustls::rustls::Error;
         match e {
             Error::NoApplicationProtocol => Self::Alpn,
             Error::PeerIncompatible(_) => Self::Incompatible,
+            Error::AlertReceived(a) => Self::of_alert(u8::from(*a)),
             _ => Self::Protocol,
         }
     }
 
-    /// The reason of a failed QUIC handshake: the TLS alert carried in a CRYPTO_ERROR
-    /// (RFC 9001 §4.8: 0x100 + the alert), else how the connection ended.
-    pub fn of_quic_alert(alert: Option<u8>) -> Self {
+    /// The reason a TLS alert (RFC 8446 §6) gives, whichever side sent it.
+    pub fn of_alert(alert: u8) -> Self {
         match alert {
             // no_application_protocol (RFC 7301 §3.2).
-            Some(120) => Self::Alpn,
+            120 => Self::Alpn,
             // handshake_failure, protocol_version, insufficient_security.
-            Some(40) | Some(70) | Some(71) => Self::Incompatible,
-            Some(_) => Self::Protocol,
-            None => Self::Closed,
+            40 | 70 | 71 => Self::Incompatible,
+            _ => Self::Protocol,
         }
     }
 }

@@ -167,7 +167,11 @@ async fn accept(
         let connecting = match incoming.accept_with(service.doq.clone()) {
             Ok(c) => c,
             Err(e) => {
-                shared.tls.doq_handshakes.fail(quic_failure(&e));
+                let hs = &shared.tls.doq_handshakes;
+                match quic_failure(&e) {
+                    Some(why) => hs.fail(why),
+                    None => inc(&hs.timeout),
+                }
                 continue;
             }
         };
@@ -194,7 +198,10 @@ async fn connection(connecting: quinn::Connecting, c: Conn, pad: Option<u16>) {
     let conn = match tokio::time::timeout(limit, connecting).await {
         Ok(Ok(conn)) => conn,
         Ok(Err(e)) => {
-            hs.fail(quic_failure(&e));
+            match quic_failure(&e) {
+                Some(why) => hs.fail(why),
+                None => inc(&hs.timeout),
+            }
             return;
         }
         Err(_) => {
@@ -315,24 +322,27 @@ pub(crate) fn bind(addr: SocketAddr, freebind: bool) -> std::io::Result<std::net
 }
 
 /// Why a QUIC handshake failed: the TLS alert of a CRYPTO_ERROR (RFC 9001 §4.8: codes
-/// 0x100 to 0x1ff), sent by either side, else how the connection ended.
-fn quic_failure(e: &quinn::ConnectionError) -> crate::base::tls::HandshakeFailure {
+/// 0x100 to 0x1ff), sent by either side; another transport error of ours is a protocol
+/// failure; a connection the client closed otherwise, or reset, is closed; none for
+/// quinn's own idle timeout (a timeout, counted as such by the caller).
+fn quic_failure(e: &quinn::ConnectionError) -> Option<crate::base::tls::HandshakeFailure> {
     use crate::base::tls::HandshakeFailure;
     use quinn::ConnectionError;
     let alert = |code: quinn::TransportErrorCode| {
         let c = u64::from(code);
         (0x100..=0x1ff).contains(&c).then_some((c - 0x100) as u8)
     };
-    match e {
+    Some(match e {
+        ConnectionError::TimedOut => return None,
         ConnectionError::VersionMismatch => HandshakeFailure::Incompatible,
         ConnectionError::TransportError(t) => match alert(t.code) {
-            Some(a) => HandshakeFailure::of_quic_alert(Some(a)),
+            Some(a) => HandshakeFailure::of_alert(a),
             None => HandshakeFailure::Protocol,
         },
         ConnectionError::ConnectionClosed(c) => match alert(c.error_code) {
-            Some(a) => HandshakeFailure::of_quic_alert(Some(a)),
-            None => HandshakeFailure::Protocol,
+            Some(a) => HandshakeFailure::of_alert(a),
+            None => HandshakeFailure::Closed,
         },
-        _ => HandshakeFailure::of_quic_alert(None),
-    }
+        _ => HandshakeFailure::Closed,
+    })
 }

@@ -196,20 +196,36 @@ where
     // forever: writes get the idle timeout too.
     let wgate = gate.clone();
     let writer = tokio::spawn(async move {
-        while let Some(mut buf) = rx.recv().await {
+        // A reply taken from the queue that did not fit the last batch: the next one's first.
+        let mut held: Option<Vec<u8>> = None;
+        loop {
+            let mut buf = match held.take() {
+                Some(b) => b,
+                None => match rx.recv().await {
+                    Some(b) => b,
+                    None => break,
+                },
+            };
             // The lease may have ended since the query was read (a resolver answer comes
             // later): then nothing more is written on this connection.
             if !lease::open(&wgate) {
                 break;
             }
             // Replies already queued behind this one (a client pipelining its queries,
-            // RFC 7766 §6.2.1.1) go out in the same write: one system call and, over TLS,
-            // one record for all of them instead of one each. Bounded to one TLS record's
-            // plaintext (RFC 8446 §5.1); the batch is freed after the write, so an idle
-            // connection keeps no buffer.
+            // RFC 7766 §6.2.1.1) go out in the same write, in order: one system call and,
+            // over TLS, one record for all of them instead of one each. A batch stays
+            // within one TLS record's plaintext (RFC 8446 §5.1: 16 KiB; a single larger
+            // reply goes alone); it is freed after the write, so an idle connection keeps
+            // no buffer.
             while buf.len() < COALESCE_MAX {
                 match rx.try_recv() {
-                    Ok(more) => buf.extend_from_slice(&more),
+                    Ok(more) if buf.len() + more.len() <= COALESCE_MAX => {
+                        buf.extend_from_slice(&more)
+                    }
+                    Ok(more) => {
+                        held = Some(more);
+                        break;
+                    }
                     Err(_) => break,
                 }
             }
