@@ -539,3 +539,55 @@ fn a_notify_over_tls_is_padded_when_asked_and_a_signed_one_is_left_alone() {
     assert_eq!(r[3] & 0xf, 0);
     assert!(r.len() < 100, "plain TCP: not padded ({} octets)", r.len());
 }
+
+/// `GET /config` lists the encrypted listeners beside UDP and TCP: DNS over TLS, HTTPS and
+/// QUIC addresses, the ports that make them, the certificate's paths.
+#[test]
+fn the_effective_configuration_lists_the_encrypted_listeners() {
+    let dir = Dir::new("dot-effective");
+    let ca = test_ca(&dir.0, "dote");
+    let (pem, key) = test_leaf(&dir.0, "dote", "leaf", "DNS:dot.test,IP:127.0.0.1");
+    let (dns, api, tls, https) = (free_port(), free_port(), free_port(), free_port());
+    let quic = free_port();
+    let mut conf = config(dns, api, &dir.0, "");
+    conf.push_str(&format!(
+        "server:\n  interface: 127.0.0.1@{tls}\n  tls-port: {tls}\n  \
+         interface: 127.0.0.1@{https}\n  https-port: {https}\n  \
+         interface: 127.0.0.1@{quic}\n  quic-port: {quic}\n  \
+         tls-service-pem: \"{}\"\n  tls-service-key: \"{}\"\n",
+        pem.display(),
+        key.display()
+    ));
+    let d = start(&dir.0, &conf, dns, api);
+    let r = http(&d, "GET", "/config", Some(tok("operator")), None).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let s = &r.json()["effective"]["server"];
+    let at = |p: u16| serde_json::json!([format!("127.0.0.1:{p}")]);
+    assert_eq!(s["udp"], at(dns), "{s}");
+    assert_eq!(s["tcp"], at(dns), "{s}");
+    assert_eq!(s["tls"], at(tls), "{s}");
+    assert_eq!(s["https"], at(https), "{s}");
+    assert_eq!(s["https-tls"], true, "{s}");
+    assert_eq!(s["doq"], at(quic), "{s}");
+    assert_eq!(
+        (&s["tls-port"], &s["https-port"], &s["quic-port"]),
+        (
+            &serde_json::json!(tls),
+            &serde_json::json!(https),
+            &serde_json::json!(quic)
+        ),
+        "{s}"
+    );
+    assert_eq!(s["http-endpoint"], "/dns-query");
+    assert_eq!(s["tls-service-pem"], pem.display().to_string());
+    assert_eq!(s["tls-service-key"], key.display().to_string());
+    // Every one of them answers: the listing is what is served.
+    assert_eq!(
+        kdig(tls, &ca, &["+short", "a.example.", "A"]).trim(),
+        "198.18.0.1"
+    );
+    assert_eq!(
+        kdig(https, &ca, &["+https", "+short", "a.example.", "A"]).trim(),
+        "198.18.0.1"
+    );
+}
