@@ -676,6 +676,214 @@ def check_persisted(vm):
     log("api.skua.test. A -> 198.18.1.78 (added through the REST API, kept in its state file)")
 
 
+# --- certificates by ACME on the data partition ------------------------------------------
+# pebble (Debian's package, Let's Encrypt's test ACME server) runs on the host side of the
+# VM's namespace; the guest's skuad orders a certificate from it by HTTP-01 (pebble resolves
+# the name through the guest's skuad and fetches the token from the guest's port 80), keeps
+# it and its ACME account under /var/lib/skua/tls on the data partition, and serves DNS over
+# TLS with it. An upgrade and a rollback must keep serving that very certificate, without a
+# new order (docs/image.md, "Certificates").
+HOST = "198.18.1.1"
+ACME_NAME = "dot.skua.test"
+ACME_DIR = f"https://{HOST}:14000/dir"
+TLS_DIR = "/var/lib/skua/tls"
+
+
+def sh(cmd, cwd, timeout=60):
+    subprocess.run(cmd, shell=True, cwd=cwd, check=True, timeout=timeout,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+class Pebble:
+    """pebble in the VM's namespace: its HTTPS certificate from a test CA made here (the
+    guest trusts that CA with `ca-bundle:`), HTTP-01 validated on the guest's port 80, names
+    resolved through the guest's skuad. Its log counts accounts, orders and certificates."""
+
+    def __init__(self, vm, work):
+        self.vm, self.work, self.proc = vm, work, None
+        self.ca = os.path.join(work, "acme-ca.pem")
+        self.log_path = os.path.join(work, "pebble.log")
+        sh("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout acme-ca.key "
+           "-out acme-ca.pem -days 2 -subj '/CN=Skua VM test ACME CA'", work)
+        with open(os.path.join(work, "pebble.cnf"), "w") as f:
+            f.write(f"subjectAltName=IP:{HOST}\nextendedKeyUsage=serverAuth\n")
+        sh("openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout pebble.key -out pebble.csr "
+           "-subj '/CN=pebble' && openssl x509 -req -in pebble.csr -CA acme-ca.pem -CAkey acme-ca.key "
+           "-CAcreateserial -out pebble.pem -days 2 -extfile pebble.cnf", work)
+        with open(os.path.join(work, "pebble.json"), "w") as f:
+            json.dump({"pebble": {
+                "listenAddress": f"{HOST}:14000", "managementListenAddress": f"{HOST}:15000",
+                "certificate": os.path.join(work, "pebble.pem"), "privateKey": os.path.join(work, "pebble.key"),
+                "httpPort": 80, "tlsPort": 443, "ocspResponderURL": "",
+                "externalAccountBindingRequired": False}}, f)
+
+    def start(self):
+        env = dict(os.environ, PEBBLE_VA_NOSLEEP="1", PEBBLE_WFE_NONCEREJECT="0")
+        self.logf = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            ["ip", "netns", "exec", self.vm.ns, "pebble", "-config", os.path.join(self.work, "pebble.json"),
+             "-dnsserver", f"{GUEST}:53"],
+            stdout=self.logf, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while True:
+            r = self.vm.host(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "3",
+                              "--cacert", self.ca, ACME_DIR])
+            if r.stdout.strip() == "200":
+                log(f"pebble serves its directory at {ACME_DIR} (log {self.log_path})")
+                return
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"pebble did not come up: {self.read_log()[-2000:]}")
+            time.sleep(0.5)
+
+    def read_log(self):
+        return VM.read(self.log_path)
+
+    def counts(self):
+        """(accounts, orders, certificates issued) from pebble's log."""
+        text = self.read_log()
+        return (len(re.findall(r"There are now \d+ accounts in memory", text)),
+                len(re.findall(r"Added order \S+ to the db", text)),
+                len(re.findall(r"Issued certificate serial \S+", text)))
+
+    def root(self):
+        """pebble's issuing root (made anew at each pebble start), as a PEM file here."""
+        out = os.path.join(self.work, "pebble-root.pem")
+        r = self.vm.host(["curl", "-s", "-S", "--max-time", "5", "--cacert", self.ca, "-o", out,
+                          f"https://{HOST}:15000/roots/0"])
+        if r.returncode != 0:
+            raise RuntimeError(f"pebble's root: {r.stderr.strip()}")
+        return out
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        if self.proc is not None:
+            self.logf.close()
+
+
+def guest_write(vm, path, text, mode):
+    """Writes `text` (printable, no single quotes) to `path` in the guest, line by line over
+    the console (a tty line holds 4095 characters: certificates fit)."""
+    lines = " ".join(f"'{line}'" for line in text.strip().splitlines())
+    if "'" in text or len(lines) > 3500:
+        raise ValueError(f"{path}: cannot be written over the console")
+    out, rc = vm.run(f"printf '%s\\n' {lines} > {path} && chmod {mode} {path}", 60)
+    if rc != 0:
+        raise RuntimeError(f"writing {path} in the guest failed: {out!r}")
+
+
+def served_certificate(vm, root):
+    """DNS over TLS from the host to the guest: the certificate's serial and SHA-256
+    fingerprint (openssl s_client), and kdig's answer over TLS with the chain checked against
+    pebble's root for the ACME name."""
+    r = vm.host(["sh", "-c", f"echo | timeout 30 openssl s_client -connect {GUEST}:853 -servername {ACME_NAME} "
+                 "-alpn dot 2>/dev/null | openssl x509 -noout -serial -fingerprint -sha256"], timeout=40)
+    serial = re.search(r"serial=([0-9A-Fa-f]+)", r.stdout)
+    fpr = re.search(r"Fingerprint=([0-9A-F:]+)", r.stdout)
+    if not serial or not fpr:
+        raise RuntimeError(f"no certificate from {GUEST}:853: {r.stdout!r} {r.stderr!r}")
+    k = vm.host(["kdig", "+short", "+timeout=5", "+retry=1", "+tls", f"+tls-ca={root}",
+                 f"+tls-hostname={ACME_NAME}", f"@{GUEST}", "-p", "853", "www.skua.test.", "A"], timeout=40)
+    if k.stdout.strip() != "198.18.1.80":
+        raise RuntimeError(f"kdig +tls (pebble's root, {ACME_NAME}): {k.stdout!r} {k.stderr!r}")
+    return serial.group(1).upper(), fpr.group(1)
+
+
+def account_digest(vm):
+    out, rc = vm.run(f"sha256sum {TLS_DIR}/acme-account.json; stat -c '%a %U' {TLS_DIR} {TLS_DIR}/acme-account.json "
+                     f"{TLS_DIR}/key.pem", 60)
+    m = re.search(r"^([0-9a-f]{64})\s", out, re.M)
+    if rc != 0 or not m:
+        raise RuntimeError(f"no ACME account file in {TLS_DIR}: {out!r}")
+    modes = re.findall(r"^(\d+) (\S+)\s*$", out, re.M)
+    if modes != [("700", "root"), ("600", "root"), ("600", "root")]:
+        raise RuntimeError(f"{TLS_DIR} must be 0700 and its account file and key 0600, root's: {modes}")
+    return m.group(1)
+
+
+def acme_setup(vm, pebble, timeout):
+    """The guest's skuad gets a certificate by ACME from pebble; returns what to compare after
+    the upgrade: (serial, fingerprint, account file digest, pebble's counts)."""
+    # The image makes the directory (tmpfiles.d/skua.conf) on the data partition.
+    out, rc = vm.run(f"findmnt -n -o SOURCE --target {TLS_DIR}; stat -c '%a %U' {TLS_DIR}", 60)
+    if rc != 0 or "700 root" not in out or "/dev/" not in out:
+        raise RuntimeError(f"{TLS_DIR} is not a 0700 directory of root's on the data partition: {out!r}")
+    pebble.start()
+    with open(pebble.ca) as f:
+        guest_write(vm, f"{TLS_DIR}/acme-ca.pem", f.read(), "644")
+    conf = "\n".join([
+        "server:",
+        f"    local-data: \"{ACME_NAME}. 300 IN A {GUEST}\"",
+        f"    interface: {GUEST}@853",
+        "    tls-port: 853",
+        # DNS over QUIC stays off here: quic-port: points at a port with no interface.
+        "    quic-port: 8853",
+        f"    tls-service-pem: {TLS_DIR}/cert.pem",
+        f"    tls-service-key: {TLS_DIR}/key.pem",
+        "acme:",
+        f"    directory: {ACME_DIR}",
+        "    contact: mailto:ops@skua.test",
+        f"    name: {ACME_NAME}",
+        "    challenge: http-01",
+        f"    http-01-interface: {GUEST}@80",
+        f"    ca-bundle: {TLS_DIR}/acme-ca.pem",
+        f"    account-file: {TLS_DIR}/acme-account.json",
+    ])
+    guest_write(vm, "/var/lib/skua/conf.d/tls.conf", conf, "644")
+    # The ACME task starts with the process: a restart (the XDP self-test again).
+    mark = len(vm.console())
+    out, rc = vm.run("systemctl restart skuad", 120)
+    if rc != 0:
+        raise RuntimeError(f"systemctl restart skuad: {out!r}")
+    vm.wait_for(r"xdp: self-test passed on eth0", timeout, mark, what="skuad after its restart with acme:")
+    deadline = time.monotonic() + timeout
+    while True:
+        out, _ = vm.run(f"test -s {TLS_DIR}/cert.pem && echo CERT-PRESENT", 30)
+        if "CERT-PRESENT" in out and pebble.counts()[2] >= 1:
+            break
+        if time.monotonic() > deadline:
+            st, _ = vm.run("skuactl tls status", 30)
+            raise RuntimeError(f"no certificate from pebble within {timeout} s: {st.strip()!r}; pebble:\n"
+                               f"{pebble.read_log()[-2000:]}")
+        time.sleep(3)
+    root = pebble.root()
+    # The reload that puts the certificate in force follows its writing: ask until served.
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            serial, fpr = served_certificate(vm, root)
+            break
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+    digest = account_digest(vm)
+    counts = pebble.counts()
+    if counts != (1, 1, 1):
+        raise RuntimeError(f"pebble's log: want 1 account, 1 order, 1 certificate, got {counts}")
+    log(f"ACME: certificate serial {serial} (SHA-256 {fpr[:23]}...) issued by pebble, served over DoT; "
+        f"account file sha256 {digest[:16]}...")
+    return serial, fpr, digest, counts
+
+
+def check_certificate(vm, pebble, want):
+    """The certificate ordered on version 1 is still the one served, from the same account
+    file, and pebble saw no new account or order."""
+    serial, fpr, digest, counts = want
+    got_serial, got_fpr = served_certificate(vm, pebble.root())
+    if (got_serial, got_fpr) != (serial, fpr):
+        raise RuntimeError(f"DoT serves serial {got_serial}, want {serial} (the certificate from before the upgrade)")
+    got_digest = account_digest(vm)
+    if got_digest != digest:
+        raise RuntimeError(f"the ACME account file changed: sha256 {got_digest}, want {digest}")
+    got_counts = pebble.counts()
+    if got_counts != counts:
+        raise RuntimeError(f"pebble saw new ACME requests: (accounts, orders, certificates) {got_counts}, "
+                           f"want {counts}")
+    log(f"ACME: the same certificate (serial {serial}) served, account file unchanged, no new order")
+
+
 class StageFailed(Exception):
     pass
 
@@ -727,6 +935,8 @@ def upgrade_once(args):
     good, bad = padded_copy(args.good, work), padded_copy(args.broken, work)
     vm = VM(disk, snapshot=False, drives=[good, bad], screen=True, smp=args.smp, accel=args.accel)
     st = Stages(vm)
+    pebble = Pebble(vm, work)
+    cert = None
     ok = False
     try:
         st.run("boot version 1", lambda: (vm.start(), wait_booted(vm, 0, args.timeout, 1)), boot=True)
@@ -756,6 +966,7 @@ def upgrade_once(args):
             check_persisted(vm)
 
         st.run("data partition and API record", data_and_api)
+        cert = st.run("certificate by ACME on the data partition", lambda: acme_setup(vm, pebble, args.timeout))
 
         def install(dev, tries, version, slot):
             opt = f"--tries {tries} " if tries else ""
@@ -778,6 +989,7 @@ def upgrade_once(args):
             wait_blessed(vm, 2, 180)
             check_dns_through_xdp(vm)
             check_persisted(vm)
+            check_certificate(vm, pebble, cert)
             out, _ = vm.run("skuactl slots", 60)
             log("slots on version 2:\n" + out.strip())
             if not re.search(r"slot B: version 2 .*\[running\]", out):
@@ -817,6 +1029,7 @@ def upgrade_once(args):
                 raise RuntimeError("version 2 is not running from slot B after the rollback")
             check_dns_through_xdp(vm)
             check_persisted(vm)
+            check_certificate(vm, pebble, cert)
 
         st.run("version 2 serving after the rollback", after_rollback)
         ok = True
@@ -833,6 +1046,9 @@ def upgrade_once(args):
             vm.kill()  # no console to power off from
         rc = vm.stop()
         log(f"QEMU exited with {rc}")
+        pebble.stop()
+        if not ok and os.path.exists(pebble.log_path):
+            shutil.copy(pebble.log_path, vm.work)
         vm.cleanup(keep_logs=not ok)
         if not ok:
             log(f"logs kept in {vm.work}")
@@ -846,7 +1062,8 @@ def upgrade(args):
 
 
 # The scenario's stages in order (the loop's table lists them so, with any others after).
-UPGRADE_STAGES = ["boot version 1", "data partition and API record", "install version 2", "reboot into version 2",
+UPGRADE_STAGES = ["boot version 1", "data partition and API record", "certificate by ACME on the data partition",
+                  "install version 2", "reboot into version 2",
                   "version 2 blessed, serving", "install version 3 (broken, 1 try)",
                   "reboot into version 3, health gate fails", "rollback to version 2",
                   "version 2 serving after the rollback"]

@@ -268,6 +268,8 @@ pub struct Server {
     /// when a certificate is configured. Default 853 (beside DNS over TLS on TCP, as
     /// Unbound 1.20+).
     pub quic_port: u16,
+    /// Where `quic-port:` was written (the last time), for the errors and warnings about it.
+    pub quic_port_loc: Option<Loc>,
     /// `tcp-connection-limit: NETBLOCK LIMIT` entries, as written: at most LIMIT
     /// connections at once from the netblock over TCP, TLS and HTTPS (further ones are
     /// closed at once), as Unbound.
@@ -395,6 +397,7 @@ impl Default for Server {
             http_response_buffer_size: 4 << 20,
             http_notls_downstream: false,
             quic_port: 853,
+            quic_port_loc: None,
             tcp_connection_limits: Vec::new(),
             msg_cache_size: 4 << 20,
             msg_cache_slabs: 4,

@@ -1196,6 +1196,7 @@ impl Parser {
             }
             ServerKey::QuicPort => {
                 s.quic_port = ranged(name, &vals[0], 1, u16::MAX.into(), loc)? as u16;
+                s.quic_port_loc = Some(loc.clone());
             }
             ServerKey::TcpConnectionLimit => {
                 let limit = ranged(name, &vals[1], 0, u32::MAX.into(), loc)? as u32;

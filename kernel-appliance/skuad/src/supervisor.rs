@@ -222,8 +222,7 @@ pub fn run(source: Source, xdp_opts: &XdpOptions) -> Result<(), String> {
 }
 
 /// Warns when the process's descriptor limit is below what the configured caps can use at
-/// once: DNS over TCP (`incoming-num-tcp` × threads), the API's connections, and a margin
-/// for sockets, files and AF_XDP. The appliance's unit sets `LimitNOFILE=65536`; a shell's
+/// once ([`descriptors_needed`]). The appliance's unit sets `LimitNOFILE=65536`; a shell's
 /// default (1024) is fine for the defaults too.
 fn check_descriptors(settings: &Settings, api: &skua_config::Api) {
     let Some(soft) = std::fs::read_to_string("/proc/self/limits")
@@ -237,18 +236,40 @@ fn check_descriptors(settings: &Settings, api: &skua_config::Api) {
     else {
         return;
     };
-    let need = settings.tcp_limit as u64 * settings.tcp.len().max(1) as u64
-        + if api.enable {
-            u64::from(api.max_connections) * api.interfaces.len().max(1) as u64
-        } else {
-            0
-        }
-        + 256;
+    let need = descriptors_needed(settings, api);
     if soft < need {
         log::warn(format_args!(
-            "the descriptor limit is {soft}, below the {need} that DNS over TCP (incoming-num-tcp), the API (max-connections) and the sockets can use at once: raise it (LimitNOFILE=, ulimit -n) or lower those caps"
+            "the descriptor limit is {soft}, below the {need} that connections over TCP, TLS and HTTPS (incoming-num-tcp), the API (max-connections), the listening sockets (UDP, TCP, TLS, HTTPS, QUIC) and the rest can use at once: raise it (LimitNOFILE=, ulimit -n) or lower those caps"
         ));
     }
+}
+
+/// The descriptors the configured caps can hold at once:
+/// - the connections over TCP, TLS (RFC 7858) and HTTPS (RFC 8484), one descriptor each:
+///   at most `incoming-num-tcp` × threads, the one limit all stream listeners share
+///   (docs/configuration.md; the dataplane holds one semaphore for them). A DNS over QUIC
+///   connection takes a place under that limit too but no descriptor: QUIC connections
+///   share their listener's UDP socket (RFC 9250 §5.5 connections are multiplexed by
+///   connection ID);
+/// - the listening sockets: a UDP socket per thread and address, one per TCP, TLS and
+///   HTTPS address, one UDP socket per DNS over QUIC address;
+/// - the API's connections (`max-connections` per API address);
+/// - 256 for the rest: files, the resolver's upstream sockets, AF_XDP, epoll, timers.
+pub(crate) fn descriptors_needed(settings: &Settings, api: &skua_config::Api) -> u64 {
+    let streams = settings.tcp.len() + settings.tls.len() + settings.https.len();
+    let connections = if streams + settings.doq.len() > 0 {
+        settings.tcp_limit as u64
+    } else {
+        0
+    };
+    let listening =
+        (settings.udp.len() * settings.threads.max(1) + streams + settings.doq.len()) as u64;
+    let api = if api.enable {
+        u64::from(api.max_connections) * api.interfaces.len().max(1) as u64
+    } else {
+        0
+    };
+    connections + listening + api + 256
 }
 
 /// Kernel-socket counters, one line.
@@ -304,5 +325,59 @@ async fn signals(sigs: Signals, ctl: &Arc<Control>, planes: &dyn Dataplanes) -> 
                 return Ok(());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::descriptors_needed;
+    use crate::control::load::load_str;
+
+    /// The encrypted listeners count: their listening sockets (TLS, HTTPS, QUIC), and the
+    /// shared stream connection limit covers connections over TLS and HTTPS too.
+    #[test]
+    fn the_descriptor_need_counts_the_encrypted_listeners() {
+        let api = skua_config::Api::default();
+        let api_part = if api.enable {
+            u64::from(api.max_connections) * api.interfaces.len().max(1) as u64
+        } else {
+            0
+        };
+        let plain = load_str(
+            "server:\n  interface: 127.0.0.1\n  port: 5353\n  num-threads: 2\n  incoming-num-tcp: 100\n",
+            "t.conf",
+        )
+        .unwrap();
+        // 200 connections (100 x 2 threads), 2 UDP sockets + 1 TCP listener, 256.
+        assert_eq!(
+            descriptors_needed(&plain.settings, &api),
+            200 + 3 + api_part + 256
+        );
+
+        let cert = "  tls-service-pem: /nonexistent/c.pem\n  tls-service-key: /nonexistent/k.pem\n";
+        let enc = load_str(
+            &format!(
+                "server:\n  interface: 127.0.0.1\n  interface: 127.0.0.1@853\n  interface: 127.0.0.2@853\n  \
+                 interface: 127.0.0.1@443\n  port: 5353\n  num-threads: 2\n  incoming-num-tcp: 100\n{cert}"
+            ),
+            "t.conf",
+        )
+        .unwrap();
+        let s = &enc.settings;
+        assert_eq!((s.tls.len(), s.https.len(), s.doq.len()), (2, 1, 2));
+        // The same 200 connections; listening: 2 UDP + 1 TCP + 2 TLS + 1 HTTPS + 2 QUIC.
+        assert_eq!(descriptors_needed(s, &api), 200 + 8 + api_part + 256);
+
+        // Encrypted listeners only (no plain DNS address): their connections still count.
+        let only = load_str(
+            &format!(
+                "server:\n  interface: 127.0.0.1@853\n  port: 5353\n  incoming-num-tcp: 50\n{cert}"
+            ),
+            "t.conf",
+        )
+        .unwrap();
+        let s = &only.settings;
+        assert!(s.udp.is_empty() && s.tcp.is_empty(), "{s:?}");
+        assert_eq!(descriptors_needed(s, &api), 50 + 2 + api_part + 256);
     }
 }

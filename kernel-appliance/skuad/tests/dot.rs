@@ -472,3 +472,229 @@ fn pipelined_queries_are_answered_in_order_across_batches() {
     }
     assert!(bytes > 2 * 16 * 1024, "several batches: {bytes} octets");
 }
+
+/// One message over an open DNS over TLS connection (RFC 7858 §3.3: TCP framing): the
+/// reply.
+fn exchange(c: &mut Client, m: &[u8]) -> Vec<u8> {
+    let mut framed = (m.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(m);
+    c.tls.write_all(&framed).unwrap();
+    c.tls.flush().unwrap();
+    let mut len = [0u8; 2];
+    c.tls.read_exact(&mut len).unwrap();
+    let mut b = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    c.tls.read_exact(&mut b).unwrap();
+    b
+}
+
+/// `m` with an OPT record added (1232 octets, no flags) holding `options`.
+fn with_opt(mut m: Vec<u8>, options: &[u8]) -> Vec<u8> {
+    m.extend_from_slice(&[0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0]);
+    m.extend_from_slice(&(options.len() as u16).to_be_bytes());
+    m.extend_from_slice(options);
+    let ar = u16::from_be_bytes([m[10], m[11]]) + 1;
+    m[10..12].copy_from_slice(&ar.to_be_bytes());
+    m
+}
+
+/// A NOTIFY reply's records after its question (`example.org.` SOA, RFC 1996 §3.7): walked
+/// here by hand, as (type, rdata) of each.
+fn records_after_question(m: &[u8]) -> Vec<(u16, Vec<u8>)> {
+    let mut at = 12 + b"\x07example\x03org\x00".len() + 4;
+    let n = u16::from_be_bytes([m[6], m[7]])
+        + u16::from_be_bytes([m[8], m[9]])
+        + u16::from_be_bytes([m[10], m[11]]);
+    let mut out = Vec::new();
+    for _ in 0..n {
+        // The owner: labels up to the root, or up to a compression pointer.
+        loop {
+            match m[at] {
+                0 => {
+                    at += 1;
+                    break;
+                }
+                b if b & 0xc0 == 0xc0 => {
+                    at += 2;
+                    break;
+                }
+                b => at += 1 + usize::from(b),
+            }
+        }
+        let t = u16::from_be_bytes([m[at], m[at + 1]]);
+        let rdlen = usize::from(u16::from_be_bytes([m[at + 8], m[at + 9]]));
+        out.push((t, m[at + 10..at + 10 + rdlen].to_vec()));
+        at += 10 + rdlen;
+    }
+    assert_eq!(at, m.len(), "the reply ends with its last record");
+    out
+}
+
+#[test]
+fn a_notify_over_tls_is_padded_when_asked_and_a_signed_one_is_left_alone() {
+    use skua_engine::name::WireName;
+    use skua_xfr::tsig::{self, Algorithm, Key};
+    let dir = Dir::new("dot-notify");
+    let ca = test_ca(&dir.0, "dotn");
+    let (pem, key) = test_leaf(&dir.0, "dotn", "leaf", "DNS:dot.test,IP:127.0.0.1");
+    let secret = *b"0123456789abcdef0123456789abcdef";
+    let keyfile = dir.0.join("xfr.key");
+    // The secret in base64 (coreutils), mode 600 as `secret: file:` wants it.
+    let b64 = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "printf %s {} | base64 -w0",
+            String::from_utf8_lossy(&secret)
+        ))
+        .output()
+        .unwrap()
+        .stdout;
+    std::fs::write(&keyfile, b64).unwrap();
+    std::fs::set_permissions(
+        &keyfile,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let (dns, api, tls, primary) = (free_port(), free_port(), free_port(), free_port());
+    let mut conf = config(dns, api, &dir.0, "");
+    // A secondary zone (its primary never answers: NOTIFY handling needs none) that takes
+    // NOTIFY from loopback, unsigned or signed with the key.
+    conf.push_str(&format!(
+        "server:\n  interface: 127.0.0.1@{tls}\n  tls-port: {tls}\n  \
+         tls-service-pem: \"{}\"\n  tls-service-key: \"{}\"\n\
+         tsig-key:\n  name: xfr.example.\n  algorithm: hmac-sha256\n  secret: file:{}\n\
+         auth-zone:\n  name: example.org.\n  primary: 127.0.0.1@{primary}\n  \
+         allow-notify: 127.0.0.0/8 NOKEY\n",
+        pem.display(),
+        key.display(),
+        keyfile.display()
+    ));
+    let _d = start(&dir.0, &conf, dns, api);
+    let apex = WireName::parse("example.org.", None).unwrap();
+    // The Padding option, empty (RFC 7830 §3: the client's own padding may be empty).
+    let asks = [0u8, 12, 0, 0];
+    let mut c = Client::connect(tls, &ca, &[b"dot"]).unwrap();
+
+    // Asked for padding: NOERROR, an OPT record added (RFC 6891 §7), the whole message a
+    // multiple of 468 octets (RFC 8467 §4.1), the OPT's only option Padding, all zeros.
+    let q = with_opt(skua_xfr::notify::message(0x4e01, &apex, None), &asks);
+    let r = exchange(&mut c, &q);
+    assert_eq!(&r[..2], &[0x4e, 0x01]);
+    assert_eq!((r[2] & 0x80, (r[2] >> 3) & 0xf, r[3] & 0xf), (0x80, 4, 0));
+    assert_eq!(r.len() % 468, 0, "padded: {} octets", r.len());
+    let recs = records_after_question(&r);
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    let (t, opt) = &recs[0];
+    assert_eq!(*t, 41, "the OPT record");
+    assert_eq!(&opt[..2], &[0, 12], "the Padding option");
+    let plen = usize::from(u16::from_be_bytes([opt[2], opt[3]]));
+    assert_eq!(opt.len(), 4 + plen, "Padding is the only option");
+    assert!(opt[4..].iter().all(|&b| b == 0), "padding octets are zero");
+
+    // Not asked (an OPT without Padding, then none at all): the short reply as before.
+    for q in [
+        with_opt(skua_xfr::notify::message(0x4e02, &apex, None), &[]),
+        skua_xfr::notify::message(0x4e03, &apex, None),
+    ] {
+        let r = exchange(&mut c, &q);
+        assert_eq!(r[3] & 0xf, 0);
+        assert!(r.len() < 100, "not padded: {} octets", r.len());
+        assert!(records_after_question(&r).is_empty());
+    }
+
+    // Signed (OPT with Padding, then the TSIG last, RFC 8945 §5.1): the reply is signed,
+    // its TSIG last, and no padding follows it (it would break the MAC, RFC 8945 §5.3).
+    let k = Key::new(
+        &WireName::parse("xfr.example.", None).unwrap(),
+        Algorithm::HmacSha256,
+        secret.to_vec(),
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let mut q = with_opt(skua_xfr::notify::message(0x4e04, &apex, None), &asks);
+    let mac = tsig::sign_request(&mut q, &k, now);
+    let r = exchange(&mut c, &q);
+    assert_eq!(r[3] & 0xf, 0, "signed NOTIFY accepted");
+    assert!(r.len() < 468, "not padded: {} octets", r.len());
+    let recs = records_after_question(&r);
+    assert_eq!(
+        recs.iter().map(|r| r.0).collect::<Vec<_>>(),
+        vec![250],
+        "the TSIG alone, last"
+    );
+    assert!(
+        matches!(
+            tsig::StreamVerifier::new(&k, &mac).verify(&r, now),
+            Ok(true)
+        ),
+        "the reply's MAC verifies"
+    );
+
+    // Over plain TCP a query asking for padding is not padded (padding is for encrypted
+    // transports, RFC 7830 §4).
+    let q = with_opt(skua_xfr::notify::message(0x4e05, &apex, None), &asks);
+    let mut s = TcpStream::connect((LO, dns)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let mut framed = (q.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(&q);
+    s.write_all(&framed).unwrap();
+    let mut len = [0u8; 2];
+    s.read_exact(&mut len).unwrap();
+    let mut r = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    s.read_exact(&mut r).unwrap();
+    assert_eq!(r[3] & 0xf, 0);
+    assert!(r.len() < 100, "plain TCP: not padded ({} octets)", r.len());
+}
+
+/// `GET /config` lists the encrypted listeners beside UDP and TCP: DNS over TLS, HTTPS and
+/// QUIC addresses, the ports that make them, the certificate's paths.
+#[test]
+fn the_effective_configuration_lists_the_encrypted_listeners() {
+    let dir = Dir::new("dot-effective");
+    let ca = test_ca(&dir.0, "dote");
+    let (pem, key) = test_leaf(&dir.0, "dote", "leaf", "DNS:dot.test,IP:127.0.0.1");
+    let (dns, api, tls, https) = (free_port(), free_port(), free_port(), free_port());
+    let quic = free_port();
+    let mut conf = config(dns, api, &dir.0, "");
+    conf.push_str(&format!(
+        "server:\n  interface: 127.0.0.1@{tls}\n  tls-port: {tls}\n  \
+         interface: 127.0.0.1@{https}\n  https-port: {https}\n  \
+         interface: 127.0.0.1@{quic}\n  quic-port: {quic}\n  \
+         tls-service-pem: \"{}\"\n  tls-service-key: \"{}\"\n",
+        pem.display(),
+        key.display()
+    ));
+    let d = start(&dir.0, &conf, dns, api);
+    let r = http(&d, "GET", "/config", Some(tok("operator")), None).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let s = &r.json()["effective"]["server"];
+    let at = |p: u16| serde_json::json!([format!("127.0.0.1:{p}")]);
+    assert_eq!(s["udp"], at(dns), "{s}");
+    assert_eq!(s["tcp"], at(dns), "{s}");
+    assert_eq!(s["tls"], at(tls), "{s}");
+    assert_eq!(s["https"], at(https), "{s}");
+    assert_eq!(s["https-tls"], true, "{s}");
+    assert_eq!(s["doq"], at(quic), "{s}");
+    assert_eq!(
+        (&s["tls-port"], &s["https-port"], &s["quic-port"]),
+        (
+            &serde_json::json!(tls),
+            &serde_json::json!(https),
+            &serde_json::json!(quic)
+        ),
+        "{s}"
+    );
+    assert_eq!(s["http-endpoint"], "/dns-query");
+    assert_eq!(s["tls-service-pem"], pem.display().to_string());
+    assert_eq!(s["tls-service-key"], key.display().to_string());
+    // Every one of them answers: the listing is what is served.
+    assert_eq!(
+        kdig(tls, &ca, &["+short", "a.example.", "A"]).trim(),
+        "198.18.0.1"
+    );
+    assert_eq!(
+        kdig(https, &ca, &["+https", "+short", "a.example.", "A"]).trim(),
+        "198.18.0.1"
+    );
+}

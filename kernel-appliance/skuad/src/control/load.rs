@@ -479,6 +479,24 @@ pub fn load_config_after(
         // DNS over QUIC on UDP, beside DNS over TLS on TCP when quic-port is tls-port (both
         // 853 by default, as in Unbound).
         let quic = dot && a.port() == s.quic_port;
+        // Where to point at for quic-port: trouble: its line, else the interface's.
+        let quic_at = || {
+            s.quic_port_loc
+                .as_ref()
+                .or(loc.as_ref())
+                .map(|l| format!("{l}: "))
+                .unwrap_or_default()
+        };
+        if quic && a.port() == 53 {
+            // RFC 9250 §4.1.1: DoQ must not use port 53, which is DNS over UDP's; Unbound
+            // refuses to start with DoQ there ("strictly not allowed on port 53").
+            return Err(LoadError(format!(
+                "{}quic-port: {} would serve DNS over QUIC on interface {a}, taking its UDP from plain DNS: \
+                 RFC 9250 forbids DNS over QUIC on port 53 (use 853)",
+                quic_at(),
+                s.quic_port
+            )));
+        }
         if quic {
             if s.do_udp {
                 doq.push(a);
@@ -487,6 +505,21 @@ pub fn load_config_after(
                     "{}interface {a}: DNS over QUIC needs UDP, and do-udp: is no: no QUIC there",
                     loc.as_ref().map(|l| format!("{l}: ")).unwrap_or_default()
                 ));
+            }
+            if a.port() == s.port && a.port() != s.tls_port && a.port() != s.https_port {
+                // quic-port: equal to port: on another port than 53: allowed (Unbound serves
+                // it so), but UDP there is DNS over QUIC and no longer plain DNS; TCP stays
+                // plain DNS, as in Unbound (its DoQ takes only the UDP socket).
+                warnings.push(format!(
+                    "{}quic-port: {} is also port: interface {a} serves DNS over QUIC on UDP and no plain DNS over UDP \
+                     (plain DNS over TCP stays); give quic-port: its own port (853) to keep plain DNS on UDP",
+                    quic_at(),
+                    s.quic_port
+                ));
+                if s.do_tcp {
+                    tcp.push(a);
+                }
+                continue;
             }
             if a.port() != s.tls_port && a.port() != s.https_port {
                 continue;
@@ -1329,6 +1362,96 @@ mod tests {
         assert_eq!(l.settings.udp, vec!["127.0.0.1:5353".parse().unwrap()]);
         assert_eq!(l.settings.tcp, l.settings.udp);
         assert!(l.records >= 5);
+    }
+
+    /// `quic-port:` on the plain DNS port: on 53 an error naming the `quic-port:` line (RFC
+    /// 9250 §4.1.1; Unbound refuses DoQ on 53 at start too); on another port a warning
+    /// naming the line, DoQ on UDP and plain DNS kept on TCP (as Unbound); nothing without
+    /// a certificate (no DoQ then) or with quic-port: on its own port.
+    #[test]
+    fn quic_port_on_the_plain_dns_port() {
+        let cert =
+            "  tls-service-pem: /nonexistent/cert.pem\n  tls-service-key: /nonexistent/key.pem\n";
+        let e = load_str(
+            &format!("server:\n  interface: 127.0.0.1\n  port: 53\n{cert}  quic-port: 53\n"),
+            "t.conf",
+        )
+        .err()
+        .unwrap();
+        assert!(e.0.starts_with("t.conf:6: quic-port: 53 "), "{e}");
+        assert!(
+            e.0.contains("127.0.0.1:53") && e.0.contains("RFC 9250"),
+            "{e}"
+        );
+        // The interface's own port 53 with quic-port: 53 and port: elsewhere: the same.
+        let e = load_str(
+            &format!("server:\n  port: 5300\n  interface: 127.0.0.1@53\n{cert}  quic-port: 53\n"),
+            "t.conf",
+        )
+        .err()
+        .unwrap();
+        assert!(e.0.starts_with("t.conf:6: quic-port: 53 "), "{e}");
+
+        let l = load_str(
+            &format!("server:\n  interface: 127.0.0.1\n  port: 5353\n  quic-port: 5353\n{cert}"),
+            "t.conf",
+        )
+        .unwrap();
+        let a: SocketAddr = "127.0.0.1:5353".parse().unwrap();
+        let w: Vec<_> = l
+            .warnings
+            .iter()
+            .filter(|w| w.contains("quic-port"))
+            .collect();
+        assert_eq!(w.len(), 1, "{:?}", l.warnings);
+        assert!(
+            w[0].starts_with("t.conf:4: quic-port: 5353 is also port:"),
+            "{}",
+            w[0]
+        );
+        assert_eq!(l.settings.doq, vec![a]);
+        assert!(l.settings.udp.is_empty(), "{:?}", l.settings.udp);
+        assert_eq!(l.settings.tcp, vec![a], "plain DNS over TCP stays");
+
+        // No certificate: no DNS over QUIC, plain DNS as configured, no warning.
+        let l = load_str(
+            "server:\n  interface: 127.0.0.1\n  port: 5353\n  quic-port: 5353\n",
+            "t.conf",
+        )
+        .unwrap();
+        assert!(
+            l.warnings.iter().all(|w| !w.contains("quic-port")),
+            "{:?}",
+            l.warnings
+        );
+        assert_eq!(
+            (l.settings.udp.clone(), l.settings.tcp.clone()),
+            (vec![a], vec![a])
+        );
+        assert!(l.settings.doq.is_empty());
+        // quic-port: on its own port (the default 853): plain DNS on 53 as ever.
+        let l = load_str(
+            &format!(
+                "server:\n  interface: 127.0.0.1\n  interface: 127.0.0.1@853\n  port: 53\n{cert}"
+            ),
+            "t.conf",
+        )
+        .unwrap();
+        assert!(
+            l.warnings.iter().all(|w| !w.contains("quic-port")),
+            "{:?}",
+            l.warnings
+        );
+        let p53: SocketAddr = "127.0.0.1:53".parse().unwrap();
+        let p853: SocketAddr = "127.0.0.1:853".parse().unwrap();
+        assert_eq!(
+            (l.settings.udp.clone(), l.settings.tcp.clone()),
+            (vec![p53], vec![p53])
+        );
+        assert_eq!(
+            (l.settings.doq.clone(), l.settings.tls.clone()),
+            (vec![p853], vec![p853])
+        );
     }
 
     #[test]

@@ -475,6 +475,20 @@ fn effective_config(cfg: &skua_config::Config, l: &Loaded) -> serde_json::Value 
         "server": {
             "udp": st.udp.iter().map(SocketAddr::to_string).collect::<Vec<_>>(),
             "tcp": st.tcp.iter().map(SocketAddr::to_string).collect::<Vec<_>>(),
+            // The encrypted listeners (docs/encrypted-dns.md): DNS over TLS (RFC 7858),
+            // HTTPS (RFC 8484; `https-tls` false: plain HTTP behind a proxy) and QUIC (RFC
+            // 9250), with the ports that make an interface one of them and the certificate's
+            // files (paths only).
+            "tls": st.tls.iter().map(SocketAddr::to_string).collect::<Vec<_>>(),
+            "https": st.https.iter().map(SocketAddr::to_string).collect::<Vec<_>>(),
+            "https-tls": st.https_tls,
+            "doq": st.doq.iter().map(SocketAddr::to_string).collect::<Vec<_>>(),
+            "tls-port": s.tls_port,
+            "https-port": s.https_port,
+            "quic-port": s.quic_port,
+            "http-endpoint": s.http_endpoint,
+            "tls-service-pem": s.tls_service_pem.as_ref().map(|p| p.value.clone()),
+            "tls-service-key": s.tls_service_key.as_ref().map(|p| p.value.clone()),
             "num-threads": st.threads,
             "so-reuseport": st.reuseport,
             "ip-freebind": st.freebind,

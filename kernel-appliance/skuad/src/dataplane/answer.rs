@@ -103,6 +103,12 @@ pub(crate) fn answer_stream(
             if resp.is_empty() {
                 return Step::Close;
             }
+            // Padded like every other answer on an encrypted transport (RFC 7830 §4, RFC
+            // 8467 §4.1): a NOTIFY's response is as telling to an observer as a query's.
+            let resp = match pad.filter(|_| skua_engine::padding::query_wants_padding(q)) {
+                Some(block) => pad_notify_response(resp, block),
+                None => resp,
+            };
             return Step::Reply(framed(&resp));
         }
     }
@@ -185,6 +191,34 @@ pub(crate) fn answer_stream(
         }
         Outcome::Drop { reason, .. } => Step::Dropped(reason),
     }
+}
+
+/// The response to a NOTIFY whose query asked for padding, padded to a multiple of `block`
+/// octets. skua-xfr answers a NOTIFY with the header and question only; the query carried an
+/// OPT record (its Padding option), so the response gets one too (RFC 6891 §7: a responder
+/// includes OPT in its response to a request that had one), advertising 1232 octets as the
+/// engine's answers do, and the Padding option goes into it. A response with any additional
+/// record is left as it is: that is a TSIG-signed one (a signed NOTIFY, or a TSIG error),
+/// whose TSIG must stay its last record and whose MAC covers every octet before it (RFC 8945
+/// §5.3); padding after it would break the signature. (A signed query never asks: its last
+/// record is its TSIG, not its OPT, so [`skua_engine::padding::query_wants_padding`] says
+/// no; this is the second guard.)
+pub(crate) fn pad_notify_response(mut resp: Vec<u8>, block: u16) -> Vec<u8> {
+    if resp.len() < 12 || resp[10..12] != [0, 0] {
+        return resp;
+    }
+    // OPT (RFC 6891 §6.1.2): root owner, TYPE 41, CLASS = UDP payload size, TTL = extended
+    // RCODE 0, version 0, no flags; no options yet.
+    resp.extend_from_slice(&[0, 0, 41]);
+    resp.extend_from_slice(&1232u16.to_be_bytes());
+    resp.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+    resp[10..12].copy_from_slice(&1u16.to_be_bytes());
+    let len = resp.len();
+    // Room for the option's header and at most one block of zeros.
+    resp.resize(len + 4 + usize::from(block), 0);
+    let padded = skua_engine::padding::pad_response(&mut resp, len, block);
+    resp.truncate(padded);
+    resp
 }
 
 /// The answer to a query that carried a TSIG record (RFC 8945): the engine's answer to the
