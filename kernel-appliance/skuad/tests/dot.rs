@@ -171,27 +171,22 @@ fn dns_over_tls_serves_pads_and_takes_a_new_certificate_without_a_restart() {
     let m = http(&d, "GET", "/metrics", Some(tok("read")), None)
         .unwrap()
         .body;
-    let count = |result: &str| -> u64 {
-        let key = format!("skua_tls_handshakes_total{{transport=\"dot\",result=\"{result}\"}} ");
-        m.lines()
-            .find_map(|l| l.strip_prefix(key.as_str()))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no {key} in {m}"))
+    let count = |result: &str| {
+        metric_value(
+            &m,
+            &format!("skua_tls_handshakes_total{{transport=\"dot\",result=\"{result}\"}}"),
+        )
     };
-    // kdig 7 times, our client 9 times (two resumed); the h2-only client and plain DNS
-    // sent to the TLS port failed.
     assert_eq!(count("ok"), 16, "{m}");
     assert_eq!(count("resumed"), 2, "{m}");
     assert_eq!(count("failed"), 2, "{m}");
     assert_eq!(count("timeout"), 0, "{m}");
     // And why: the h2-only client had no protocol in common, plain DNS is not TLS.
-    let failures = |reason: &str| -> u64 {
-        let key =
-            format!("skua_tls_handshake_failures_total{{transport=\"dot\",reason=\"{reason}\"}} ");
-        m.lines()
-            .find_map(|l| l.strip_prefix(key.as_str()))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no {key} in {m}"))
+    let failures = |reason: &str| {
+        metric_value(
+            &m,
+            &format!("skua_tls_handshake_failures_total{{transport=\"dot\",reason=\"{reason}\"}}"),
+        )
     };
     assert_eq!(failures("alpn"), 1, "{m}");
     assert_eq!(failures("protocol"), 1, "{m}");
@@ -241,16 +236,7 @@ fn twenty_certificate_swaps_under_load_lose_nothing() {
     std::fs::copy(&leaves[0].0, &pem).unwrap();
     std::fs::copy(&leaves[0].1, &key).unwrap();
     let (dns, api, tls, https) = (free_port(), free_port(), free_port(), free_port());
-    let audit_key = dir.0.join("audit.key");
-    std::fs::write(
-        &audit_key,
-        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
-    )
-    .unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&audit_key, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
+    let audit_key = audit_key(&dir.0);
     let mut conf = config(dns, api, &dir.0, "");
     conf.push_str(&format!(
         "server:\n  interface: 127.0.0.1@{tls}\n  tls-port: {tls}\n  \

@@ -34,14 +34,7 @@ fn lease(d: &Daemon, body: &str) -> Resp {
 fn the_service_address_is_answered_only_under_a_running_lease() {
     let dir = Dir::new("ha-lease");
     let (dns, api) = (free_port(), free_port());
-    let key = dir.0.join("audit.key");
-    std::fs::write(
-        &key,
-        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let key = audit_key(&dir.0);
     let mut conf = config(dns, api, &dir.0, "");
     conf.push_str(&format!(
         "ha:\n  address: 127.0.0.53\n  lease-max: 2000\n\

@@ -421,3 +421,26 @@ pub fn received(out: &str) -> usize {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no reply size in {out}"))
 }
+
+/// An audit log key file (`audit: key: file:`) in `dir`, mode 0600 as skuad requires.
+pub fn audit_key(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let key = dir.join("audit.key");
+    std::fs::write(
+        &key,
+        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+    )
+    .unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    key
+}
+
+/// The value of the metric series `series` (name and labels as `/metrics` prints them) in
+/// the text `m`; a missing series fails the test.
+pub fn metric_value(m: &str, series: &str) -> u64 {
+    let key = format!("{series} ");
+    m.lines()
+        .find_map(|l| l.strip_prefix(key.as_str()))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in {m}"))
+}
