@@ -652,33 +652,36 @@ fn https_when_a_certificate_is_configured() {
     use std::process::{Command, Stdio};
     let dir = Dir::new("tls");
     let (cert, key) = (dir.0.join("cert.pem"), dir.0.join("key.pem"));
-    let ok = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-        ])
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .stderr(Stdio::null())
-        .status()
-        .expect("openssl")
-        .success();
-    assert!(ok);
+    let self_signed = |cert: &Path, key: &Path| {
+        let ok = Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=127.0.0.1",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+                "-keyout",
+            ])
+            .arg(key)
+            .arg("-out")
+            .arg(cert)
+            .stderr(Stdio::null())
+            .status()
+            .expect("openssl")
+            .success();
+        assert!(ok);
+    };
+    self_signed(&cert, &key);
     let (p, a) = (free_port(), free_port());
-    let text = config(
+    let mut text = config(
         p,
         a,
         &dir.0,
@@ -688,6 +691,11 @@ fn https_when_a_certificate_is_configured() {
             key.display()
         ),
     );
+    text.push_str(&format!(
+        "audit:\n  log: \"{}\"\n  key: file:{}\n",
+        dir.0.join("audit.log").display(),
+        audit_key(&dir.0).display()
+    ));
     let conf = dir.0.join("skuad.conf");
     std::fs::write(&conf, text).unwrap();
     // A private key others can read is refused, with the reason.
@@ -710,9 +718,12 @@ fn https_when_a_certificate_is_configured() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let curl = |path: &str, token: Option<&str>| -> (String, String) {
+    let trusted = dir.0.join("trusted.pem");
+    std::fs::copy(&cert, &trusted).unwrap();
+    let curl_as = |method: &str, path: &str, token: Option<&str>| -> (String, String) {
         let mut c = Command::new("curl");
-        c.args(["-s", "--max-time", "5", "--cacert"]).arg(&cert);
+        c.args(["-s", "--max-time", "5", "-X", method, "--cacert"])
+            .arg(&trusted);
         c.args(["-w", "\n%{http_code}"]);
         if let Some(t) = token {
             c.args(["-H", &format!("Authorization: Bearer {t}")]);
@@ -722,6 +733,7 @@ fn https_when_a_certificate_is_configured() {
         let (body, code) = out.rsplit_once('\n').unwrap_or(("", ""));
         (code.to_string(), body.to_string())
     };
+    let curl = |path: &str, token: Option<&str>| curl_as("GET", path, token);
     let deadline = Instant::now() + Duration::from_secs(20);
     while curl("/health", None).0 != "200" {
         assert!(Instant::now() < deadline, "no HTTPS API");
@@ -737,6 +749,38 @@ fn https_when_a_certificate_is_configured() {
         b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
     );
     assert!(r.map(|r| r.status != 200).unwrap_or(true));
+    // A new certificate and a reload: new connections get it (the old one is trusted no
+    // more), and the swap is audited before it serves.
+    let (cert2, key2) = (dir.0.join("cert2.pem"), dir.0.join("key2.pem"));
+    self_signed(&cert2, &key2);
+    std::fs::copy(&cert2, &cert).unwrap();
+    std::fs::copy(&key2, &key).unwrap();
+    let (code, body) = curl_as("POST", "/reload", Some(tok("operator")));
+    assert_eq!(code, "200", "{body}");
+    assert_ne!(
+        curl("/health", None).0,
+        "200",
+        "the old certificate is not served"
+    );
+    std::fs::copy(&cert2, &trusted).unwrap();
+    assert_eq!(curl("/health", None).0, "200", "the new one is");
+    let log = std::fs::read_to_string(dir.0.join("audit.log")).unwrap();
+    let swaps: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["kind"] == "tls-swapped")
+        .collect();
+    assert_eq!(swaps.len(), 1, "{log}");
+    assert_eq!(swaps[0]["detail"]["listener"], "api", "{log}");
+    assert_eq!(
+        swaps[0]["detail"]["file"],
+        cert.display().to_string(),
+        "{log}"
+    );
+    assert_ne!(
+        swaps[0]["detail"]["serial"], swaps[0]["detail"]["previous_serial"],
+        "{log}"
+    );
     let _ = child.kill();
     let _ = child.wait();
 }

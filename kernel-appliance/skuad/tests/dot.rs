@@ -334,7 +334,7 @@ fn twenty_certificate_swaps_under_load_lose_nothing() {
     let swaps: Vec<(String, String)> = log
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|e| e["kind"] == "tls-swapped")
+        .filter(|e| e["kind"] == "tls-swapped" && e["detail"]["listener"] == "dns")
         .map(|e| {
             let f = |k: &str| {
                 e["detail"][k]

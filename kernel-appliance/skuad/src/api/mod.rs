@@ -86,20 +86,27 @@ pub const ROUTES: &[(&str, &str, Option<Role>)] = &[
 struct Http {
     /// HTTPS configuration, when `tls-cert:`/`tls-key:` are set.
     tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    /// Its certificate (the file and the chain's first, DER), for the audit of a swap.
+    cert: Option<(std::path::PathBuf, Vec<u8>)>,
     /// Largest request body.
     max_body: usize,
 }
 
 impl Http {
     fn from_config(cfg: &skua_config::Config) -> Result<Http, String> {
-        let tls = match (&cfg.api.tls_cert, &cfg.api.tls_key) {
-            (Some(c), Some(k)) => Some(Arc::new(
-                tls_config(&c.value, &k.value).map_err(|e| format!("{}: {e}", c.loc))?,
-            )),
-            _ => None,
+        let (tls, cert) = match (&cfg.api.tls_cert, &cfg.api.tls_key) {
+            (Some(c), Some(k)) => {
+                let config =
+                    tls_config(&c.value, &k.value).map_err(|e| format!("{}: {e}", c.loc))?;
+                let file = std::path::PathBuf::from(&c.value);
+                let der = crate::control::tls::first_cert_der(&file);
+                (Some(Arc::new(config)), der.map(|d| (file, d)))
+            }
+            _ => (None, None),
         };
         Ok(Http {
             tls,
+            cert,
             max_body: cfg.api.max_body,
         })
     }
@@ -189,6 +196,7 @@ impl Api {
 
 /// New API settings, prepared by a reload.
 struct NewHttp {
+    ctl: Arc<Control>,
     http: Arc<ArcSwap<Http>>,
     next: Http,
     conns: Arc<Tracker>,
@@ -198,6 +206,17 @@ struct NewHttp {
 
 impl Prepared for NewHttp {
     fn commit(self: Box<Self>) {
+        // Another certificate for the API's HTTPS: audited before it serves, as the DNS
+        // listeners' (new connections get it; those open keep theirs).
+        fn pick(h: &Http) -> Option<(&std::path::Path, &[u8])> {
+            h.cert.as_ref().map(|(f, d)| (f.as_path(), d.as_slice()))
+        }
+        if let Some(detail) =
+            crate::control::tls::cert_swap_detail("api", pick(&self.http.load()), pick(&self.next))
+        {
+            self.ctl
+                .record(skua_audit::kind::TLS_SWAPPED, "system", None, detail);
+        }
         self.http.store(Arc::new(self.next));
         self.conns.set_caps(self.caps);
         if self.restart_needed {
@@ -211,6 +230,7 @@ impl Prepared for NewHttp {
 impl Reconfigure for Api {
     fn prepare(&self, cfg: &skua_config::Config) -> Result<Box<dyn Prepared>, String> {
         Ok(Box::new(NewHttp {
+            ctl: self.ctl.clone(),
             http: self.http.clone(),
             next: Http::from_config(cfg).map_err(|e| format!("api: {e}"))?,
             conns: self.conns.clone(),

@@ -363,23 +363,38 @@ pub fn cert_facts(der: &[u8]) -> Option<CertFacts> {
     })
 }
 
-/// What the audit log says of a swap of the encrypted listeners' certificate (`tls-swapped`):
-/// the file, the serial in force before and the new certificate's facts; none when the
-/// certificate does not change (a reload with the same files, no certificate before or
-/// after: a first certificate is `tls-issued`'s or the start's).
+/// What the audit log says of a swap of the encrypted listeners' certificate (`tls-swapped`,
+/// listener `dns`); none when it does not change (see [`cert_swap_detail`]).
 pub fn swap_detail(
     old: Option<&crate::base::tls::TlsService>,
     new: Option<&crate::base::tls::TlsService>,
 ) -> Option<serde_json::Value> {
-    let (old_file, old_der) = old?.certificate.as_ref()?;
-    let (file, der) = new?.certificate.as_ref()?;
+    fn pick(t: Option<&crate::base::tls::TlsService>) -> Option<(&Path, &[u8])> {
+        t.and_then(|t| t.certificate.as_ref())
+            .map(|(f, d)| (f.as_path(), d.as_ref()))
+    }
+    cert_swap_detail("dns", pick(old), pick(new))
+}
+
+/// What the audit log says (`tls-swapped`) when `listener` (`dns`: DNS over TLS, HTTPS and
+/// QUIC; `api`: the REST API's HTTPS) goes from the certificate `old` to `new` (file, DER):
+/// the file, the serial in force before and the new certificate's facts; none when the
+/// certificate does not change (a reload with the same files) or there is none before or
+/// after (a first certificate is `tls-issued`'s or the start's).
+pub fn cert_swap_detail(
+    listener: &str,
+    old: Option<(&Path, &[u8])>,
+    new: Option<(&Path, &[u8])>,
+) -> Option<serde_json::Value> {
+    let (old_file, old_der) = old?;
+    let (file, der) = new?;
     if old_der == der {
         return None;
     }
-    let facts = |d: &[u8]| cert_facts(d);
-    let before = facts(old_der);
-    let after = facts(der);
+    let before = cert_facts(old_der);
+    let after = cert_facts(der);
     Some(serde_json::json!({
+        "listener": listener,
         "file": file.display().to_string(),
         "previous_file": (old_file != file).then(|| old_file.display().to_string()),
         "previous_serial": before.map(|f| f.serial),
@@ -387,4 +402,14 @@ pub fn swap_detail(
         "names": after.as_ref().map(|f| f.names.clone()),
         "not_after": after.as_ref().map(|f| f.not_after),
     }))
+}
+
+/// The first certificate of the PEM file `path`, DER.
+pub fn first_cert_der(path: &Path) -> Option<Vec<u8>> {
+    use rustls_pki_types::pem::PemObject;
+    rustls_pki_types::CertificateDer::pem_file_iter(path)
+        .ok()?
+        .next()?
+        .ok()
+        .map(|c| c.to_vec())
 }
