@@ -922,14 +922,167 @@ fn alpn_certificate(
     )))
 }
 
+/// The most an ACME response body may hold: directories, orders and problem documents are
+/// a few KiB, a certificate chain a few dozen; more is refused (a hostile or broken server
+/// must not fill the memory).
+const MAX_BODY: usize = 1 << 20;
+/// The most one ACME request may take, connection to the last byte of the body.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest Retry-After kept (RFC 9110 §10.2.3): instant-acme 0.8.5 adds the seconds to
+/// the clock unchecked (a panic, an abort in release, past the representable time), so a
+/// longer delay is cut to this before it sees it.
+const MAX_RETRY_AFTER: u64 = 7 * 86_400;
+
+/// The HTTP client instant-acme is given for every ACME request: hyper with the roots the
+/// configuration says, each response's body bounded ([`MAX_BODY`]), each request timed
+/// ([`REQUEST_TIMEOUT`]) and its Retry-After made safe ([`sane_retry_after`]).
+struct AcmeHttp(
+    hyper_util::client::legacy::Client<
+        hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+        instant_acme::BodyWrapper<hyper::body::Bytes>,
+    >,
+);
+
+impl AcmeHttp {
+    /// A client trusting the certificates in `ca_bundle`, or (none) the platform's roots, as
+    /// instant-acme's own builders do.
+    fn new(ca_bundle: Option<&Path>) -> Result<Self, String> {
+        let b = hyper_rustls::HttpsConnectorBuilder::new();
+        let b = match ca_bundle {
+            Some(ca) => {
+                use rustls_pki_types::pem::PemObject;
+                let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+                for c in rustls_pki_types::CertificateDer::pem_file_iter(ca)
+                    .map_err(|e| format!("ca-bundle: {e}"))?
+                {
+                    roots
+                        .add(c.map_err(|e| format!("ca-bundle: {e}"))?)
+                        .map_err(|e| format!("ca-bundle: {e}"))?;
+                }
+                if roots.is_empty() {
+                    return Err(format!("ca-bundle: {}: no certificate", ca.display()));
+                }
+                b.with_tls_config(
+                    tokio_rustls::rustls::ClientConfig::builder()
+                        .with_root_certificates(roots)
+                        .with_no_client_auth(),
+                )
+            }
+            None => b
+                .try_with_platform_verifier()
+                .map_err(|e| format!("acme client: {e}"))?,
+        };
+        let conn = b.https_only().enable_http1().enable_http2().build();
+        Ok(Self(
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build(conn),
+        ))
+    }
+}
+
+impl instant_acme::HttpClient for AcmeHttp {
+    fn request(
+        &self,
+        req: hyper::Request<instant_acme::BodyWrapper<hyper::body::Bytes>>,
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<
+                    Output = Result<instant_acme::BytesResponse, instant_acme::Error>,
+                > + Send,
+        >,
+    > {
+        let fut = self.0.request(req);
+        Box::pin(async move {
+            let rsp = tokio::time::timeout(REQUEST_TIMEOUT, async {
+                let rsp = fut
+                    .await
+                    .map_err(|e| instant_acme::Error::Other(Box::new(e)))?;
+                guard_response(rsp).await
+            })
+            .await;
+            rsp.unwrap_or_else(|_| {
+                Err(instant_acme::Error::Str(
+                    "the ACME server did not answer in 30 s",
+                ))
+            })
+        })
+    }
+}
+
+/// A response made safe for instant-acme: Retry-After sanitised, the body read whole but
+/// no more than [`MAX_BODY`] (more: an error).
+async fn guard_response<B>(
+    rsp: hyper::Response<B>,
+) -> Result<instant_acme::BytesResponse, instant_acme::Error>
+where
+    B: hyper::body::Body + Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    use http_body_util::BodyExt as _;
+    let (mut parts, body) = rsp.into_parts();
+    sane_retry_after(&mut parts.headers, SystemTime::now());
+    let body = http_body_util::Limited::new(body, MAX_BODY)
+        .collect()
+        .await
+        .map_err(|e| {
+            if e.is::<http_body_util::LengthLimitError>() {
+                instant_acme::Error::Str("the ACME server's response is larger than 1 MiB")
+            } else {
+                instant_acme::Error::Other(e)
+            }
+        })?
+        .to_bytes();
+    Ok(instant_acme::BytesResponse {
+        parts,
+        body: Box::new(body),
+    })
+}
+
+/// Makes the Retry-After in `h` (RFC 9110 §10.2.3: delay-seconds or an HTTP-date) one
+/// instant-acme can use without overflowing the clock: a delay or a date further than
+/// [`MAX_RETRY_AFTER`] from `now` becomes that many seconds; a value that is neither (or
+/// several) is removed (instant-acme then waits its own way, and renewal information without
+/// it is an error, asked again later).
+fn sane_retry_after(h: &mut hyper::HeaderMap, now: SystemTime) {
+    use hyper::header::RETRY_AFTER;
+    let mut values = h.get_all(RETRY_AFTER).iter();
+    let (Some(v), None) = (values.next(), values.next()) else {
+        h.remove(RETRY_AFTER);
+        return;
+    };
+    let v = v.to_str().unwrap_or("").trim();
+    let secs = if !v.is_empty() && v.bytes().all(|c| c.is_ascii_digit()) {
+        // Digits only (a number too long for u64 is above the bound as well).
+        Some(v.parse::<u64>().unwrap_or(u64::MAX))
+    } else if let Ok(d) = httpdate::parse_http_date(v) {
+        Some(d.duration_since(now).map_or(0, |d| d.as_secs()))
+    } else {
+        None
+    };
+    match secs {
+        Some(s) if s > MAX_RETRY_AFTER => {
+            h.insert(
+                RETRY_AFTER,
+                hyper::header::HeaderValue::from(MAX_RETRY_AFTER),
+            );
+        }
+        Some(_) => {}
+        None => {
+            h.remove(RETRY_AFTER);
+        }
+    }
+}
+
 /// The account: the one in `account-file:` when it is for this `directory:`, or a new one
 /// (written there, mode 0600; an account file for another directory is kept beside it as
 /// `.previous`). An account file that cannot be used now (the server unreachable) is an
 /// error, never a reason to make another account.
 async fn account(s: &AcmeSettings) -> Result<Account, Failure> {
-    let builder = || match &s.ca_bundle {
-        Some(ca) => Account::builder_with_root(ca).map_err(|e| format!("ca-bundle: {e}")),
-        None => Account::builder().map_err(|e| format!("acme client: {e}")),
+    // Our HTTP client for every request of the account and its orders (see AcmeHttp).
+    let builder = || -> Result<_, String> {
+        Ok(Account::builder_with_http(Box::new(AcmeHttp::new(
+            s.ca_bundle.as_deref(),
+        )?)))
     };
     if let Ok(text) = std::fs::read_to_string(&s.account_file) {
         let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
@@ -1150,5 +1303,108 @@ mod tests {
         assert_eq!(next_check(1000, 86_400, 1_000_000), 1000 + 6 * 3600);
         assert_eq!(next_check(1000, 86_400, 5000), 5000);
         assert_eq!(next_check(1000, 86_400, 1010), 1060);
+    }
+
+    /// A local HTTP server answering every request with `retry_after` and `body_len` bytes:
+    /// its address.
+    async fn hostile_server(retry_after: &'static str, body_len: usize) -> SocketAddr {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = l.accept().await {
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(move |_req| async move {
+                        let mut r = hyper::Response::new(http_body_util::Full::new(
+                            hyper::body::Bytes::from(vec![b'x'; body_len]),
+                        ));
+                        r.headers_mut().insert(
+                            hyper::header::RETRY_AFTER,
+                            hyper::header::HeaderValue::from_static(retry_after),
+                        );
+                        Ok::<_, std::convert::Infallible>(r)
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        addr
+    }
+
+    async fn fetch(addr: SocketAddr) -> Result<instant_acme::BytesResponse, instant_acme::Error> {
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<http_body_util::Empty<hyper::body::Bytes>>();
+        let rsp = client
+            .get(format!("http://{addr}/").parse().unwrap())
+            .await
+            .unwrap();
+        guard_response(rsp).await
+    }
+
+    #[tokio::test]
+    async fn a_hostile_retry_after_and_a_huge_body_over_http() {
+        // u64::MAX seconds: instant-acme would add it to the clock and panic; it is cut to
+        // a week before instant-acme sees it.
+        let addr = hostile_server("18446744073709551615", 100).await;
+        let mut r = fetch(addr).await.unwrap();
+        assert_eq!(r.parts.headers[hyper::header::RETRY_AFTER], "604800");
+        assert_eq!(r.body.into_bytes().await.unwrap().len(), 100);
+        // A body of 1 MiB passes; one byte more is an error, not read on.
+        let addr = hostile_server("5", MAX_BODY).await;
+        let mut r = fetch(addr).await.unwrap();
+        assert_eq!(r.parts.headers[hyper::header::RETRY_AFTER], "5");
+        assert_eq!(r.body.into_bytes().await.unwrap().len(), MAX_BODY);
+        let addr = hostile_server("5", 8 * MAX_BODY).await;
+        let e = fetch(addr)
+            .await
+            .err()
+            .expect("a body above 1 MiB is refused");
+        assert!(e.to_string().contains("larger than 1 MiB"), "{e}");
+        // Neither a number nor a date: removed.
+        let addr = hostile_server("soon", 10).await;
+        let r = fetch(addr).await.unwrap();
+        assert!(r.parts.headers.get(hyper::header::RETRY_AFTER).is_none());
+    }
+
+    #[test]
+    fn retry_after_values_made_safe() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let run = |vals: &[&str]| {
+            let mut h = hyper::HeaderMap::new();
+            for v in vals {
+                h.append(
+                    hyper::header::RETRY_AFTER,
+                    hyper::header::HeaderValue::from_str(v).unwrap(),
+                );
+            }
+            sane_retry_after(&mut h, now);
+            h.get(hyper::header::RETRY_AFTER)
+                .map(|v| v.to_str().unwrap().to_string())
+        };
+        let week = Some("604800".to_string());
+        assert_eq!(run(&["3600"]), Some("3600".into()));
+        assert_eq!(run(&["604800"]), week);
+        assert_eq!(run(&["604801"]), week);
+        assert_eq!(run(&["18446744073709551615"]), week);
+        assert_eq!(run(&["99999999999999999999999999"]), week);
+        // Dates: near ones kept, far ones cut to a week, past ones kept (instant-acme
+        // treats them as now).
+        assert_eq!(
+            run(&["Wed, 15 Nov 2023 00:00:00 GMT"]),
+            Some("Wed, 15 Nov 2023 00:00:00 GMT".into())
+        );
+        assert_eq!(run(&["Fri, 31 Dec 9999 23:59:59 GMT"]), week);
+        assert_eq!(
+            run(&["Thu, 01 Jan 1970 00:00:00 GMT"]),
+            Some("Thu, 01 Jan 1970 00:00:00 GMT".into())
+        );
+        // Not a value of RFC 9110 §10.2.3, or two of them: removed.
+        for v in ["", "-1", "+5", "1.5", "soon", "5 s"] {
+            assert_eq!(run(&[v]), None, "{v:?}");
+        }
+        assert_eq!(run(&["5", "6"]), None);
+        assert_eq!(run(&[]), None);
     }
 }
