@@ -17,11 +17,14 @@
 //! Renewal: when the directory offers ACME Renewal Information (ARI, RFC 9773), skuad asks
 //! it for the certificate in force and renews at a time picked uniformly at random inside
 //! the `suggestedWindow` (§4.2; a window already past means now), asks again when the
-//! server's Retry-After says (§4.3.2, held between 1 minute and 6 hours, sooner if the
-//! picked time comes first), and the renewal order names the certificate it replaces
-//! (`replaces`, §5). A CA revoking a certificate moves its window into the past: the next
-//! check renews. Without ARI, or when asking fails (logged, never fatal; asked again in an
-//! hour), the renewal is at two thirds of the certificate's lifetime. `profile:` asks for a certificate profile
+//! server's Retry-After says (§4.3.2, held between 1 minute and 6 hours), and the renewal order names the certificate it replaces
+//! (`replaces`, §5). The time is kept between the last issuance plus a margin (an hour or a
+//! tenth of the lifetime) and `not_after` minus it (see `ari_due`). A CA revoking a
+//! certificate moves its window into the past: the next check renews. Without ARI, or when
+//! asking fails (logged, never fatal; asked again after 1 hour doubling to 24, or a 429's or
+//! 503's Retry-After), the renewal is at two thirds of the certificate's lifetime. Every
+//! request goes through our HTTP client (`AcmeHttp`: bodies bounded, requests timed,
+//! Retry-After made safe). `profile:` asks for a certificate profile
 //! (draft-ietf-acme-profiles) in every order, checked first against the profiles the
 //! directory lists.
 //!
