@@ -235,6 +235,18 @@ fn skuad_with_acme(
     ca: &Path,
     names: &[&str],
     extra: &str,
+    ports: (u16, u16, u16),
+) -> Daemon {
+    skuad_with_acme_at(dir, &p.dir_url, ca, names, extra, ports)
+}
+
+/// The same with the ACME directory at `url`.
+fn skuad_with_acme_at(
+    dir: &Path,
+    url: &str,
+    ca: &Path,
+    names: &[&str],
+    extra: &str,
     (dns, api, tls): (u16, u16, u16),
 ) -> Daemon {
     let mut conf = config(dns, api, dir, "");
@@ -247,7 +259,6 @@ fn skuad_with_acme(
          acme:\n  directory: {url}\n  contact: mailto:ops@example.test\n  ca-bundle: \"{ca}\"\n  \
          account-file: \"{d}/tls/account.json\"\n{extra}",
         d = dir.display(),
-        url = p.dir_url,
         ca = ca.display(),
     ));
     for n in names {
@@ -430,6 +441,58 @@ fn tls_alpn01_on_the_dns_over_tls_port() {
         m.contains("skua_tls_handshakes_total{transport=\"dot\",result=\"ok\"} 2\n"),
         "{m}"
     );
+}
+
+#[test]
+fn a_stalled_acme_server_holds_neither_the_task_nor_a_renewal_asked() {
+    let dir = Dir::new("acme-stalled");
+    let ca = test_ca(&dir.0, "acmestall");
+    // A certificate for the name in force from the start: skuad asks renewal information.
+    let (cert, key) = test_leaf(&dir.0, "acmestall", "dns", "DNS:dns.example.test");
+    std::fs::create_dir_all(dir.0.join("tls")).unwrap();
+    std::fs::copy(&cert, dir.0.join("tls/cert.pem")).unwrap();
+    std::fs::copy(&key, dir.0.join("tls/key.pem")).unwrap();
+    // The "ACME server" accepts connections and says nothing, not even TLS.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://127.0.0.1:{}/dir", l.local_addr().unwrap().port());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in l.incoming() {
+            held.push(c);
+        }
+    });
+    let (dns, api, tls) = (free_port(), free_port(), free_port());
+    let d = skuad_with_acme_at(
+        &dir.0,
+        &url,
+        &ca,
+        &["dns.example.test"],
+        "",
+        (dns, api, tls),
+    );
+    // The task planned from the certificate and is now asking the stalled server.
+    wait_tls(&d, 10, "planned", |s| {
+        s["next_reason"] == "two thirds of its lifetime"
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    // The operator's request does not wait for the stalled check: the order starts at
+    // once, its first request times out after 30 s, and the failure is reported. (Were
+    // the request waiting for the check, or the request without a timeout, it would come
+    // after 60 s, or never.)
+    let asked = Instant::now();
+    let r = http(&d, "POST", "/tls/renew", Some(tok("operator")), None).unwrap();
+    assert_eq!(r.status, 202);
+    let st = wait_tls(&d, 50, "failure reported", |s| s["failures"] == 1);
+    assert!(asked.elapsed() < Duration::from_secs(50), "{st}");
+    let e = st["last_error"].as_str().unwrap();
+    assert!(e.contains("did not answer in 30 s"), "{st}");
+    assert_eq!(st["issued"], 0, "{st}");
+    // The certificate in force kept, plain DNS served.
+    assert_eq!(
+        std::fs::read(dir.0.join("tls/cert.pem")).unwrap(),
+        std::fs::read(&cert).unwrap()
+    );
+    assert_eq!(ask(d.dns, "a.example."), (0, 1, [198, 18, 0, 1]));
 }
 
 #[test]
