@@ -164,6 +164,35 @@ fn tls_all(d: &Daemon) -> serde_json::Value {
     r.json()
 }
 
+/// Waits until all of `GET /tls` satisfies `f` (at most `secs`): the certificate in force
+/// and the ACME task's status read in one answer.
+fn wait_tls_all(
+    d: &Daemon,
+    secs: u64,
+    what: &str,
+    f: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let all = tls_all(d);
+        if f(&all) {
+            return all;
+        }
+        assert!(Instant::now() < deadline, "{what}: {all}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The serial of a DER certificate as GET /tls shows it (hex, lower case, no sign octet).
+fn serial_of(der: &[u8]) -> String {
+    let (_, c) = x509_parser::parse_x509_certificate(der).unwrap();
+    let mut raw = c.tbs_certificate.raw_serial();
+    while raw.len() > 1 && raw[0] == 0 {
+        raw = &raw[1..];
+    }
+    raw.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Waits until `GET /tls` satisfies `f` (at most `secs`).
 fn wait_tls(
     d: &Daemon,
@@ -206,6 +235,18 @@ fn skuad_with_acme(
     ca: &Path,
     names: &[&str],
     extra: &str,
+    ports: (u16, u16, u16),
+) -> Daemon {
+    skuad_with_acme_at(dir, &p.dir_url, ca, names, extra, ports)
+}
+
+/// The same with the ACME directory at `url`.
+fn skuad_with_acme_at(
+    dir: &Path,
+    url: &str,
+    ca: &Path,
+    names: &[&str],
+    extra: &str,
     (dns, api, tls): (u16, u16, u16),
 ) -> Daemon {
     let mut conf = config(dns, api, dir, "");
@@ -218,7 +259,6 @@ fn skuad_with_acme(
          acme:\n  directory: {url}\n  contact: mailto:ops@example.test\n  ca-bundle: \"{ca}\"\n  \
          account-file: \"{d}/tls/account.json\"\n{extra}",
         d = dir.display(),
-        url = p.dir_url,
         ca = ca.display(),
     ));
     for n in names {
@@ -404,6 +444,58 @@ fn tls_alpn01_on_the_dns_over_tls_port() {
 }
 
 #[test]
+fn a_stalled_acme_server_holds_neither_the_task_nor_a_renewal_asked() {
+    let dir = Dir::new("acme-stalled");
+    let ca = test_ca(&dir.0, "acmestall");
+    // A certificate for the name in force from the start: skuad asks renewal information.
+    let (cert, key) = test_leaf(&dir.0, "acmestall", "dns", "DNS:dns.example.test");
+    std::fs::create_dir_all(dir.0.join("tls")).unwrap();
+    std::fs::copy(&cert, dir.0.join("tls/cert.pem")).unwrap();
+    std::fs::copy(&key, dir.0.join("tls/key.pem")).unwrap();
+    // The "ACME server" accepts connections and says nothing, not even TLS.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://127.0.0.1:{}/dir", l.local_addr().unwrap().port());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in l.incoming() {
+            held.push(c);
+        }
+    });
+    let (dns, api, tls) = (free_port(), free_port(), free_port());
+    let d = skuad_with_acme_at(
+        &dir.0,
+        &url,
+        &ca,
+        &["dns.example.test"],
+        "",
+        (dns, api, tls),
+    );
+    // The task planned from the certificate and is now asking the stalled server.
+    wait_tls(&d, 10, "planned", |s| {
+        s["next_reason"] == "two thirds of its lifetime"
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    // The operator's request does not wait for the stalled check: the order starts at
+    // once, its first request times out after 30 s, and the failure is reported. (Were
+    // the request waiting for the check, or the request without a timeout, it would come
+    // after 60 s, or never.)
+    let asked = Instant::now();
+    let r = http(&d, "POST", "/tls/renew", Some(tok("operator")), None).unwrap();
+    assert_eq!(r.status, 202);
+    let st = wait_tls(&d, 50, "failure reported", |s| s["failures"] == 1);
+    assert!(asked.elapsed() < Duration::from_secs(50), "{st}");
+    let e = st["last_error"].as_str().unwrap();
+    assert!(e.contains("did not answer in 30 s"), "{st}");
+    assert_eq!(st["issued"], 0, "{st}");
+    // The certificate in force kept, plain DNS served.
+    assert_eq!(
+        std::fs::read(dir.0.join("tls/cert.pem")).unwrap(),
+        std::fs::read(&cert).unwrap()
+    );
+    assert_eq!(ask(d.dns, "a.example."), (0, 1, [198, 18, 0, 1]));
+}
+
+#[test]
 fn a_failed_order_is_reported_and_nothing_changes() {
     let dir = Dir::new("acme-fail");
     let ca = test_ca(&dir.0, "acmefail");
@@ -483,12 +575,18 @@ fn renewal_information_renews_a_short_lived_certificate_by_itself() {
         (dns, api, tls),
     );
     let root = pebble_root(&p, &ca, &dir.0);
-    let st = wait_tls(&d, 60, "first certificate", |s| s["issued"] == 1);
-    // Read at once: the renewal may come seconds later (the window starts now), and an
-    // order takes longer than this.
+    // The certificate in force and the count in one answer (a renewal comes seconds later:
+    // not before a third of the 60 s lifetime after this one's issuance).
+    let all = wait_tls_all(&d, 60, "first certificate", |a| a["acme"]["issued"] == 1);
+    let st = all["acme"].clone();
+    let serial1 = all["certificate"]["serial"].as_str().unwrap().to_string();
     let first = der(&dir.0.join("tls/cert.pem"));
-    let serial1 = tls_all(&d)["certificate"]["serial"].clone();
-    assert_eq!(served(tls, &root), first);
+    assert_eq!(
+        serial_of(&first),
+        serial1,
+        "the file read is the one shown: {all}"
+    );
+    assert_eq!(serial_of(&served(tls, &root)), serial1);
     assert_eq!(st["profile"], "shortlived", "{st}");
     assert!(
         st["last_replaced"].is_null(),
@@ -513,22 +611,29 @@ fn renewal_information_renews_a_short_lived_certificate_by_itself() {
     assert!(nb <= ws && ws < we && we <= na + 1, "{st}");
     let asked = st["renewal_info_next"].as_u64().unwrap();
     assert!(ws <= next && next <= we.max(asked), "{st}");
-    assert!(asked <= next + 60, "{st}");
+    // Not before a third of the lifetime after the issuance, and not after a third of it
+    // before the expiry (a window must not let a certificate expire, nor start orders
+    // back to back).
+    assert!(
+        next >= nb + (na - nb) / 3 - 1 && next <= na - (na - nb) / 3,
+        "{st}"
+    );
 
     // No API call: skuad renews by itself inside the window, and the order names the
     // certificate it replaces (RFC 9773 §5).
-    let st = wait_tls(&d, 120, "renewal by itself", |s| s["issued"] == 2);
+    let all = wait_tls_all(&d, 120, "renewal by itself", |a| a["acme"]["issued"] == 2);
+    let st = all["acme"].clone();
     assert_eq!(st["last_replaced"], ari_id(&first), "{st}");
     assert_eq!(st["failures"], 0, "{st}");
+    let serial2 = all["certificate"]["serial"].as_str().unwrap().to_string();
+    assert_ne!(serial2, serial1, "{all}");
     let second = der(&dir.0.join("tls/cert.pem"));
-    assert_ne!(second, first);
+    assert_eq!(serial_of(&second), serial2, "{all}");
     assert_eq!(
-        served(tls, &root),
-        second,
+        serial_of(&served(tls, &root)),
+        serial2,
         "a new handshake gets the new one"
     );
-    let all = tls_all(&d);
-    assert_ne!(all["certificate"]["serial"], serial1, "{all}");
     let mut c =
         TlsClient::with_name(tls, TlsClient::config(&root, &[b"dot"]), "dns.example.test").unwrap();
     assert_eq!(c.ask("a.example."), (0, [198, 18, 0, 1]));
@@ -572,10 +677,17 @@ fn a_revoked_certificate_is_replaced_at_the_next_renewal_information_check() {
     // information now says "renew now" (a window in the past, RFC 9773 §4.2).
     let (rt, acct) = skuads_account(&dir.0, &ca);
     let cert = rustls_pki_types::CertificateDer::from(first.clone());
-    rt.block_on(acct.revoke(&instant_acme::RevocationRequest {
-        certificate: &cert,
-        reason: None,
-    }))
+    rt.block_on(async {
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            acct.revoke(&instant_acme::RevocationRequest {
+                certificate: &cert,
+                reason: None,
+            }),
+        )
+        .await
+    })
+    .expect("pebble answers in 30 s")
     .unwrap();
     // skuad's next check (at its restart here: pebble's Retry-After is 6 hours) sees it
     // and renews without being asked.
@@ -592,7 +704,12 @@ fn a_revoked_certificate_is_replaced_at_the_next_renewal_information_check() {
     // refused as already replaced (RFC 9773 §5).
     let ids = [instant_acme::Identifier::Dns("dns.example.test".into())];
     let id = instant_acme::CertificateIdentifier::try_from(&cert).unwrap();
-    let r = rt.block_on(acct.new_order(&instant_acme::NewOrder::new(&ids).replaces(id)));
+    let order = instant_acme::NewOrder::new(&ids).replaces(id);
+    let r = rt
+        .block_on(async {
+            tokio::time::timeout(Duration::from_secs(30), acct.new_order(&order)).await
+        })
+        .expect("pebble answers in 30 s");
     match r {
         Err(instant_acme::Error::Api(p)) => assert_eq!(
             p.r#type.as_deref(),
@@ -699,11 +816,8 @@ fn a_certificate_without_acme_is_shown() {
         .find_map(|l| l.strip_prefix("serial="))
         .unwrap()
         .to_ascii_lowercase();
-    assert_eq!(
-        c["serial"].as_str().unwrap().trim_start_matches('0'),
-        serial.trim_start_matches('0'),
-        "{all} vs {text}"
-    );
+    // Exactly (no sign octet of DER's INTEGER, lower case).
+    assert_eq!(c["serial"].as_str().unwrap(), serial, "{all} vs {text}");
     let (nb, na) = (
         c["not_before"].as_u64().unwrap(),
         c["not_after"].as_u64().unwrap(),

@@ -17,11 +17,14 @@
 //! Renewal: when the directory offers ACME Renewal Information (ARI, RFC 9773), skuad asks
 //! it for the certificate in force and renews at a time picked uniformly at random inside
 //! the `suggestedWindow` (§4.2; a window already past means now), asks again when the
-//! server's Retry-After says (§4.3.2, held between 1 minute and 6 hours, sooner if the
-//! picked time comes first), and the renewal order names the certificate it replaces
-//! (`replaces`, §5). A CA revoking a certificate moves its window into the past: the next
-//! check renews. Without ARI, or when asking fails (logged, never fatal; asked again in an
-//! hour), the renewal is at two thirds of the certificate's lifetime. `profile:` asks for a certificate profile
+//! server's Retry-After says (§4.3.2, held between 1 minute and 6 hours), and the renewal order names the certificate it replaces
+//! (`replaces`, §5). The time is kept between the last issuance plus a margin (an hour or a
+//! tenth of the lifetime) and `not_after` minus it (see `ari_due`). A CA revoking a
+//! certificate moves its window into the past: the next check renews. Without ARI, or when
+//! asking fails (logged, never fatal; asked again after 1 hour doubling to 24, or a 429's or
+//! 503's Retry-After), the renewal is at two thirds of the certificate's lifetime. Every
+//! request goes through our HTTP client (`AcmeHttp`: bodies bounded, requests timed,
+//! Retry-After made safe). `profile:` asks for a certificate profile
 //! (draft-ietf-acme-profiles) in every order, checked first against the profiles the
 //! directory lists.
 //!
@@ -383,10 +386,102 @@ fn pick_in(start: u64, end: u64) -> u64 {
 }
 
 /// When ARI is asked again after a Retry-After of `retry` seconds: held between 1 minute
-/// and 6 hours (RFC 9773 §4.3.2 asks clients to bound it), and never after the renewal
-/// time `at` picked (so the server's latest word is seen before the order).
+/// and 6 hours (RFC 9773 §4.3.2 asks clients to bound it), and shown no later than the
+/// renewal time `at`. At `at` the task orders on the answer it has (at most 6 hours old),
+/// it does not ask again first: a check due at the same time is the order's.
 fn next_check(now: u64, retry: u64, at: u64) -> u64 {
     (now + retry.clamp(60, 6 * 3600)).min(at.max(now + 60))
+}
+
+/// The least time between an ARI-planned renewal and the expiry: an hour, or a tenth of
+/// the lifetime `life` if longer; but at most a third of it (a certificate of less than
+/// three hours, a test CA's, would otherwise be due before it is issued).
+fn ari_margin(life: u64) -> u64 {
+    (life / 10).max(3600).min(life / 3)
+}
+
+/// The least time between an issuance and the next order ARI starts: an hour (at most a
+/// third of the lifetime `life`). Enough that a server answering every new certificate
+/// with a window in the past cannot start order after order (24 a day at most), short
+/// enough that a certificate the CA revoked soon after issuance is replaced within the
+/// hour, not days later as a tenth of a 90-day lifetime would have it.
+fn ari_floor(life: u64) -> u64 {
+    3600u64.min(life / 3)
+}
+
+/// The renewal time of the certificate `f` (issued by this task at `last_issued`, if it
+/// was) from the time `at` picked in ARI's window: not before `last_issued` plus the
+/// margin (a window already past for a certificate just issued, by a server's mistake or
+/// a hostile one, must not start order after order), and never later than the margin
+/// before `not_after` (a window that slides must not let the certificate expire; this bound
+/// wins over the first). Also whether the first bound moved it (the certificate too young).
+fn ari_due(at: u64, now: u64, f: &CertFacts, last_issued: Option<u64>) -> (u64, bool) {
+    let life = f.not_after.saturating_sub(f.not_before);
+    let latest = f.not_after.saturating_sub(ari_margin(life));
+    let floor = last_issued.map_or(0, |t| t.saturating_add(ari_floor(life)));
+    let wanted = at.max(now);
+    let due = wanted.max(floor).min(latest).max(now);
+    (due, due > wanted)
+}
+
+/// Seconds until ARI is asked again after `errors` failed checks in a row: the server's
+/// Retry-After on a 429 or 503 (RFC 9773 §4.3.2; held between 1 minute and 24 hours), or
+/// 1 hour doubling up to 24 hours.
+fn ari_retry(errors: u32, retry_after: Option<u64>) -> u64 {
+    match retry_after {
+        Some(r) => r.clamp(60, 86_400),
+        None => 3600u64
+            .saturating_mul(1 << errors.saturating_sub(1).min(5))
+            .min(86_400),
+    }
+}
+
+/// The most one renewal-information check (the directory, the account, the answer) takes.
+const ARI_CHECK_TIMEOUT: Duration = Duration::from_secs(60);
+/// The most one order takes, account to certificate (challenges validated by the server
+/// included; pebble and Let's Encrypt take seconds): a stalled server must not hold the
+/// task (and POST /tls/renew) for ever.
+const ISSUE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Asks the renewal information for `der`, directory and account included, in at most
+/// [`ARI_CHECK_TIMEOUT`]. An error comes with the Retry-After (seconds) of a 429 or 503
+/// answer, if there was one.
+async fn ari_check(
+    acme: &Acme,
+    s: &AcmeSettings,
+    der: &rustls_pki_types::CertificateDer<'_>,
+) -> Result<Option<((u64, u64), u64)>, (String, Option<u64>)> {
+    let throttle = Throttle::default();
+    let r = tokio::time::timeout(ARI_CHECK_TIMEOUT, async {
+        let acct = account(s, Some(throttle.clone()))
+            .await
+            .map_err(|f| f.msg)?;
+        check_profile(acme, &acct, s);
+        renewal_info(&acct, der).await
+    })
+    .await
+    .unwrap_or_else(|_| Err(format!("no answer in {} s", ARI_CHECK_TIMEOUT.as_secs())));
+    r.map_err(|e| {
+        let retry = *throttle.lock().unwrap_or_else(|e| e.into_inner());
+        (crate::control::ha::printable_max(&e, 256), retry)
+    })
+}
+
+/// Whether a new order naming the certificate it replaces (RFC 9773 §5) was refused for
+/// that: the certificate already replaced (`alreadyReplaced`, 409), or one the server does
+/// not know (Boulder answers 404; pebble 2.10 a `serverInternal` "could not find an order
+/// for the given certificate"), say after a change of CA or account. The renewal is still
+/// wanted then, ordered without `replaces`. Anything else (the network, a rate limit,
+/// instant-acme's own "replaces field mismatch") is a failure like any other.
+fn refused_replaces(e: &instant_acme::Error) -> bool {
+    let instant_acme::Error::Api(p) = e else {
+        return false;
+    };
+    let detail = p.detail.as_deref().unwrap_or("").to_ascii_lowercase();
+    p.r#type.as_deref() == Some("urn:ietf:params:acme:error:alreadyReplaced")
+        || p.status == Some(404)
+        || detail.contains("could not find an order for the given certificate")
+        || detail.contains("no current certificate")
 }
 
 /// Asks the ACME server's renewal information for `der` (RFC 9773 §4.3): the suggested
@@ -451,6 +546,12 @@ pub async fn run(ctl: Arc<Control>, acme: Arc<Acme>, s: AcmeSettings) {
             log::warn(format_args!("acme: removing {rr}: {}", e.message()));
         }
     }
+    // Renewal-information checks failed in a row (asked again after 1, 2, 4 ... hours).
+    let mut ari_errors: u32 = 0;
+    // When this task last issued (Unix seconds): the floor of ARI-started renewals.
+    let mut last_issued: Option<u64> = None;
+    // The certificate "too young to renew" was logged for (once per certificate).
+    let mut young_warned: Option<Vec<u8>> = None;
     loop {
         let now = unix(SystemTime::now());
         let current = read_cert(&s.cert);
@@ -473,56 +574,71 @@ pub async fn run(ctl: Arc<Control>, acme: Arc<Acme>, s: AcmeSettings) {
         let mut recheck = None;
         // The certificate the order replaces (§5), when the server offers ARI.
         let mut replaces: Option<CertificateIdentifier<'static>> = None;
+        let replacing = |der: &rustls_pki_types::CertificateDer<'_>| {
+            CertificateIdentifier::try_from(der)
+                .ok()
+                .map(CertificateIdentifier::into_owned)
+        };
+        let mut asked = false;
         if let Some((der, _)) = ours
             && failures > 0
             && ari_offered
         {
             // A retry: its time is the back-off's; the order still names what it replaces.
-            replaces = CertificateIdentifier::try_from(der)
-                .ok()
-                .map(CertificateIdentifier::into_owned);
-        } else if let Some((der, _)) = ours
+            replaces = replacing(der);
+        } else if let Some((der, facts)) = ours
             && !reload_pending
         {
-            match account(&s).await {
-                Ok(acct) => {
-                    check_profile(&acme, &acct, &s);
-                    match renewal_info(&acct, der).await {
-                        Ok(Some((w, retry))) => {
-                            ari_offered = true;
-                            let at = match pick {
-                                Some(p) if p.window == w => p.at,
-                                _ => pick_in(w.0, w.1),
-                            };
-                            pick = Some(Pick { window: w, at });
-                            // §4.2 step 3: a time already past means now.
-                            due = at.max(now);
-                            reason = "renewal information";
-                            window = Some(w);
-                            recheck = Some(next_check(now, retry, due));
-                            replaces = CertificateIdentifier::try_from(der)
-                                .ok()
-                                .map(CertificateIdentifier::into_owned);
-                        }
-                        Ok(None) => ari_offered = false,
-                        Err(e) => {
-                            // §4.2: no usable answer, the client decides: two thirds, and
-                            // asks again in an hour (a revocation must not wait for the
-                            // two-thirds mark to be seen).
-                            let e = crate::control::ha::printable_max(&e, 256);
-                            log::warn(format_args!(
-                                "acme: renewal information: {e} (renewal at two thirds of the certificate's lifetime; asked again in an hour)"
-                            ));
-                            recheck = Some(next_check(now, 3600, due));
-                        }
+            // An operator's request is not held up by a slow check.
+            let checked = tokio::select! {
+                c = ari_check(&acme, &s, der) => Some(c),
+                _ = acme.renew_now.notified() => None,
+            };
+            match checked {
+                None => {
+                    asked = true;
+                    if ari_offered {
+                        replaces = replacing(der);
                     }
                 }
-                Err(e) => {
+                Some(Ok(Some((w, retry)))) => {
+                    ari_offered = true;
+                    ari_errors = 0;
+                    let at = match pick {
+                        Some(p) if p.window == w => p.at,
+                        _ => pick_in(w.0, w.1),
+                    };
+                    pick = Some(Pick { window: w, at });
+                    // §4.2 step 3: a time already past means now; bounded by the
+                    // certificate's age and expiry (see ari_due).
+                    let held;
+                    (due, held) = ari_due(at, now, facts, last_issued);
+                    if held && young_warned.as_deref() != Some(der.as_ref()) {
+                        young_warned = Some(der.to_vec());
+                        log::warn(format_args!(
+                            "acme: renewal information asks to renew a certificate issued {} s ago: not before {due} (Unix; an hour or a tenth of its lifetime after its issuance)",
+                            now.saturating_sub(last_issued.unwrap_or(now))
+                        ));
+                    }
+                    reason = "renewal information";
+                    window = Some(w);
+                    recheck = Some(next_check(now, retry, due));
+                    replaces = replacing(der);
+                }
+                Some(Ok(None)) => {
+                    ari_offered = false;
+                    ari_errors = 0;
+                }
+                Some(Err((e, retry_after))) => {
+                    // §4.2: no usable answer, the client decides: two thirds; asked again
+                    // (a revocation must not wait for the two-thirds mark to be seen) after
+                    // the server's Retry-After or a back-off (§4.3.2: not hammered).
+                    ari_errors = ari_errors.saturating_add(1);
+                    let wait = ari_retry(ari_errors, retry_after);
                     log::warn(format_args!(
-                        "acme: renewal information not asked: {} (asked again in an hour)",
-                        crate::control::ha::printable_max(&e.msg, 256)
+                        "acme: renewal information: {e} (renewal at two thirds of the certificate's lifetime; asked again in {wait} s)"
                     ));
-                    recheck = Some(next_check(now, 3600, due));
+                    recheck = Some((now + wait).min(due.max(now + 60)));
                 }
             }
         }
@@ -540,8 +656,7 @@ pub async fn run(ctl: Arc<Control>, acme: Arc<Acme>, s: AcmeSettings) {
         // Wakes at the renewal time, or earlier to ask ARI again; an operator's request
         // orders at once.
         let wake = recheck.map_or(due, |r| r.min(due));
-        let mut asked = false;
-        if wake > now {
+        if !asked && wake > now {
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_secs(wake - now)) => {}
                 _ = acme.renew_now.notified() => asked = true,
@@ -549,6 +664,26 @@ pub async fn run(ctl: Arc<Control>, acme: Arc<Acme>, s: AcmeSettings) {
             if !asked && wake < due {
                 continue;
             }
+        }
+        // The sleep may have lasted hours: an operator who put another certificate in
+        // force meanwhile gets a plan for it, not an order naming the one it replaced
+        // (RFC 9773 §5 `replaces`) and timed for that one. Asked for, the order goes on,
+        // naming the certificate now in force.
+        let now_der = read_cert(&s.cert);
+        if now_der.as_ref().map(|c| &c.0) != current.as_ref().map(|c| &c.0) {
+            if !asked {
+                log::info(format_args!(
+                    "acme: the certificate file changed while waiting: renewal planned again"
+                ));
+                pick = None;
+                continue;
+            }
+            replaces = replaces.and_then(|_| {
+                now_der
+                    .as_ref()
+                    .filter(|(_, f)| s.names.iter().all(|n| f.names.contains(n)))
+                    .and_then(|(der, _)| replacing(der))
+            });
         }
         // A certificate written whose reload failed is put in force again, not ordered
         // again (a new order would count against the CA's limits for nothing).
@@ -574,6 +709,8 @@ pub async fn run(ctl: Arc<Control>, acme: Arc<Acme>, s: AcmeSettings) {
             Ok(replaced) => {
                 failures = 0;
                 pick = None;
+                last_issued = Some(unix(SystemTime::now()));
+                young_warned = None;
                 // The new certificate and its plan shown with the count, in one step.
                 let c = read_cert(&s.cert).map(|c| c.1);
                 let now = unix(SystemTime::now());
@@ -686,8 +823,10 @@ fn check_profile(acme: &Acme, acct: &Account, s: &AcmeSettings) {
     if let Err(f) = profile_offered(acct, p) {
         let mut st = acme.status();
         if st.last_error.is_none() {
-            log::warn(format_args!("acme: {}", f.msg));
-            st.last_error = Some(crate::control::ha::printable_max(&f.msg, 512));
+            // The profile names come from the server: one bounded line, as its other text.
+            let msg = crate::control::ha::printable_max(&f.msg, 512);
+            log::warn(format_args!("acme: {msg}"));
+            st.last_error = Some(msg);
             st.last_error_reason = Some(f.kind.as_str().to_string());
         }
     }
@@ -712,7 +851,17 @@ async fn issue(
     s: &AcmeSettings,
     replaces: Option<CertificateIdentifier<'static>>,
 ) -> Result<Option<String>, Failure> {
-    let account = account(s).await?;
+    // One deadline for the whole order; the challenges are taken down whatever comes of it.
+    let deadline = tokio::time::Instant::now() + ISSUE_TIMEOUT;
+    let late = || {
+        Failure::from(format!(
+            "no certificate after {} minutes (the ACME server stalled?)",
+            ISSUE_TIMEOUT.as_secs() / 60
+        ))
+    };
+    let account = tokio::time::timeout_at(deadline, account(s, None))
+        .await
+        .map_err(|_| late())??;
     if let Some(p) = &s.profile {
         profile_offered(&account, p)?;
     }
@@ -727,24 +876,23 @@ async fn issue(
         }
         o
     };
-    let mut order = match account.new_order(&new_order(replaces.clone())).await {
+    let first = tokio::time::timeout_at(deadline, account.new_order(&new_order(replaces.clone())))
+        .await
+        .map_err(|_| late())?;
+    let mut order = match first {
         Ok(o) => o,
-        // RFC 9773 §5: a server may refuse `replaces` (the certificate already replaced,
-        // or not one it knows, say after a change of CA): the renewal is still wanted, so
-        // it is ordered once more without it. A rate limit or a refused profile would
-        // refuse the second order too: not asked twice.
-        Err(e) if replaces.is_some() => {
+        // RFC 9773 §5: a server refuses `replaces` for a certificate already replaced, or
+        // one it does not know (after a change of CA, say): the renewal is still wanted, so
+        // it is ordered once more without it. Any other refusal is not one of `replaces`.
+        Err(e) if replaces.is_some() && refused_replaces(&e) => {
             let f = classify("new order", &e);
-            if matches!(f.kind, FailureKind::RateLimited | FailureKind::Profile) {
-                return Err(f);
-            }
             log::warn(format_args!(
                 "acme: the order replacing the certificate in force was refused ({}); ordering without 'replaces'",
                 crate::control::ha::printable_max(&f.msg, 256)
             ));
-            account
-                .new_order(&new_order(None))
+            tokio::time::timeout_at(deadline, account.new_order(&new_order(None)))
                 .await
+                .map_err(|_| late())?
                 .map_err(|e| classify("new order", &e))?
         }
         Err(e) => return Err(classify("new order", &e)),
@@ -759,7 +907,7 @@ async fn issue(
     };
     let mut added: Vec<String> = Vec::new();
     let mut alpn_names: Vec<String> = Vec::new();
-    let result = async {
+    let result = tokio::time::timeout_at(deadline, async {
         let mut auths = order.authorizations();
         while let Some(a) = auths.next().await {
             let mut a = a.map_err(|e| classify("authorization", &e))?;
@@ -823,8 +971,9 @@ async fn issue(
             .await
             .map_err(|e| classify("certificate", &e))?;
         Ok::<_, Failure>((cert_pem, key_pem))
-    }
-    .await;
+    })
+    .await
+    .unwrap_or_else(|_| Err(late()));
     // Challenges taken down whatever came of it.
     acme.http_tokens
         .lock()
@@ -922,14 +1071,189 @@ fn alpn_certificate(
     )))
 }
 
+/// The most an ACME response body may hold: directories, orders and problem documents are
+/// a few KiB, a certificate chain a few dozen; more is refused (a hostile or broken server
+/// must not fill the memory).
+const MAX_BODY: usize = 1 << 20;
+/// The most one ACME request may take, connection to the last byte of the body.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest Retry-After kept (RFC 9110 §10.2.3): instant-acme 0.8.5 adds the seconds to
+/// the clock unchecked (a panic, an abort in release, past the representable time), so a
+/// longer delay is cut to this before it sees it.
+const MAX_RETRY_AFTER: u64 = 7 * 86_400;
+
+/// The HTTP client instant-acme is given for every ACME request: hyper with the roots the
+/// configuration says, each response's body bounded ([`MAX_BODY`]), each request timed
+/// ([`REQUEST_TIMEOUT`]) and its Retry-After made safe ([`sane_retry_after`]).
+struct AcmeHttp {
+    client: hyper_util::client::legacy::Client<
+        hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+        instant_acme::BodyWrapper<hyper::body::Bytes>,
+    >,
+    timeout: Duration,
+    /// Where the Retry-After (seconds) of a 429 or 503 answer goes: instant-acme turns
+    /// those answers into a problem document and drops the header.
+    throttle: Option<Throttle>,
+}
+
+/// The Retry-After of the last 429 or 503 answer, seconds.
+type Throttle = Arc<Mutex<Option<u64>>>;
+
+impl AcmeHttp {
+    /// A client trusting the certificates in `ca_bundle`, or (none) the platform's roots, as
+    /// instant-acme's own builders do.
+    fn new(ca_bundle: Option<&Path>) -> Result<Self, String> {
+        let b = hyper_rustls::HttpsConnectorBuilder::new();
+        let b = match ca_bundle {
+            Some(ca) => {
+                use rustls_pki_types::pem::PemObject;
+                let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+                for c in rustls_pki_types::CertificateDer::pem_file_iter(ca)
+                    .map_err(|e| format!("ca-bundle: {e}"))?
+                {
+                    roots
+                        .add(c.map_err(|e| format!("ca-bundle: {e}"))?)
+                        .map_err(|e| format!("ca-bundle: {e}"))?;
+                }
+                if roots.is_empty() {
+                    return Err(format!("ca-bundle: {}: no certificate", ca.display()));
+                }
+                b.with_tls_config(
+                    tokio_rustls::rustls::ClientConfig::builder()
+                        .with_root_certificates(roots)
+                        .with_no_client_auth(),
+                )
+            }
+            None => b
+                .try_with_platform_verifier()
+                .map_err(|e| format!("acme client: {e}"))?,
+        };
+        let conn = b.https_only().enable_http1().enable_http2().build();
+        Ok(Self {
+            client: hyper_util::client::legacy::Client::builder(
+                hyper_util::rt::TokioExecutor::new(),
+            )
+            .build(conn),
+            timeout: REQUEST_TIMEOUT,
+            throttle: None,
+        })
+    }
+}
+
+impl instant_acme::HttpClient for AcmeHttp {
+    fn request(
+        &self,
+        req: hyper::Request<instant_acme::BodyWrapper<hyper::body::Bytes>>,
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<
+                    Output = Result<instant_acme::BytesResponse, instant_acme::Error>,
+                > + Send,
+        >,
+    > {
+        let fut = self.client.request(req);
+        let (timeout, throttle) = (self.timeout, self.throttle.clone());
+        Box::pin(async move {
+            let rsp = tokio::time::timeout(timeout, async {
+                let rsp = fut
+                    .await
+                    .map_err(|e| instant_acme::Error::Other(Box::new(e)))?;
+                guard_response(rsp).await
+            })
+            .await
+            .unwrap_or_else(|_| {
+                Err(instant_acme::Error::Other(
+                    format!("the ACME server did not answer in {} s", timeout.as_secs()).into(),
+                ))
+            })?;
+            let status = rsp.parts.status.as_u16();
+            if let Some(t) = throttle
+                && (status == 429 || status == 503)
+            {
+                *t.lock().unwrap_or_else(|e| e.into_inner()) =
+                    retry_after_secs(&rsp.parts.headers, SystemTime::now());
+            }
+            Ok(rsp)
+        })
+    }
+}
+
+/// A response made safe for instant-acme: Retry-After sanitised, the body read whole but
+/// no more than [`MAX_BODY`] (more: an error).
+async fn guard_response<B>(
+    rsp: hyper::Response<B>,
+) -> Result<instant_acme::BytesResponse, instant_acme::Error>
+where
+    B: hyper::body::Body + Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    use http_body_util::BodyExt as _;
+    let (mut parts, body) = rsp.into_parts();
+    sane_retry_after(&mut parts.headers, SystemTime::now());
+    let body = http_body_util::Limited::new(body, MAX_BODY)
+        .collect()
+        .await
+        .map_err(|e| {
+            if e.is::<http_body_util::LengthLimitError>() {
+                instant_acme::Error::Str("the ACME server's response is larger than 1 MiB")
+            } else {
+                instant_acme::Error::Other(e)
+            }
+        })?
+        .to_bytes();
+    Ok(instant_acme::BytesResponse {
+        parts,
+        body: Box::new(body),
+    })
+}
+
+/// The seconds from `now` the one Retry-After in `h` says (RFC 9110 §10.2.3), u64::MAX for
+/// a number too long; none without one, with several, or with a value that is neither.
+fn retry_after_secs(h: &hyper::HeaderMap, now: SystemTime) -> Option<u64> {
+    let mut values = h.get_all(hyper::header::RETRY_AFTER).iter();
+    let (Some(v), None) = (values.next(), values.next()) else {
+        return None;
+    };
+    let v = v.to_str().ok()?.trim();
+    if !v.is_empty() && v.bytes().all(|c| c.is_ascii_digit()) {
+        Some(v.parse::<u64>().unwrap_or(u64::MAX))
+    } else {
+        let d = httpdate::parse_http_date(v).ok()?;
+        Some(d.duration_since(now).map_or(0, |d| d.as_secs()))
+    }
+}
+
+/// Makes the Retry-After in `h` (RFC 9110 §10.2.3: delay-seconds or an HTTP-date) one
+/// instant-acme can use without overflowing the clock: a delay or a date further than
+/// [`MAX_RETRY_AFTER`] from `now` becomes that many seconds; a value that is neither (or
+/// several) is removed (instant-acme then waits its own way, and renewal information without
+/// it is an error, asked again later).
+fn sane_retry_after(h: &mut hyper::HeaderMap, now: SystemTime) {
+    use hyper::header::RETRY_AFTER;
+    match retry_after_secs(h, now) {
+        Some(s) if s > MAX_RETRY_AFTER => {
+            h.insert(
+                RETRY_AFTER,
+                hyper::header::HeaderValue::from(MAX_RETRY_AFTER),
+            );
+        }
+        Some(_) => {}
+        None => {
+            h.remove(RETRY_AFTER);
+        }
+    }
+}
+
 /// The account: the one in `account-file:` when it is for this `directory:`, or a new one
 /// (written there, mode 0600; an account file for another directory is kept beside it as
 /// `.previous`). An account file that cannot be used now (the server unreachable) is an
 /// error, never a reason to make another account.
-async fn account(s: &AcmeSettings) -> Result<Account, Failure> {
-    let builder = || match &s.ca_bundle {
-        Some(ca) => Account::builder_with_root(ca).map_err(|e| format!("ca-bundle: {e}")),
-        None => Account::builder().map_err(|e| format!("acme client: {e}")),
+async fn account(s: &AcmeSettings, throttle: Option<Throttle>) -> Result<Account, Failure> {
+    // Our HTTP client for every request of the account and its orders (see AcmeHttp).
+    let builder = || -> Result<_, String> {
+        let mut http = AcmeHttp::new(s.ca_bundle.as_deref())?;
+        http.throttle = throttle.clone();
+        Ok(Account::builder_with_http(Box::new(http)))
     };
     if let Ok(text) = std::fs::read_to_string(&s.account_file) {
         let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
@@ -1150,5 +1474,246 @@ mod tests {
         assert_eq!(next_check(1000, 86_400, 1_000_000), 1000 + 6 * 3600);
         assert_eq!(next_check(1000, 86_400, 5000), 5000);
         assert_eq!(next_check(1000, 86_400, 1010), 1060);
+    }
+
+    /// A local HTTP server answering every request with `retry_after` and `body_len` bytes:
+    /// its address.
+    async fn hostile_server(retry_after: &'static str, body_len: usize) -> SocketAddr {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = l.accept().await {
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(move |_req| async move {
+                        let mut r = hyper::Response::new(http_body_util::Full::new(
+                            hyper::body::Bytes::from(vec![b'x'; body_len]),
+                        ));
+                        r.headers_mut().insert(
+                            hyper::header::RETRY_AFTER,
+                            hyper::header::HeaderValue::from_static(retry_after),
+                        );
+                        Ok::<_, std::convert::Infallible>(r)
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        addr
+    }
+
+    async fn fetch(addr: SocketAddr) -> Result<instant_acme::BytesResponse, instant_acme::Error> {
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<http_body_util::Empty<hyper::body::Bytes>>();
+        let rsp = client
+            .get(format!("http://{addr}/").parse().unwrap())
+            .await
+            .unwrap();
+        guard_response(rsp).await
+    }
+
+    #[tokio::test]
+    async fn a_hostile_retry_after_and_a_huge_body_over_http() {
+        // u64::MAX seconds: instant-acme would add it to the clock and panic; it is cut to
+        // a week before instant-acme sees it.
+        let addr = hostile_server("18446744073709551615", 100).await;
+        let mut r = fetch(addr).await.unwrap();
+        assert_eq!(r.parts.headers[hyper::header::RETRY_AFTER], "604800");
+        assert_eq!(r.body.into_bytes().await.unwrap().len(), 100);
+        // A body of 1 MiB passes; one byte more is an error, not read on.
+        let addr = hostile_server("5", MAX_BODY).await;
+        let mut r = fetch(addr).await.unwrap();
+        assert_eq!(r.parts.headers[hyper::header::RETRY_AFTER], "5");
+        assert_eq!(r.body.into_bytes().await.unwrap().len(), MAX_BODY);
+        let addr = hostile_server("5", 8 * MAX_BODY).await;
+        let e = fetch(addr)
+            .await
+            .err()
+            .expect("a body above 1 MiB is refused");
+        assert!(e.to_string().contains("larger than 1 MiB"), "{e}");
+        // Neither a number nor a date: removed.
+        let addr = hostile_server("soon", 10).await;
+        let r = fetch(addr).await.unwrap();
+        assert!(r.parts.headers.get(hyper::header::RETRY_AFTER).is_none());
+    }
+
+    #[test]
+    fn retry_after_values_made_safe() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let run = |vals: &[&str]| {
+            let mut h = hyper::HeaderMap::new();
+            for v in vals {
+                h.append(
+                    hyper::header::RETRY_AFTER,
+                    hyper::header::HeaderValue::from_str(v).unwrap(),
+                );
+            }
+            sane_retry_after(&mut h, now);
+            h.get(hyper::header::RETRY_AFTER)
+                .map(|v| v.to_str().unwrap().to_string())
+        };
+        let week = Some("604800".to_string());
+        assert_eq!(run(&["3600"]), Some("3600".into()));
+        assert_eq!(run(&["604800"]), week);
+        assert_eq!(run(&["604801"]), week);
+        assert_eq!(run(&["18446744073709551615"]), week);
+        assert_eq!(run(&["99999999999999999999999999"]), week);
+        // Dates: near ones kept, far ones cut to a week, past ones kept (instant-acme
+        // treats them as now).
+        assert_eq!(
+            run(&["Wed, 15 Nov 2023 00:00:00 GMT"]),
+            Some("Wed, 15 Nov 2023 00:00:00 GMT".into())
+        );
+        assert_eq!(run(&["Fri, 31 Dec 9999 23:59:59 GMT"]), week);
+        assert_eq!(
+            run(&["Thu, 01 Jan 1970 00:00:00 GMT"]),
+            Some("Thu, 01 Jan 1970 00:00:00 GMT".into())
+        );
+        // Not a value of RFC 9110 §10.2.3, or two of them: removed.
+        for v in ["", "-1", "+5", "1.5", "soon", "5 s"] {
+            assert_eq!(run(&[v]), None, "{v:?}");
+        }
+        assert_eq!(run(&["5", "6"]), None);
+        assert_eq!(run(&[]), None);
+    }
+
+    fn facts(not_before: u64, not_after: u64) -> CertFacts {
+        CertFacts {
+            names: vec!["a.example".into()],
+            serial: "01".into(),
+            issuer: String::new(),
+            not_before,
+            not_after,
+        }
+    }
+
+    #[test]
+    fn an_ari_time_is_bounded_by_the_age_and_the_expiry() {
+        let day = 86_400;
+        // A 90-day certificate issued by this task at 1000: a window already past asks for
+        // now, held until an hour after the issuance (a revoked one is replaced soon, a
+        // server's mistake cannot start order after order), and that is said.
+        let f = facts(1000, 1000 + 90 * day);
+        assert_eq!(ari_due(0, 1010, &f, Some(1000)), (1000 + 3600, true));
+        // Not issued by this task (found at start, or an operator's): no floor.
+        assert_eq!(ari_due(0, 1010, &f, None), (1010, false));
+        // Past the floor, the pick as it is.
+        assert_eq!(
+            ari_due(1000 + 60 * day, 1010, &f, Some(1000)),
+            (1000 + 60 * day, false)
+        );
+        // A window sliding past the expiry: at most 9 days (a tenth) before it.
+        assert_eq!(
+            ari_due(1000 + 95 * day, 1010, &f, None),
+            (1000 + 81 * day, false)
+        );
+        // A short certificate: the floor is an hour, the expiry bound an hour too.
+        let f = facts(0, 10 * 3600);
+        assert_eq!(ari_due(0, 10, &f, Some(0)), (3600, true));
+        assert_eq!(ari_due(10 * 3600, 10, &f, Some(0)), (9 * 3600, false));
+        // Shorter than three hours (pebble's 60 s): a third of the lifetime each side.
+        let f = facts(100, 160);
+        assert_eq!(ari_due(130, 110, &f, Some(100)), (130, false));
+        assert_eq!(ari_due(100, 110, &f, Some(100)), (120, true));
+        assert_eq!(ari_due(155, 110, &f, None), (140, false));
+        // Never in the past.
+        assert_eq!(ari_due(100, 150, &f, Some(100)), (150, false));
+    }
+
+    #[test]
+    fn renewal_information_errors_back_off() {
+        let h = 3600;
+        let waits: Vec<u64> = (1..=8).map(|n| ari_retry(n, None)).collect();
+        assert_eq!(
+            waits,
+            [h, 2 * h, 4 * h, 8 * h, 16 * h, 24 * h, 24 * h, 24 * h]
+        );
+        assert_eq!(ari_retry(u32::MAX, None), 24 * h);
+        // A 429's or 503's Retry-After, held between a minute and a day.
+        assert_eq!(ari_retry(1, Some(300)), 300);
+        assert_eq!(ari_retry(5, Some(300)), 300);
+        assert_eq!(ari_retry(1, Some(0)), 60);
+        assert_eq!(ari_retry(1, Some(u64::MAX)), 24 * h);
+    }
+
+    #[test]
+    fn only_a_refusal_of_replaces_orders_without_it() {
+        let p = |kind: &str, status: u16, detail: &str| {
+            instant_acme::Error::Api(
+                serde_json::from_value(
+                    serde_json::json!({"type": kind, "detail": detail, "status": status}),
+                )
+                .unwrap(),
+            )
+        };
+        // RFC 9773 §5.
+        assert!(refused_replaces(&p(
+            "urn:ietf:params:acme:error:alreadyReplaced",
+            409,
+            "certificate with serial 01 already has a replacement order"
+        )));
+        // pebble 2.10, a certificate it does not know.
+        assert!(refused_replaces(&p(
+            "urn:ietf:params:acme:error:serverInternal",
+            500,
+            "could not find an order for the given certificate: not found"
+        )));
+        // Not found (Boulder).
+        assert!(refused_replaces(&p(
+            "urn:ietf:params:acme:error:malformed",
+            404,
+            "request included `replaces` field, but no current certificate with serial \"01\" exists"
+        )));
+        // Anything else is a failure like any other.
+        for e in [
+            p("urn:ietf:params:acme:error:rateLimited", 429, "slow down"),
+            p("urn:ietf:params:acme:error:invalidProfile", 400, "no"),
+            p("urn:ietf:params:acme:error:serverInternal", 500, "oops"),
+            instant_acme::Error::Str("network"),
+            instant_acme::Error::Other("replaces field mismatch: expected a, found b".into()),
+        ] {
+            assert!(!refused_replaces(&e), "{e}");
+        }
+    }
+
+    /// An AcmeHttp for `addr` (a test server) trusting a throw-away certificate: what
+    /// matters is what happens before any TLS.
+    fn client_for_tests(timeout: Duration) -> (AcmeHttp, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let ca = dir.path().join("ca.pem");
+        std::fs::write(&ca, cert.pem()).unwrap();
+        let mut c = AcmeHttp::new(Some(&ca)).unwrap();
+        c.timeout = timeout;
+        (c, dir)
+    }
+
+    #[tokio::test]
+    async fn a_stalled_acme_server_times_out() {
+        use instant_acme::HttpClient as _;
+        // Accepts, and says nothing (not even the TLS handshake).
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let held = tokio::spawn(async move {
+            let mut conns = Vec::new();
+            while let Ok((c, _)) = l.accept().await {
+                conns.push(c);
+            }
+        });
+        let (c, _dir) = client_for_tests(Duration::from_secs(1));
+        let req = hyper::Request::get(format!("https://{addr}/dir"))
+            .body(instant_acme::BodyWrapper::default())
+            .unwrap();
+        let t = std::time::Instant::now();
+        let e = c.request(req).await.err().expect("no answer is an error");
+        assert!(e.to_string().contains("did not answer in 1 s"), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(5));
+        held.abort();
     }
 }

@@ -351,16 +351,24 @@ pub fn cert_facts(der: &[u8]) -> Option<CertFacts> {
         .unwrap_or_default();
     Some(CertFacts {
         names,
-        serial: cert
-            .tbs_certificate
-            .raw_serial()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect(),
+        serial: serial_hex(cert.tbs_certificate.raw_serial()),
         issuer: cert.issuer().to_string(),
         not_before: v.not_before.timestamp().max(0) as u64,
         not_after: v.not_after.timestamp().max(0) as u64,
     })
+}
+
+/// The serial's DER content octets as hex, lower case, as `openssl x509 -serial` prints it:
+/// without the leading 00 octet DER adds to keep a positive INTEGER's high bit clear (X.690
+/// §8.3.2; RFC 5280 §4.1.2.2 serials are positive), which is no part of the number.
+fn serial_hex(raw: &[u8]) -> String {
+    let mut raw = raw;
+    while let [0, rest @ ..] = raw
+        && !rest.is_empty()
+    {
+        raw = rest;
+    }
+    raw.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// What the audit log says of a swap of the encrypted listeners' certificate (`tls-swapped`,
@@ -412,4 +420,19 @@ pub fn first_cert_der(path: &Path) -> Option<Vec<u8>> {
         .next()?
         .ok()
         .map(|c| c.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::serial_hex;
+
+    #[test]
+    fn the_serial_as_openssl_prints_it() {
+        // DER's sign octet (X.690 §8.3.2) is no part of the number.
+        assert_eq!(serial_hex(&[0x00, 0x8f, 0x01]), "8f01");
+        assert_eq!(serial_hex(&[0x7f, 0x00]), "7f00");
+        // Zero is one octet, kept.
+        assert_eq!(serial_hex(&[0x00]), "00");
+        assert_eq!(serial_hex(&[]), "");
+    }
 }
