@@ -393,6 +393,7 @@ fn dns01_from_skuads_own_zone() {
     let r = http(&d, "POST", "/records", Some(tok("dns")), Some(body)).unwrap();
     assert_eq!(r.status, 201, "{r:?}");
     let conf = std::fs::read_to_string(&d.conf).unwrap();
+    let (dns, api) = (d.dns.port(), d.api.port());
     drop(d);
     let d = start(&dir.0, &conf, dns, api);
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -560,20 +561,28 @@ fn served(tls: u16, root: &Path) -> Vec<u8> {
         .peer_cert()
 }
 
-#[test]
-fn renewal_information_renews_a_short_lived_certificate_by_itself() {
-    let dir = Dir::new("acme-ari");
-    let ca = test_ca(&dir.0, "acmeari");
+/// skuad ordering a certificate for dns.example.test with HTTP-01 and `profile` from a
+/// pebble 2.10 of its own (`tag`: the directory and CA names): (dir, CA, pebble, skuad,
+/// the DoT port).
+fn ari_world(tag: &str, profile: &str) -> (Dir, PathBuf, Pebble, Daemon, u16) {
+    let dir = Dir::new(&format!("acme-{tag}"));
+    let ca = test_ca(&dir.0, &format!("acme{tag}"));
     let (dns, api, tls, h01) = (free_port(), free_port(), free_port(), free_port());
-    let p = pebble_new(&dir.0, "acmeari", h01, dns);
+    let p = pebble_new(&dir.0, &format!("acme{tag}"), h01, dns);
     let d = skuad_with_acme(
         &dir.0,
         &p,
         &ca,
         &["dns.example.test"],
-        &format!("  http-01-interface: 127.0.0.1@{h01}\n  profile: shortlived\n"),
+        &format!("  http-01-interface: 127.0.0.1@{h01}\n  profile: {profile}\n"),
         (dns, api, tls),
     );
+    (dir, ca, p, d, tls)
+}
+
+#[test]
+fn renewal_information_renews_a_short_lived_certificate_by_itself() {
+    let (dir, ca, p, d, tls) = ari_world("ari", "shortlived");
     let root = pebble_root(&p, &ca, &dir.0);
     // The certificate in force and the count in one answer (a renewal comes seconds later:
     // not before a third of the 60 s lifetime after this one's issuance).
@@ -649,18 +658,7 @@ fn renewal_information_renews_a_short_lived_certificate_by_itself() {
 
 #[test]
 fn a_revoked_certificate_is_replaced_at_the_next_renewal_information_check() {
-    let dir = Dir::new("acme-revoked");
-    let ca = test_ca(&dir.0, "acmerev");
-    let (dns, api, tls, h01) = (free_port(), free_port(), free_port(), free_port());
-    let p = pebble_new(&dir.0, "acmerev", h01, dns);
-    let d = skuad_with_acme(
-        &dir.0,
-        &p,
-        &ca,
-        &["dns.example.test"],
-        &format!("  http-01-interface: 127.0.0.1@{h01}\n  profile: long\n"),
-        (dns, api, tls),
-    );
+    let (dir, ca, p, d, tls) = ari_world("rev", "long");
     wait_tls(&d, 60, "first certificate", |s| s["issued"] == 1);
     // A 30-day certificate: its window is days away, nothing happens by itself.
     let st = wait_tls(&d, 10, "renewal information asked", |s| {
@@ -692,6 +690,7 @@ fn a_revoked_certificate_is_replaced_at_the_next_renewal_information_check() {
     // skuad's next check (at its restart here: pebble's Retry-After is 6 hours) sees it
     // and renews without being asked.
     let conf = std::fs::read_to_string(&d.conf).unwrap();
+    let (dns, api) = (d.dns.port(), d.api.port());
     drop(d);
     let d = start(&dir.0, &conf, dns, api);
     let st = wait_tls(&d, 60, "replacement", |s| s["issued"] == 1);
@@ -727,18 +726,7 @@ fn a_revoked_certificate_is_replaced_at_the_next_renewal_information_check() {
 
 #[test]
 fn a_profile_the_server_does_not_offer_is_reported_and_nothing_changes() {
-    let dir = Dir::new("acme-profile");
-    let ca = test_ca(&dir.0, "acmeprof");
-    let (dns, api, tls, h01) = (free_port(), free_port(), free_port(), free_port());
-    let p = pebble_new(&dir.0, "acmeprof", h01, dns);
-    let d = skuad_with_acme(
-        &dir.0,
-        &p,
-        &ca,
-        &["dns.example.test"],
-        &format!("  http-01-interface: 127.0.0.1@{h01}\n  profile: long\n"),
-        (dns, api, tls),
-    );
+    let (dir, ca, p, d, tls) = ari_world("prof", "long");
     wait_tls(&d, 60, "first certificate", |s| s["issued"] == 1);
     let pem = std::fs::read(dir.0.join("tls/cert.pem")).unwrap();
     let key = std::fs::read(dir.0.join("tls/key.pem")).unwrap();
@@ -749,6 +737,7 @@ fn a_profile_the_server_does_not_offer_is_reported_and_nothing_changes() {
     let conf = std::fs::read_to_string(&d.conf)
         .unwrap()
         .replace("profile: long", "profile: tiny");
+    let (dns, api) = (d.dns.port(), d.api.port());
     drop(d);
     let d = start(&dir.0, &conf, dns, api);
     let st = wait_tls(&d, 20, "profile reported", |s| !s["last_error"].is_null());
