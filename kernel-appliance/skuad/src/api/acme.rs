@@ -616,7 +616,7 @@ pub async fn run(ctl: Arc<Control>, acme: Arc<Acme>, s: AcmeSettings) {
                     if held && young_warned.as_deref() != Some(der.as_ref()) {
                         young_warned = Some(der.to_vec());
                         log::warn(format_args!(
-                            "acme: renewal information asks to renew a certificate issued {} s ago: not before {due} (Unix; an hour or a tenth of its lifetime after its issuance)",
+                            "acme: renewal information asks to renew a certificate issued {} s ago: not before {due} (Unix; an hour after its issuance, or a third of its lifetime if shorter)",
                             now.saturating_sub(last_issued.unwrap_or(now))
                         ));
                     }

@@ -201,7 +201,7 @@ fn encrypted_prometheus(p: &mut Prom, ctl: &Control) {
         for (result, v) in [
             ("ok", r(&s.ok)),
             ("resumed", r(&s.resumed)),
-            ("failed", r(&s.failed)),
+            ("failed", s.failed()),
             ("timeout", r(&s.timeout)),
         ] {
             p.line(

@@ -90,8 +90,6 @@ impl Default for DohParams {
 pub struct HandshakeStats {
     /// Handshakes completed.
     pub ok: AtomicU64,
-    /// Handshakes that failed (including no ALPN in common, a bad client hello).
-    pub failed: AtomicU64,
     /// Handshakes that did not finish in time.
     pub timeout: AtomicU64,
     /// Resumed sessions (a ticket or the session cache).
@@ -103,8 +101,15 @@ pub struct HandshakeStats {
 impl HandshakeStats {
     /// Counts a failed handshake and its reason.
     pub fn fail(&self, why: HandshakeFailure) {
-        inc(&self.failed);
         inc(&self.failures[why as usize]);
+    }
+
+    /// Handshakes that failed, whatever the reason.
+    pub fn failed(&self) -> u64 {
+        self.failures
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum()
     }
 }
 
