@@ -360,11 +360,7 @@ fn unix(t: SystemTime) -> u64 {
 
 /// The first certificate in the PEM file `path`: its DER and its facts.
 fn read_cert(path: &Path) -> Option<(rustls_pki_types::CertificateDer<'static>, CertFacts)> {
-    use rustls_pki_types::pem::PemObject;
-    let der = rustls_pki_types::CertificateDer::pem_file_iter(path)
-        .ok()?
-        .next()?
-        .ok()?;
+    let der = rustls_pki_types::CertificateDer::from(crate::control::tls::first_cert_der(path)?);
     let facts = cert_facts(&der)?;
     Some((der, facts))
 }
