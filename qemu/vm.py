@@ -805,7 +805,8 @@ def account_digest(vm):
 def acme_setup(vm, pebble, timeout):
     """The guest's skuad gets a certificate by ACME from pebble; returns what to compare after
     the upgrade: (serial, fingerprint, account file digest, pebble's counts)."""
-    # The image makes the directory (tmpfiles.d/skua.conf) on the data partition.
+    # The image makes the directory (tmpfiles.d/skua.conf, applied by skuad.service after the
+    # data partition is mounted) on the data partition.
     out, rc = vm.run(f"findmnt -n -o SOURCE --target {TLS_DIR}; stat -c '%a %U' {TLS_DIR}", 60)
     if rc != 0 or "700 root" not in out or "/dev/" not in out:
         raise RuntimeError(f"{TLS_DIR} is not a 0700 directory of root's on the data partition: {out!r}")
