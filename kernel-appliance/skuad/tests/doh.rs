@@ -4,7 +4,9 @@
 //! (`--doh-url`) — with Cache-Control from the answer's TTL, padding on request, names
 //! the resolver forwards; refuses what is not a DNS query with a clear HTTP status; holds
 //! HTTP/2 floods (streams past `http-max-streams:`, rapid resets), slow clients and idle
-//! connections to their bounds while another client keeps its answers; serves plain HTTP
+//! connections to their bounds while another client keeps its answers; answers many
+//! HTTP/2 streams on one connection each with its own answer, a slow POST body without
+//! holding the others up; serves plain HTTP
 //! with `http-notls-downstream:`; and closes connections past a netblock's
 //! `tcp-connection-limit:`.
 
@@ -462,6 +464,21 @@ impl RawH2 {
         frame(HEADERS, 0x4 | 0x1, stream, &block)
     }
 
+    /// A POST's header block for a body of `len` octets on `stream` (END_HEADERS; the
+    /// body follows in DATA frames).
+    fn post_headers(&self, stream: u32, len: usize) -> Vec<u8> {
+        let len = len.to_string();
+        let block = hpack(&[
+            (":method", "POST"),
+            (":scheme", "https"),
+            (":path", "/dns-query"),
+            (":authority", "dot.test"),
+            ("content-type", "application/dns-message"),
+            ("content-length", &len),
+        ]);
+        frame(HEADERS, 0x4, stream, &block)
+    }
+
     fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.c.tls.write_all(bytes)?;
         self.c.tls.flush()
@@ -695,6 +712,113 @@ fn http2_floods_slow_and_idle_clients_are_bounded_and_others_keep_their_answers(
         .unwrap()
         .body;
     assert!(metric(&m, "skua_doh_idle_closed_total") >= 1, "{m}");
+}
+
+#[test]
+fn http2_streams_each_get_their_own_answer_and_a_slow_body_holds_no_one_up() {
+    let dir = Dir::new("doh-streams");
+    let (ca, pem, key) = certs(&dir.0, "streams");
+    let (dns, api, https) = (free_port(), free_port(), free_port());
+    let mut conf = config(dns, api, &dir.0, "");
+    conf.push_str(&format!(
+        "server:\n  interface: 127.0.0.1@{https}\n  https-port: {https}\n  \
+         tls-service-pem: \"{}\"\n  tls-service-key: \"{}\"\n",
+        pem.display(),
+        key.display()
+    ));
+    const N: u32 = 80;
+    for i in 0..N {
+        conf.push_str(&format!(
+            "  local-data: \"s{i}.example. 60 IN A 198.18.1.{i}\"\n"
+        ));
+    }
+    let _d = start(&dir.0, &conf, dns, api);
+    let mut h2 = RawH2::connect(https, &ca);
+    // The answer's address: what the stream's own name has.
+    let want = |stream: u32| [198, 18, 1, ((stream - 1) / 2) as u8];
+
+    // N streams in one write, GETs and POSTs (header block and body together) in turn:
+    // each answered (200), with its own name's address, however the answers are batched.
+    let mut burst = Vec::new();
+    for i in 0..N {
+        let id = 1 + 2 * i;
+        let name = format!("s{i}.example.");
+        if i % 2 == 0 {
+            burst.extend_from_slice(&h2.get(id, &name));
+        } else {
+            let q = query(0, &name, 1);
+            burst.extend_from_slice(&h2.post_headers(id, q.len()));
+            burst.extend_from_slice(&frame(DATA, 0x1, id, &q));
+        }
+    }
+    h2.send(&burst).unwrap();
+    let mut bodies: std::collections::HashMap<u32, Vec<u8>> = Default::default();
+    let mut done = 0;
+    let mut statuses = 0;
+    while done < N {
+        let Some((ty, flags, stream, p)) = h2.next(Duration::from_secs(5)) else {
+            panic!("{done} of {N} streams answered, then silence");
+        };
+        match ty {
+            // :status 200 is the static table's index 8 (RFC 7541 appendix A), which
+            // an encoder sends indexed (0x88).
+            HEADERS => {
+                assert_eq!(p.first(), Some(&0x88), "stream {stream}: status 200");
+                statuses += 1;
+            }
+            DATA => {
+                bodies.entry(stream).or_default().extend_from_slice(&p);
+                if flags & 1 == 1 {
+                    done += 1;
+                }
+            }
+            RST_STREAM | GOAWAY => panic!("frame {ty} on stream {stream}: {p:?}"),
+            _ => {}
+        }
+    }
+    assert_eq!(statuses, N);
+    for (stream, body) in &bodies {
+        assert_eq!(body[..2], [0, 0], "stream {stream}: the query's ID");
+        assert_eq!(body[body.len() - 4..], want(*stream), "stream {stream}");
+    }
+    assert_eq!(bodies.len(), N as usize);
+
+    // A POST whose body comes slowly, in two pieces: a GET sent after its headers is
+    // answered first, and the POST gets its answer once the body is whole.
+    let slow = 1 + 2 * N;
+    let q = query(0, "s7.example.", 1);
+    h2.send(&h2.post_headers(slow, q.len())).unwrap();
+    h2.send(&frame(DATA, 0, slow, &q[..5])).unwrap();
+    let quick = slow + 2;
+    h2.send(&h2.get(quick, "s9.example.")).unwrap();
+    let t0 = Instant::now();
+    let mut quick_answer = None;
+    while quick_answer.is_none() {
+        let Some((ty, flags, stream, p)) = h2.next(Duration::from_secs(3)) else {
+            panic!("no answer to the GET behind a slow POST");
+        };
+        assert!(
+            !(stream == slow && matches!(ty, HEADERS | DATA)),
+            "the slow POST answered before its body ended"
+        );
+        if ty == DATA && flags & 1 == 1 && stream == quick {
+            quick_answer = Some(p);
+        }
+    }
+    let quick_answer = quick_answer.unwrap();
+    assert!(quick_answer.ends_with(&[198, 18, 1, 9]), "{quick_answer:?}");
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    std::thread::sleep(Duration::from_millis(300));
+    h2.send(&frame(DATA, 0x1, slow, &q[5..])).unwrap();
+    loop {
+        let Some((ty, flags, stream, p)) = h2.next(Duration::from_secs(3)) else {
+            panic!("no answer to the slow POST");
+        };
+        if ty == DATA && flags & 1 == 1 && stream == slow {
+            assert!(p.ends_with(&[198, 18, 1, 7]), "{p:?}");
+            break;
+        }
+    }
 }
 
 #[test]

@@ -280,6 +280,7 @@ async fn connection(
         inner: tcp,
         last: admitted.last.clone(),
         epoch: admitted.tracker.epoch,
+        replay: Default::default(),
     };
     let close = admitted.close.clone();
     let work = async {

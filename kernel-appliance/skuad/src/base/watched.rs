@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use hyper::body::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// `inner`, noting in `last` the milliseconds since `epoch` at each read or write that
@@ -19,6 +20,9 @@ pub struct Watched<T> {
     pub last: Arc<AtomicU64>,
     /// Where `last` counts from.
     pub epoch: Instant,
+    /// Octets read already, read again before the stream's next ones (DNS over HTTPS reads
+    /// a connection's first octets to tell HTTP/2 from HTTP/1.1).
+    pub replay: Bytes,
 }
 
 impl<T> Watched<T> {
@@ -34,6 +38,15 @@ impl<T: AsyncRead + Unpin> AsyncRead for Watched<T> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
+        if !self.replay.is_empty() {
+            let n = self.replay.len().min(buf.remaining());
+            buf.put_slice(&self.replay.split_to(n));
+            if self.replay.is_empty() {
+                // The buffer it was read into is not kept for the connection's life.
+                self.replay = Bytes::new();
+            }
+            return Poll::Ready(Ok(()));
+        }
         let before = buf.filled().len();
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
         if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {

@@ -80,14 +80,15 @@ pub(crate) enum Step {
 /// a TSIG-signed query, or anything else through the engine (and its cache); `pad`:
 /// responses to clients that carry the EDNS Padding option are padded to this block length
 /// (RFC 7830, RFC 8467 §4.1). A query the cache misses goes to the resolver, which answers
-/// on `tx`. Never awaits: the answer is built in the thread's buffer.
+/// on the sender `tx` makes (called only then: a query answered at once costs no channel).
+/// Never awaits: the answer is built in the thread's buffer.
 pub(crate) fn answer_stream(
     shared: &Serving,
     stats: &WorkerStats,
     peer: SocketAddr,
     q: &[u8],
     pad: Option<u16>,
-    tx: &mpsc::Sender<Vec<u8>>,
+    tx: impl FnOnce() -> mpsc::Sender<Vec<u8>>,
 ) -> Step {
     let framed = |m: &[u8]| {
         let mut b = Vec::with_capacity(2 + m.len());
@@ -182,7 +183,7 @@ pub(crate) fn answer_stream(
         } => Step::Close,
         Outcome::Resolve => {
             let route = Route::Tcp {
-                tx: tx.clone(),
+                tx: tx(),
                 peer,
                 pad: pad_to,
             };

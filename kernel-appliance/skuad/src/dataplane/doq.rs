@@ -277,7 +277,7 @@ async fn stream(
     }
     inc(&shared.tls.doq_queries);
     let (tx, mut rx) = mpsc::channel(1);
-    let step = answer_stream(shared, &c.stats, c.peer, q, pad, &tx);
+    let step = answer_stream(shared, &c.stats, c.peer, q, pad, || tx.clone());
     drop(tx);
     let framed = match step {
         Step::Reply(f) => f,

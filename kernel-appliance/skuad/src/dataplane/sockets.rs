@@ -276,7 +276,7 @@ where
         if dot {
             crate::base::tls::inc(&shared.tls.dot_queries);
         }
-        let step = answer_stream(&shared, stats, peer, &q, pad, &tx);
+        let step = answer_stream(&shared, stats, peer, &q, pad, || tx.clone());
         match step {
             Step::Reply(framed) => match tokio::time::timeout(idle, tx.send(framed)).await {
                 Ok(Ok(())) => {}
