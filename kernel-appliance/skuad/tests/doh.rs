@@ -5,8 +5,8 @@
 //! the resolver forwards; refuses what is not a DNS query with a clear HTTP status; holds
 //! HTTP/2 floods (streams past `http-max-streams:`, rapid resets), slow clients and idle
 //! connections to their bounds while another client keeps its answers; answers many
-//! HTTP/2 streams on one connection each with its own answer, a slow POST body without
-//! holding the others up; serves plain HTTP
+//! HTTP/2 streams on one connection each with its own answer, a client's small
+//! flow-control window, a slow POST body without holding the others up; serves plain HTTP
 //! with `http-notls-downstream:`; and closes connections past a netblock's
 //! `tcp-connection-limit:`.
 
@@ -404,6 +404,7 @@ const HEADERS: u8 = 1;
 const RST_STREAM: u8 = 3;
 const SETTINGS: u8 = 4;
 const GOAWAY: u8 = 7;
+const WINDOW_UPDATE: u8 = 8;
 
 fn frame(ty: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
@@ -443,11 +444,16 @@ fn hpack(headers: &[(&str, &str)]) -> Vec<u8> {
 
 impl RawH2 {
     fn connect(port: u16, ca: &Path) -> RawH2 {
+        Self::connect_with(port, ca, &[])
+    }
+
+    /// A connection whose SETTINGS carry `settings` (6-octet entries).
+    fn connect_with(port: u16, ca: &Path, settings: &[u8]) -> RawH2 {
         let mut c = TlsClient::connect(port, ca, &[b"h2"]).unwrap();
         c.tls
             .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
             .unwrap();
-        c.tls.write_all(&frame(SETTINGS, 0, 0, &[])).unwrap();
+        c.tls.write_all(&frame(SETTINGS, 0, 0, settings)).unwrap();
         c.tls.flush().unwrap();
         RawH2 { c }
     }
@@ -782,6 +788,40 @@ fn http2_streams_each_get_their_own_answer_and_a_slow_body_holds_no_one_up() {
         assert_eq!(body[body.len() - 4..], want(*stream), "stream {stream}");
     }
     assert_eq!(bodies.len(), N as usize);
+
+    // A client whose streams' window (SETTINGS_INITIAL_WINDOW_SIZE, id 4) is 20 octets,
+    // smaller than the answer: it gets the first 20 at once, the rest once it opens the
+    // window (WINDOW_UPDATE, RFC 9113 §6.9), not nothing.
+    let mut small = RawH2::connect_with(https, &ca, &[0, 4, 0, 0, 0, 20]);
+    small.send(&small.get(1, "s3.example.")).unwrap();
+    let mut got = Vec::new();
+    loop {
+        let Some((ty, flags, stream, p)) = small.next(Duration::from_secs(3)) else {
+            panic!("nothing of the answer within a 20-octet window: {got:?}");
+        };
+        if ty == DATA && stream == 1 {
+            assert!(p.len() <= 20 && flags & 1 == 0, "{} octets", p.len());
+            got.extend_from_slice(&p);
+            if got.len() == 20 {
+                break;
+            }
+        }
+    }
+    small
+        .send(&frame(WINDOW_UPDATE, 0, 1, &1000u32.to_be_bytes()))
+        .unwrap();
+    loop {
+        let Some((ty, flags, stream, p)) = small.next(Duration::from_secs(3)) else {
+            panic!("the rest of the answer never came: {got:?}");
+        };
+        if ty == DATA && stream == 1 {
+            got.extend_from_slice(&p);
+            if flags & 1 == 1 {
+                break;
+            }
+        }
+    }
+    assert!(got.ends_with(&[198, 18, 1, 3]), "{got:?}");
 
     // A POST whose body comes slowly, in two pieces: a GET sent after its headers is
     // answered first, and the POST gets its answer once the body is whole.

@@ -20,7 +20,7 @@
 //! headers are (a GET, or a POST whose body came with them) is answered in place from
 //! local data or the cache, its response queued on the connection before the next request
 //! is read. Only a request that must wait (a body still on its way, a query for the
-//! resolver, a client's flow-control window too short for the answer) gets a task of its
+//! resolver, a client's flow-control window with no room yet) gets a task of its
 //! own. Per request that saves a task, a service call and a body type's polling: hyper's
 //! HTTP/2 layer above h2 took a third of the server's time (docs/benchmarks.md §8).
 
@@ -676,7 +676,7 @@ async fn handle_h1(req: Request<Incoming>, ctx: &Ctx) -> Response<DohBody> {
 fn request_h2(req: Request<RecvStream>, respond: SendResponse<Bytes>, ctx: &Arc<Ctx>) {
     let (parts, mut body) = req.into_parts();
     let (query, held) = match start(&parts.method, &parts.uri, &parts.headers, ctx) {
-        Start::Reply(r) => return send_h2(respond, r),
+        Start::Reply(r) => return send_h2(respond, r, ctx.conn.idle),
         Start::Query(q, h) => (q, h),
         Start::Body(held) => {
             let mut read = BodyRead::new(if held.is_ok() { 65_535 } else { 0 });
@@ -685,7 +685,9 @@ fn request_h2(req: Request<RecvStream>, respond: SendResponse<Bytes>, ctx: &Arc<
             let now = read.poll_h2(&mut body, &mut Context::from_waker(Waker::noop()));
             if let Poll::Ready(r) = now {
                 match (held, r) {
-                    (Err(r), _) | (_, Err(r)) => return send_h2(respond, refused(ctx, r)),
+                    (Err(r), _) | (_, Err(r)) => {
+                        return send_h2(respond, refused(ctx, r), ctx.conn.idle);
+                    }
                     (Ok(h), Ok(())) => (read.out, h),
                 }
             } else {
@@ -703,7 +705,7 @@ fn request_h2(req: Request<RecvStream>, respond: SendResponse<Bytes>, ctx: &Arc<
                     .await
                     .unwrap_or(Err(Refusal::Incomplete));
                     match (held, r) {
-                        (Err(r), _) | (_, Err(r)) => send_h2(respond, refused(&ctx, r)),
+                        (Err(r), _) | (_, Err(r)) => send_h2(respond, refused(&ctx, r), idle),
                         (Ok(h), Ok(())) => settle_h2(read.out, h, respond, &ctx),
                     }
                     drop(busy);
@@ -717,46 +719,63 @@ fn request_h2(req: Request<RecvStream>, respond: SendResponse<Bytes>, ctx: &Arc<
 
 /// Answers `query` on an HTTP/2 stream, now if the answer is ready, else from a task that
 /// waits for the resolver (holding the query's share of the buffer, counted in progress).
-fn settle_h2(query: Vec<u8>, held: Reserved, respond: SendResponse<Bytes>, ctx: &Arc<Ctx>) {
+fn settle_h2(query: Vec<u8>, held: Reserved, mut respond: SendResponse<Bytes>, ctx: &Arc<Ctx>) {
     match resolve(&query, ctx) {
-        Resolved::Now(r) => send_h2(respond, r),
+        Resolved::Now(r) => send_h2(respond, r, ctx.conn.idle),
         Resolved::Later(rx) => {
             let ctx = ctx.clone();
             let busy = InProgress::new(&ctx.activity);
             tokio::spawn(async move {
-                let r = wait(rx, &ctx).await;
-                send_h2(respond, r);
+                // A stream the client resets meanwhile (RST_STREAM) is given up at once:
+                // h2 frees its place among http-max-streams then, and so is its share of
+                // the buffer and its count in progress (else a client could keep more
+                // queries waiting than http-max-streams, resetting each).
+                let r = {
+                    let reset = std::future::poll_fn(|cx| respond.poll_reset(cx));
+                    tokio::select! {
+                        r = wait(rx, &ctx) => Some(r),
+                        _ = reset => None,
+                    }
+                };
+                if let Some(r) = r {
+                    send_h2(respond, r, ctx.conn.idle);
+                }
                 drop((held, busy));
             });
         }
     }
 }
 
-/// Queues a response on its HTTP/2 stream. The answer's share of
-/// `http-response-buffer-size:` is given back once h2 has it within the client's
-/// flow-control window (RFC 9113 §5.2): an answer the client has no window for waits
-/// counted (in a task, until the window opens or the stream ends).
-fn send_h2(mut respond: SendResponse<Bytes>, r: Reply) {
+/// Queues a response on its HTTP/2 stream. The answer goes to h2 as soon as the client's
+/// flow-control window (RFC 9113 §5.2) has room for any of it (h2 sends the rest as the
+/// window opens), and its share of `http-response-buffer-size:` is given back then. Only
+/// one octet is asked of the window, as hyper does: capacity reserved for a whole answer
+/// the window cannot take would be held from the connection's other streams, and a client
+/// that opens its window only as data comes would never see any. An answer the client has
+/// no window for waits counted, in a task, for the idle timeout at most; then the stream
+/// is reset (CANCEL) and the share given back.
+fn send_h2(mut respond: SendResponse<Bytes>, r: Reply, idle: Duration) {
     let Ok(mut s) = respond.send_response(r.head(), false) else {
         return;
     };
     let Reply { body, held, .. } = r;
-    let len = body.len();
-    s.reserve_capacity(len);
-    if held.is_none() || s.capacity() >= len {
+    s.reserve_capacity(1);
+    if held.is_none() || s.capacity() > 0 {
         let _ = s.send_data(body, true);
         return;
     }
     tokio::spawn(async move {
         let _held = held;
-        while s.capacity() < len {
-            match std::future::poll_fn(|cx| s.poll_capacity(cx)).await {
-                Some(Ok(_)) => {}
-                // The stream or the connection ended.
-                _ => return,
+        let room = std::future::poll_fn(|cx| s.poll_capacity(cx));
+        match tokio::time::timeout(idle, room).await {
+            Ok(Some(Ok(_))) => {
+                let _ = s.send_data(body, true);
             }
+            // No room within the idle timeout.
+            Err(_) => s.send_reset(h2::Reason::CANCEL),
+            // The stream or the connection ended.
+            Ok(_) => {}
         }
-        let _ = s.send_data(body, true);
     });
 }
 
