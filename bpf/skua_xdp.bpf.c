@@ -603,10 +603,12 @@ static __attribute__((noinline)) int answer(struct xdp_md *ctx, __u32 l3_off, in
 		cfg = bpf_map_lookup_elem(&SKUA_MAP_CFG, &zero);
 		if (!cfg)
 			return MISS;
-		t = bpf_ktime_get_ns();
-		if (t < cfg->clock_origin_ns)
+		/* Modulo 2^64 (the ABI header says why); a second count that does not fit
+		 * 32 bits is no time skuad ever pushed an answer for. */
+		t = (bpf_ktime_get_ns() - cfg->clock_origin_ns) / 1000000000ULL;
+		if (t > 0xffffffffULL)
 			return MISS;
-		now = (t - cfg->clock_origin_ns) / 1000000000ULL;
+		now = t;
 		if (now >= cached->valid_until)
 			return MISS;
 		/* RFC 1035 §4.1.1 RD (bit 0 of the flags' first byte): the engine answers from

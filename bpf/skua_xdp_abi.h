@@ -79,7 +79,10 @@ struct skua_xdp_config {
 	/*!
 	 * CLOCK_MONOTONIC in ns (bpf_ktime_get_ns()'s clock) at skuad's second 0: the program's
 	 * "now" in skuad's seconds is (bpf_ktime_get_ns() - clock_origin_ns) / 1e9, exactly the
-	 * clock the resolver's cache counts expiries in.
+	 * clock the resolver's cache counts expiries in. The difference is taken modulo 2^64:
+	 * skuad's origin is never after the kernel's clock, but a test may set an origin
+	 * "before boot" (wrapped) to put the program at any second on a machine just started;
+	 * a second that does not fit 32 bits answers nothing from the cache.
 	 */
 	__u64 clock_origin_ns;
 };

@@ -14,6 +14,10 @@ XDP options (AF_XDP dataplane on the interfaces holding the served addresses):
   --xdp-mode MODE         auto (native, then generic), native, generic
   --xdp-queues N          use at most N queues per interface (default: all)
   --xdp-copy              never try zero-copy
+  --xdp-self-test HOW     how the start proves queries reach the AF_XDP sockets: auto (a live
+                          frame injected where the kernel allows it, else a test run of the
+                          program and the first real queries; default) or traffic (never
+                          inject)
   --xdp-interface IF      attach to IF (repeatable) instead of the interfaces holding the
                           served addresses: e.g. the parent of a VLAN interface
   --xdp-answers N         precompile up to N answers into the XDP program, which then sends
@@ -59,6 +63,17 @@ fn main() -> ExitCode {
             "--no-xdp" => xdp.policy = skuad::dataplane::xdp::XdpPolicy::Off,
             "--xdp-required" => xdp.policy = skuad::dataplane::xdp::XdpPolicy::Required,
             "--xdp-copy" => xdp.copy_only = true,
+            "--xdp-self-test" => {
+                i += 1;
+                xdp.self_test = match args.get(i).map(String::as_str) {
+                    Some("auto") => skuad::dataplane::xdp::SelfTest::Auto,
+                    Some("traffic") => skuad::dataplane::xdp::SelfTest::Traffic,
+                    _ => {
+                        eprintln!("skuad: --xdp-self-test must be auto or traffic\n{USAGE}");
+                        return ExitCode::from(2);
+                    }
+                };
+            }
             "--xdp-interface" => {
                 i += 1;
                 let Some(v) = args.get(i) else {

@@ -727,10 +727,14 @@ fn mono_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Sets the program's clock so that it reads second `now` for the next half second.
+/// Sets the program's clock so that it reads second `now` for the next half second. The
+/// origin is taken modulo 2^64 (the ABI's rule), so `now` may be later than the machine's
+/// uptime: on a machine started minutes ago the origin lies "before boot", wrapped.
 fn set_clock(p: &mut XdpProgram, cfg: XdpConfig, now: u32) -> XdpConfig {
     let cfg = XdpConfig {
-        clock_origin_ns: mono_ns() - u64::from(now) * 1_000_000_000 - 500_000_000,
+        clock_origin_ns: mono_ns()
+            .wrapping_sub(u64::from(now) * 1_000_000_000)
+            .wrapping_sub(500_000_000),
         ..cfg
     };
     p.set_config(cfg).unwrap();
@@ -945,6 +949,15 @@ fn cached_answers_are_the_engines_at_every_age() {
                 .0
         };
         assert_eq!(send(&p, "198.18.0.2", 0x0100), XDP_TX, "allow, RD");
+        // An origin after the kernel's clock (skuad never sets one) wraps to a second
+        // beyond 32 bits: nothing is answered from the cache then.
+        p.set_config(XdpConfig {
+            clock_origin_ns: mono_ns() + 10_000_000_000,
+            ..cfg
+        })
+        .unwrap();
+        assert_ne!(send(&p, "198.18.0.2", 0x0100), XDP_TX, "origin ahead");
+        p.set_config(cfg).unwrap();
         assert_ne!(
             send(&p, "198.18.0.2", 0),
             XDP_TX,

@@ -568,6 +568,10 @@ pub struct Report {
     pub per_pass: Vec<(String, usize, usize, u32)>,
     /// Wall-clock seconds for sending and comparing.
     pub seconds: f64,
+    /// Per category: queries neither server answered (after the retry of one-sided
+    /// silence). Agreement in form, but a harness that counted every timeout as agreement
+    /// would pass two servers that answer nothing: [`Report::unexpected_silence`] bounds it.
+    pub silent: BTreeMap<&'static str, usize>,
 }
 
 impl Report {
@@ -591,6 +595,21 @@ impl Report {
         self.model_mismatches.extend(other.model_mismatches);
         self.per_pass.extend(other.per_pass);
         self.seconds += other.seconds;
+        for (k, v) in other.silent {
+            *self.silent.entry(k).or_default() += v;
+        }
+    }
+
+    /// Queries neither server answered outside the categories whose answer is silence
+    /// (Unbound's `deny`, `inform_deny` and `always_deny` local zones drop the query):
+    /// each should have had a reply from both, so each is a failure.
+    pub fn unexpected_silence(&self) -> Vec<(&'static str, usize)> {
+        const DROPPED: [&str; 3] = ["zone:deny", "zone:inform_deny", "zone:always_deny"];
+        self.silent
+            .iter()
+            .filter(|(c, _)| !DROPPED.contains(c))
+            .map(|(c, n)| (*c, *n))
+            .collect()
     }
 
     /// Human-readable summary (always printed).
@@ -619,6 +638,9 @@ impl Report {
         }
         for (id, n) in &self.allowed {
             let _ = writeln!(s, "  allowed by {id}: {n}");
+        }
+        for (cat, n) in &self.silent {
+            let _ = writeln!(s, "  answered by neither server, {cat}: {n}");
         }
         if self.ra_masked > 0 {
             let _ = writeln!(

@@ -411,6 +411,9 @@ fn compare_pass(
             Reply::Message(m) => Some(Response::parse(m)),
         };
         let (ra, rb) = (parse(&ref_replies[i]), parse(&sub_replies[i]));
+        if ra.is_none() && rb.is_none() {
+            *report.silent.entry(q.category).or_default() += 1;
+        }
         let key = ra
             .as_ref()
             .map_or("no reply".to_string(), |r| rcode_name(r.rcode()));

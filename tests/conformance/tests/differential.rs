@@ -13,6 +13,13 @@ fn check(result: Result<Report, String>) {
         Err(e) => panic!("differential test could not run: {e}"),
     };
     println!("{}", report.summary());
+    // Both silent is agreement only where silence is the answer (deny zones).
+    let silent = report.unexpected_silence();
+    assert!(
+        silent.is_empty(),
+        "queries neither server answered, outside the deny zones: {silent:?}\n{}",
+        report.summary()
+    );
     assert!(
         report.differences.is_empty(),
         "{}",

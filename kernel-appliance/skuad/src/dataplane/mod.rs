@@ -198,6 +198,10 @@ impl Dataplanes for Planes {
     }
 
     fn state(&self) -> DataplaneState {
+        // The path watch may have taken the XDP plane down since it started.
+        if let Some(why) = lock(&self.xdp).as_ref().and_then(XdpPlane::failed) {
+            return DataplaneState::Degraded(why);
+        }
         lock(&self.state).clone()
     }
 

@@ -270,7 +270,8 @@ impl Publisher {
                 // second boundary in every try): stays off, tried again at the next push.
                 Ok(false) => {}
                 Ok(true) => {
-                    for a in programs.iter_mut() {
+                    // Not where the path watch found the veth peer dropping XDP_TX answers.
+                    for a in programs.iter_mut().filter(|a| !a.tx_lost) {
                         a.config.flags |= abi::F_CACHE;
                         if let Err(e) = a.program.set_config(a.config) {
                             log::error(format_args!("xdp: {}: {}", a.ifname, log::chain(&e)));
