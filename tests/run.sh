@@ -18,6 +18,8 @@ for pair in unbound:unbound nsd:nsd knotd:knot dig:bind9-dnsutils kdig:knot-dnsu
 done
 # dnspython for the scripted hostile upstreams (tests/resolver/hostile.py, system python3).
 /usr/bin/python3 -c 'import dns.message' >/dev/null 2>&1 || missing+=(python3-dnspython)
+# cryptography: tests/resolver/dot.py makes expired and foreign-CA certificates with it.
+/usr/bin/python3 -c 'import cryptography.x509' >/dev/null 2>&1 || missing+=(python3-cryptography)
 # python3-venv: schemathesis (PyPI) runs in a venv.
 python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 if ((${#missing[@]})); then

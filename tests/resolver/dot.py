@@ -9,21 +9,34 @@ certificate (and local data), and skuad with three forward zones over TLS:
 - `good.example.` -> `127.0.0.1@853#dot.skua.example`: answered;
 - `wrongname.example.` -> `127.0.0.1@853#other.skua.example`: the certificate does not carry
   that name: SERVFAIL (EDE 23, network error), in bounded time;
-- `plain.example.` -> TLS to a port that speaks plain DNS over TCP: SERVFAIL, no crash.
+- `plain.example.` -> TLS to a port that speaks plain DNS over TCP: SERVFAIL, no crash;
+- three DoT upstreams (Python, ssl) whose certificates carry the right name but must not be
+  believed: signed by another CA, expired (signed by the trusted CA), and self-signed:
+  SERVFAIL (EDE 23), and none of them ever receives the query (the handshake fails first).
 
 And that a second question reuses the TLS connection (Unbound counts one TLS handshake).
 """
 
+import datetime
 import os
 import socket
+import ssl
 import subprocess
 import sys
+import threading
 import time
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 import dns.edns
 import dns.message
 import dns.rcode
 import dns.rdatatype
+import dns.rrset
+import dns.exception
 
 SKUAD, WORK = sys.argv[1], sys.argv[2]
 SKUAD_PORT = 5353
@@ -55,6 +68,82 @@ def make_certs():
     return ca, key, crt
 
 
+def load_ca(ca_pem, ca_key_pem):
+    with open(ca_pem, "rb") as f:
+        cert = x509.load_pem_x509_certificate(f.read())
+    with open(ca_key_pem, "rb") as f:
+        key = serialization.load_pem_private_key(f.read(), None)
+    return cert, key
+
+
+def issue(tag, issuer=None, days=(-1, 2), ca=False):
+    """A certificate for dot.skua.example valid from now+days[0] to now+days[1] (days),
+    signed by `issuer` (cert, key), or self-signed; written as TAG.pem / TAG.key."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "dot.skua.example")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    icert, ikey = issuer if issuer else (None, key)
+    cert = (x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(icert.subject if icert else name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now + datetime.timedelta(days=days[0]))
+            .not_valid_after(now + datetime.timedelta(days=days[1]))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("dot.skua.example")]), False)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False)
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), True)
+            .sign(ikey, hashes.SHA256()))
+    crt, kf = os.path.join(WORK, f"{tag}.pem"), os.path.join(WORK, f"{tag}.key")
+    with open(crt, "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(kf, "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()))
+    return crt, kf
+
+
+class DotResponder:
+    """A DoT server on ADDR:853 with the given certificate: answers A 198.18.7.9 to every
+    query that gets through the handshake, and counts them."""
+
+    def __init__(self, addr, crt, key):
+        self.queries = 0
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(crt, key)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((addr, 853))
+        self.sock.listen(16)
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            conn, _ = self.sock.accept()
+            threading.Thread(target=self.one, args=(conn,), daemon=True).start()
+
+    def one(self, conn):
+        conn.settimeout(5)
+        try:
+            with self.ctx.wrap_socket(conn, server_side=True) as t:
+                while True:
+                    n = int.from_bytes(t.recv(2), "big")
+                    data = b""
+                    while len(data) < n:
+                        chunk = t.recv(n - len(data))
+                        if not chunk:
+                            return
+                        data += chunk
+                    q = dns.message.from_wire(data)
+                    self.queries += 1
+                    r = dns.message.make_response(q)
+                    r.answer.append(dns.rrset.from_text(q.question[0].name, 300, "IN", "A", "198.18.7.9"))
+                    w = r.to_wire()
+                    t.sendall(len(w).to_bytes(2, "big") + w)
+        except (OSError, ValueError, dns.exception.DNSException):
+            pass
+
+
 def ask(name, timeout=8.0):
     q = dns.message.make_query(name, "A", use_edns=0, payload=1232)
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -80,6 +169,23 @@ def ede_codes(r):
 
 def main():
     ca, key, crt = make_certs()
+    trusted = load_ca(ca, os.path.join(WORK, "ca.key"))
+    other_ca = x509.load_pem_x509_certificate(open(issue("otherca", ca=True)[0], "rb").read())
+    other_key = serialization.load_pem_private_key(open(os.path.join(WORK, "otherca.key"), "rb").read(), None)
+    bad = {
+        # zone label: (responder address, certificate)
+        "untrusted": ("127.0.0.31", issue("untrusted", (other_ca, other_key))),
+        "expired": ("127.0.0.32", issue("expired", trusted, days=(-3, -1))),
+        "selfsigned": ("127.0.0.33", issue("selfsigned")),
+        # The control: the same responder with a good certificate is believed.
+        "trusted": ("127.0.0.34", issue("trusted", trusted)),
+    }
+    responders = {z: DotResponder(a, *c) for z, (a, c) in bad.items()}
+    bad_zones = "".join(f"""forward-zone:
+  name: "{z}.example."
+  forward-tls-upstream: yes
+  forward-addr: {a}@853#dot.skua.example
+""" for z, (a, _) in bad.items())
     ub_conf = os.path.join(WORK, "unbound.conf")
     with open(ub_conf, "w") as f:
         f.write(f"""server:
@@ -127,7 +233,7 @@ forward-zone:
   name: "plain.example."
   forward-tls-upstream: yes
   forward-addr: 127.0.0.1@5399#dot.skua.example
-""")
+{bad_zones}""")
     # Count the TCP connections opened to the DoT port (SYNs), to see them reused.
     subprocess.run(["nft", "-f", "-"], check=True, input=(
         "table inet skua_syn {\n"
@@ -164,6 +270,18 @@ forward-zone:
         r, t = ask("www.plain.example.")
         check(r is not None and r.rcode() == dns.rcode.SERVFAIL and t <= 6.5,
               f"TLS to a plain DNS port: SERVFAIL in {t:.1f} s")
+        r, _ = ask("www.trusted.example.")
+        check(r is not None and addrs(r) == ["198.18.7.9"] and responders["trusted"].queries == 1,
+              f"the control: the same DoT responder with a trusted certificate is believed "
+              f"({addrs(r) if r else None}, {responders['trusted'].queries} queries)")
+        for z, resp in responders.items():
+            if z == "trusted":
+                continue
+            r, t = ask(f"www.{z}.example.")
+            check(r is not None and r.rcode() == dns.rcode.SERVFAIL and 23 in ede_codes(r) and t <= 6.5,
+                  f"a DoT upstream whose certificate is {z}: SERVFAIL with EDE 23 in {t:.1f} s "
+                  f"({dns.rcode.to_text(r.rcode()) if r else None}, EDE {ede_codes(r) if r else None})")
+            check(resp.queries == 0, f"...and the {z} upstream never got the query ({resp.queries})")
         check(skuad.poll() is None, "skuad is still running")
     finally:
         for p in (skuad, unbound):
