@@ -521,7 +521,7 @@ fn not_shareable(listing: &[skua_config::Written]) -> Option<String> {
         match &w.directive {
             None if !SHARED_CLAUSES.contains(&w.clause.as_str()) => {
                 return Some(format!(
-                    "{}: clause '{}:' (a shared file holds only {} clauses; the others belong to one node)",
+                    "{}: clause '{}:' (a shared file holds only {} clauses; the others belong to each node's main file)",
                     w.loc,
                     w.clause,
                     SHARED_CLAUSES
@@ -538,7 +538,7 @@ fn not_shareable(listing: &[skua_config::Written]) -> Option<String> {
             }
             Some(d) if !shared_allows(&w.clause, d) => {
                 return Some(format!(
-                    "{}: '{d}:' in {}: (not a directive a shared file may hold: it belongs to one node, names a file this node writes, or is not served; docs/ha.md lists what may be shared)",
+                    "{}: '{d}:' in {}: (not a directive a shared file may hold: it belongs to each node's main file, names a file this node writes, or is not served; docs/ha.md lists what may be shared)",
                     w.loc, w.clause
                 ));
             }
@@ -595,7 +595,7 @@ fn check_shared(text: &str, path: &Path) -> Result<(), CtlError> {
         .map_err(|e| CtlError::Invalid(format!("the shared configuration: {e}")))?;
     match not_shareable(&listing).or_else(|| shared_paths(&c)) {
         Some(what) => Err(CtlError::Invalid(format!(
-            "the shared configuration holds {what}; keep that in each node's main file"
+            "the shared configuration is refused at {what}"
         ))),
         None => Ok(()),
     }
