@@ -135,7 +135,7 @@ pub use model::{
     Acme, AcmeChallenge, Api, Audit, AuditFsync, AuthZone, Config, ConnectionLimit,
     DEFAULT_SIZE_LIMIT_XFR, DEFAULT_XFR_MAX_RECORDS, Error, ForwardZone, Ha, Loc, Located,
     PortAction, PortRule, Rrl, Server, Sync, SyncUrl, TsigKey, UpstreamAddr, UpstreamHost, Warning,
-    ZoneKind,
+    Written, ZoneKind,
 };
 
 /// The local control socket skuad makes when `control-socket:` is not set, and where
@@ -217,6 +217,24 @@ pub fn parse_str_without_includes(text: &str, virtual_name: &str) -> Result<Conf
     parser.no_include = true;
     parser.read_virtual(text, virtual_name)?;
     parser.finish()
+}
+
+/// Parses configuration text as [`parse_str_without_includes`] does, and returns beside it
+/// every clause line and directive as written, in order (a directive with an alias under
+/// the name it was written with; unknown and unsupported ones too, though the
+/// configuration only warns about them): text from another node is checked against what
+/// it may hold.
+///
+/// # Errors
+///
+/// As [`parse_str_without_includes`].
+pub fn parse_str_listing(text: &str, virtual_name: &str) -> Result<(Config, Vec<Written>), Error> {
+    let mut parser = parse::Parser::new();
+    parser.no_include = true;
+    parser.listing = Some(Vec::new());
+    parser.read_virtual(text, virtual_name)?;
+    let listing = parser.listing.take().unwrap_or_default();
+    Ok((parser.finish()?, listing))
 }
 
 /// Parses configuration text that is not read from a file; `virtual_name` is the file name

@@ -40,6 +40,20 @@ pub struct Located<T> {
     pub loc: Loc,
 }
 
+/// A clause line or a directive as written ([`parse_str_listing`](crate::parse_str_listing)):
+/// what a caller that accepts only some directives checks, whatever the parser does with
+/// them (an unknown or unsupported one included).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// The clause it is in (`server`, `auth-zone`, ..., an unsupported one such as `view`),
+    /// without the colon; `""` outside any clause.
+    pub clause: String,
+    /// The directive, without the colon; `None` for the clause line itself.
+    pub directive: Option<String>,
+    /// Where it is.
+    pub loc: Loc,
+}
+
 /// A `tcp-connection-limit:` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectionLimit {

@@ -108,6 +108,11 @@ pub(crate) struct Parser {
     /// `include:` is an error ([`crate::parse_str_without_includes`]): text from elsewhere
     /// must not make this node read its own files.
     pub(crate) no_include: bool,
+    /// Every clause line and directive read, in order, when asked
+    /// ([`crate::parse_str_listing`]).
+    pub(crate) listing: Option<Vec<crate::model::Written>>,
+    /// The name of the clause being read, as written (`""` at top level).
+    clause_name: String,
 }
 
 impl Parser {
@@ -121,6 +126,8 @@ impl Parser {
             swap: None,
             texts: None,
             no_include: false,
+            listing: None,
+            clause_name: String::new(),
         }
     }
 
@@ -303,7 +310,22 @@ impl Parser {
         if let Some(kind) = directives::clause(name) {
             self.close_clause()?;
             self.open_clause(kind, name, loc);
+            self.clause_name = name.to_owned();
+            if let Some(l) = &mut self.listing {
+                l.push(crate::model::Written {
+                    clause: name.to_owned(),
+                    directive: None,
+                    loc: loc.clone(),
+                });
+            }
             return Ok(0);
+        }
+        if let Some(l) = &mut self.listing {
+            l.push(crate::model::Written {
+                clause: self.clause_name.clone(),
+                directive: Some(name.to_owned()),
+                loc: loc.clone(),
+            });
         }
         match &mut self.clause {
             Clause::None => {
@@ -398,6 +420,7 @@ impl Parser {
     }
 
     fn close_clause(&mut self) -> Result<(), Error> {
+        self.clause_name.clear();
         match std::mem::replace(&mut self.clause, Clause::None) {
             Clause::None
             | Clause::Server

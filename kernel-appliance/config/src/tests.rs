@@ -2976,6 +2976,42 @@ fn text_from_elsewhere_reads_no_file() {
 }
 
 #[test]
+fn a_listing_names_every_clause_and_directive_as_written() {
+    let text = "server: port: 53\n  ip-address: 192.0.2.1\n  no-such-thing: 1\n\
+                view:\n  name: v\n\
+                acme:\n  account-file: /etc/passwd\n\
+                auth-zone:\n  name: x.\n  master: 192.0.2.9\n";
+    let (_, l) = crate::parse_str_listing(text, "s.conf").unwrap();
+    let got: Vec<String> = l
+        .iter()
+        .map(|w| match &w.directive {
+            Some(d) => format!("{} {}:{d}", w.loc, w.clause),
+            None => format!("{} {}:", w.loc, w.clause),
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "s.conf:1 server:",
+            "s.conf:1 server:port",
+            // Aliases under the name written; unknown directives and unsupported clauses
+            // too (the configuration only warns about them).
+            "s.conf:2 server:ip-address",
+            "s.conf:3 server:no-such-thing",
+            "s.conf:4 view:",
+            "s.conf:5 view:name",
+            "s.conf:6 acme:",
+            "s.conf:7 acme:account-file",
+            "s.conf:8 auth-zone:",
+            "s.conf:9 auth-zone:name",
+            "s.conf:10 auth-zone:master",
+        ]
+    );
+    // No file is read, as with parse_str_without_includes.
+    assert!(crate::parse_str_listing("server: include: /etc/passwd\n", "s").is_err());
+}
+
+#[test]
 fn dns_over_tls_directives() {
     let c = parse("server:\n");
     assert_eq!(

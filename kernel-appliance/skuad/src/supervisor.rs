@@ -29,6 +29,7 @@ pub fn run(source: Source, xdp_opts: &XdpOptions) -> Result<(), String> {
     let api_settings = api::settings(&boot.config).map_err(|e| format!("api: {e}"))?;
     // ACME: checked now (a clause that cannot work stops the start); read at start only.
     let acme_settings = api::acme::AcmeSettings::from_config(&boot.config, boot.dir())?;
+    api::acme::warn_at_start(&boot.config);
     let acme = acme_settings
         .as_ref()
         .map(|_| Arc::new(api::acme::Acme::default()));

@@ -17,6 +17,10 @@
 //! a certificate revoked is replaced at skuad's next renewal-information check, the order
 //! naming it in `replaces`; a profile the server does not offer is reported, nothing
 //! changes. A certificate without `acme:` is shown in `GET /tls` and the metrics.
+//!
+//! Without an ACME server: a certificate signed from skuad's own request by a CA that
+//! copies the request's subject (as step-ca does) has the first name as its CN and kdig
+//! accepts it; a reload whose `acme:` clause the start would refuse is refused.
 
 mod common;
 
@@ -834,4 +838,141 @@ fn a_certificate_without_acme_is_shown() {
         na - now
     );
     assert!(!m.contains("skua_acme_attempts_total"), "{m}");
+}
+
+/// Issue 28, finding 11(a): a CA that copies the request's subject into the certificate
+/// (smallstep step-ca does) issued, from the request instant-acme made (an empty
+/// subject), a certificate with an empty subject, and kdig 3.2 refused every handshake
+/// with skuad. pebble cannot show it: 2.4 always puts the first name in the CN, 2.10 only
+/// with a profile's `promoteCommonName` (ca/ca.go), neither copies the request's subject.
+/// So the test is that CA: it signs skuad's own request (`acme::csr`, what an order is
+/// finalized with) copying its subject and names, skuad serves the certificate, and kdig
+/// verifies it and gets its answer.
+#[test]
+fn a_certificate_with_the_requests_subject_is_accepted_by_kdig() {
+    use x509_parser::prelude::*;
+    let dir = Dir::new("acme-subject");
+    let names = vec!["dns.example.test".to_string(), "doh.example.test".into()];
+    let (csr_der, key_pem) = skuad::api::acme::csr(&names).unwrap();
+    let (_, req) = X509CertificationRequest::from_der(&csr_der).unwrap();
+    let info = &req.certification_request_info;
+    // The CA: the request's subject (its CN, the only attribute skuad puts there) and its
+    // DNS names, copied.
+    let mut dn = rcgen::DistinguishedName::new();
+    for cn in info.subject.iter_common_name() {
+        dn.push(rcgen::DnType::CommonName, cn.as_str().unwrap());
+    }
+    let mut sans = Vec::new();
+    for ext in req.requested_extensions().into_iter().flatten() {
+        if let ParsedExtension::SubjectAlternativeName(san) = ext {
+            for g in &san.general_names {
+                if let GeneralName::DNSName(n) = g {
+                    sans.push(n.to_string());
+                }
+            }
+        }
+    }
+    assert_eq!(sans, names);
+    let ca_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.distinguished_name = rcgen::DistinguishedName::new();
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "subject-copying test CA");
+    ca_params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
+    let mut leaf = rcgen::CertificateParams::new(sans).unwrap();
+    leaf.distinguished_name = dn;
+    leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let leaf_key = rcgen::KeyPair::from_pem(&key_pem).unwrap();
+    let cert = leaf.signed_by(&leaf_key, &ca).unwrap();
+    let (cert_path, key_path, ca_path) = (
+        dir.0.join("cert.pem"),
+        dir.0.join("key.pem"),
+        dir.0.join("ca.pem"),
+    );
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, &key_pem).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    std::fs::write(&ca_path, ca.pem()).unwrap();
+    // The subject is the first name (openssl, an independent reader).
+    let out = Command::new("openssl")
+        .args(["x509", "-noout", "-subject", "-nameopt", "RFC2253", "-in"])
+        .arg(&cert_path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "subject=CN=dns.example.test"
+    );
+    let (dns, api, tls) = (free_port(), free_port(), free_port());
+    let mut conf = config(dns, api, &dir.0, "");
+    conf.push_str(&format!(
+        "server:\n  interface: 127.0.0.1@{tls}\n  tls-port: {tls}\n  \
+         tls-service-pem: \"{}\"\n  tls-service-key: \"{}\"\n",
+        cert_path.display(),
+        key_path.display()
+    ));
+    let _d = start(&dir.0, &conf, dns, api);
+    let out = Command::new("kdig")
+        .args(["@127.0.0.1", "-p", &tls.to_string()])
+        .arg(format!("+tls-ca={}", ca_path.display()))
+        .args([
+            "+tls-hostname=dns.example.test",
+            "+short",
+            "+timeout=3",
+            "+retry=0",
+            "a.example.",
+            "A",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "198.18.0.1",
+        "kdig: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Issue 28, finding 1(c): a configuration the start would refuse for its `acme:` clause
+/// (no `tls-service-pem:`/`-key:`, an account file outside the configuration and data
+/// directories) is refused by a reload too, the configuration in force serving on: a
+/// reload, like a sync source's version (the same staging), must not leave a node that
+/// cannot start again.
+#[test]
+fn a_reload_the_start_would_refuse_for_acme_is_refused() {
+    let dir = Dir::new("acme-reload");
+    let outside = Dir::new("acme-reload-outside");
+    let (dns, api) = (free_port(), free_port());
+    let conf = config(dns, api, &dir.0, "");
+    let d = start(&dir.0, &conf, dns, api);
+    for (extra, want) in [
+        (
+            "acme:\n  directory: https://127.0.0.1:9/dir\n  name: dns.example.test\n".to_string(),
+            "set both".to_string(),
+        ),
+        (
+            format!(
+                "server:\n  tls-service-pem: cert.pem\n  tls-service-key: key.pem\n\
+                 acme:\n  directory: https://127.0.0.1:9/dir\n  name: dns.example.test\n  account-file: \"{}/a.json\"\n",
+                outside.0.display()
+            ),
+            "is outside the configuration and data directories".to_string(),
+        ),
+    ] {
+        std::fs::write(&d.conf, format!("{conf}{extra}")).unwrap();
+        let r = http(&d, "POST", "/reload", Some(tok("operator")), None).unwrap();
+        assert_eq!(r.status, 422, "{}", r.body);
+        assert!(r.body.contains(&want), "{}", r.body);
+        assert_eq!(ask(d.dns, "a.example.").2, [198, 18, 0, 1], "still serving");
+    }
+    assert_eq!(std::fs::read_dir(&outside.0).unwrap().count(), 0);
 }

@@ -462,3 +462,175 @@ fn https_sources_are_verified_against_tls_ca() {
         || good.a("tls2.shared.") == Some([198, 18, 4, 6]),
     );
 }
+
+/// A sync source that is not a skuad (what a compromised or impersonated source can send):
+/// it answers every `GET /sync` at once, says it holds the lease, and offers the shared
+/// text `offer` holds now (the bundle only to a follower that does not know it yet).
+fn fake_source(offer: std::sync::Arc<std::sync::Mutex<String>>) -> u16 {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind((LO, 0)).unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let mut head = Vec::new();
+            let mut b = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut b) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&b[..n]),
+                }
+            }
+            let head = String::from_utf8_lossy(&head).into_owned();
+            let known = head
+                .split_once("known=")
+                .map(|(_, r)| r.split(['&', ' ']).next().unwrap_or("").to_owned())
+                .unwrap_or_default();
+            let config = offer.lock().unwrap().clone();
+            let digest = skuad::control::sync::digest(Some(&config), &[], &[]);
+            let bundle = (known != digest).then(|| {
+                serde_json::json!({"digest": digest, "config": config, "zones": [], "records": []})
+            });
+            let body = serde_json::json!({
+                "node": "source", "leased": true, "digest": digest, "bundle": bundle,
+            })
+            .to_string();
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+/// Issue 28, finding 1: a source offered a shared file with `acme:` (and the TLS service
+/// files), whose `account-file:` named a file outside the follower's configuration
+/// directory. The follower took it; at its next start the ACME code renamed that file away
+/// (or, without `tls-service-*:`, skuad refused to start and stayed down). Now the version
+/// is refused, audited and logged, nothing is written, the outside file is untouched, and
+/// the follower starts again; a version it may take is still taken.
+#[test]
+fn a_source_cannot_give_a_follower_acme_or_make_it_touch_files_elsewhere() {
+    let outside = Dir::new("sync-outside");
+    let victim = outside.0.join("victim.conf");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let with_tls = format!(
+        "server:\n  local-data: \"evil.shared. 300 IN A 198.18.6.6\"\n  \
+         tls-service-pem: cert.pem\n  tls-service-key: key.pem\n\
+         acme:\n  directory: https://127.0.0.1:9/dir\n  name: dns.example.test\n  \
+         account-file: \"{}\"\n",
+        victim.display()
+    );
+    let offer = std::sync::Arc::new(std::sync::Mutex::new(with_tls));
+    let src = fake_source(offer.clone());
+
+    let dir = Dir::new("sync-acme-follower");
+    let (dns, api) = (free_port(), free_port());
+    secret(&dir.0.join("audit.key"), KEY);
+    secret(&dir.0.join("sync.token"), SYNC_TOKEN);
+    std::fs::write(dir.0.join("shared.conf"), "server:\n").unwrap();
+    let mut conf = config(dns, api, &dir.0, "");
+    conf.push_str(&format!(
+        "include: \"{shared}\"\n\
+         audit:\n  log: \"{log}\"\n  key: file:{key}\n\
+         sync:\n  from: http://127.0.0.1:{src}\n  token-file: sync.token\n  shared-config: shared.conf\n  wait: 1\n",
+        shared = dir.0.join("shared.conf").display(),
+        log = dir.0.join("audit.log").display(),
+        key = dir.0.join("audit.key").display(),
+    ));
+    let status = |d: &Daemon| {
+        http(d, "GET", "/status", Some(tok("read")), None)
+            .unwrap()
+            .json()["sync"]
+            .clone()
+    };
+    let failed_entries = || {
+        std::fs::read_to_string(dir.0.join("audit.log"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|e| e["kind"] == "sync-in-failed")
+            .collect::<Vec<_>>()
+    };
+    let untouched = |what: &str| {
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "precious\n",
+            "{what}: the file outside the configuration directory"
+        );
+        let names: Vec<_> = std::fs::read_dir(&outside.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["victim.conf"], "{what}: nothing renamed or added");
+        assert_eq!(
+            std::fs::read_to_string(dir.0.join("shared.conf")).unwrap(),
+            "server:\n",
+            "{what}: the follower's shared file"
+        );
+    };
+
+    // The catch-up at start asks the source before the API opens.
+    let mut d = start(&dir.0, &conf, dns, api);
+    let st = status(&d);
+    assert_eq!(st["failed"], 1, "{st}");
+    assert_eq!(st["applied"], 0, "{st}");
+    let err = st["last_error"].as_str().unwrap_or_default();
+    assert!(err.contains("'tls-service-pem:' in server:"), "{err}");
+    let entries = failed_entries();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert!(
+        entries[0]["detail"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("shared.conf:3: 'tls-service-pem:' in server:"),
+        "the first directive refused is named with its line: {entries:?}"
+    );
+    assert_eq!(ask(SocketAddr::new(LO, dns), "evil.shared.").1, 0);
+    untouched("offered acme: with the TLS service files");
+
+    // acme: alone (the start then refused to run: "set both").
+    *offer.lock().unwrap() = format!(
+        "server:\n  local-data: \"evil.shared. 300 IN A 198.18.6.6\"\n\
+         acme:\n  directory: https://127.0.0.1:9/dir\n  name: dns.example.test\n  account-file: \"{}\"\n",
+        victim.display()
+    );
+    until(
+        Duration::from_secs(10),
+        "the second version refused",
+        || status(&d)["failed"] == 2,
+    );
+    assert!(
+        status(&d)["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("clause 'acme:'")
+    );
+    assert_eq!(failed_entries().len(), 2);
+    untouched("offered acme: alone");
+
+    // The follower starts again, and asks the same source at start.
+    drop(d);
+    d = start(&dir.0, &conf, dns, api);
+    assert_eq!(status(&d)["applied"], 0);
+    untouched("after a restart");
+
+    // What a shared file may hold is still taken from that source.
+    let fine = "server:\n  local-zone: \"shared.\" static\n  local-data: \"ok.shared. 300 IN A 198.18.7.7\"\n";
+    *offer.lock().unwrap() = fine.to_owned();
+    until(Duration::from_secs(10), "an allowed version taken", || {
+        status(&d)["applied"] == 1
+    });
+    assert_eq!(
+        ask(SocketAddr::new(LO, dns), "ok.shared.").2,
+        [198, 18, 7, 7]
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.0.join("shared.conf")).unwrap(),
+        fine
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    drop(d);
+}

@@ -114,22 +114,6 @@ impl AcmeSettings {
                 )
             })?,
         };
-        if a.challenge == skua_config::AcmeChallenge::TlsAlpn01 {
-            // RFC 8737 §3: the CA connects to port 443 only.
-            let srv = &cfg.server;
-            let tls_on_443 =
-                (srv.tls_port == 443) || (srv.https_port == 443 && !srv.http_notls_downstream);
-            let listens_443 = srv
-                .interfaces
-                .iter()
-                .any(|i| i.value.ends_with("@443") || (srv.port == 443 && !i.value.contains('@')));
-            if !(tls_on_443 && listens_443) {
-                log::warn(format_args!(
-                    "{}: acme: challenge: tls-alpn-01 is validated on TCP port 443 (RFC 8737 §3), and no interface serves TLS there: a public CA cannot validate it",
-                    dir.loc
-                ));
-            }
-        }
         let key_path = at(&key.value);
         let account_file = match &a.account_file {
             Some(f) => at(&f.value),
@@ -138,6 +122,40 @@ impl AcmeSettings {
                 .unwrap_or(Path::new("."))
                 .join("acme-account.json"),
         };
+        // The files ACME writes stay in the configuration directory or the data directory
+        // (the state file's): wherever else a line of configuration points, nothing is
+        // written (issue 28: a synced acme: clause renamed a file of the operator's).
+        let roots: Vec<PathBuf> = base
+            .into_iter()
+            .map(Path::to_path_buf)
+            .chain(
+                crate::control::state_path(cfg, base)
+                    .and_then(|p| p.parent().map(Path::to_path_buf)),
+            )
+            .filter_map(|d| std::path::absolute(d).ok())
+            .collect();
+        let account_loc = a.account_file.as_ref().map_or(&key.loc, |f| &f.loc);
+        for (what, path, loc) in [
+            ("tls-service-pem:", at(&pem.value), &pem.loc),
+            ("tls-service-key:", key_path.clone(), &key.loc),
+            ("acme: account-file:", account_file.clone(), account_loc),
+        ] {
+            if !inside(&path, &roots) {
+                return Err(format!(
+                    "{loc}: {what} {} is outside the configuration and data directories ({}): acme: writes its files only there",
+                    path.display(),
+                    if roots.is_empty() {
+                        "none known".to_string()
+                    } else {
+                        roots
+                            .iter()
+                            .map(|r| r.display().to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
+                ));
+            }
+        }
         Ok(Some(Self {
             directory: dir.value.clone(),
             contacts: a.contacts.iter().map(|c| c.value.clone()).collect(),
@@ -155,6 +173,42 @@ impl AcmeSettings {
             profile: a.profile.as_ref().map(|p| p.value.clone()),
         }))
     }
+}
+
+/// Warns, at start, about what an `acme:` clause of `cfg` cannot do (not an error: a
+/// private CA may validate elsewhere).
+pub fn warn_at_start(cfg: &skua_config::Config) {
+    let a = &cfg.acme;
+    let Some(dir) = &a.directory else {
+        return;
+    };
+    if a.challenge == skua_config::AcmeChallenge::TlsAlpn01 {
+        // RFC 8737 §3: the CA connects to port 443 only.
+        let srv = &cfg.server;
+        let tls_on_443 =
+            (srv.tls_port == 443) || (srv.https_port == 443 && !srv.http_notls_downstream);
+        let listens_443 = srv
+            .interfaces
+            .iter()
+            .any(|i| i.value.ends_with("@443") || (srv.port == 443 && !i.value.contains('@')));
+        if !(tls_on_443 && listens_443) {
+            log::warn(format_args!(
+                "{}: acme: challenge: tls-alpn-01 is validated on TCP port 443 (RFC 8737 §3), and no interface serves TLS there: a public CA cannot validate it",
+                dir.loc
+            ));
+        }
+    }
+}
+
+/// Whether `path` (absolute, or relative to the working directory) is under one of `roots`
+/// (absolute), read lexically: a `..` anywhere is outside.
+fn inside(path: &Path, roots: &[PathBuf]) -> bool {
+    let Ok(p) = std::path::absolute(path) else {
+        return false;
+    };
+    !p.components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+        && roots.iter().any(|r| p.starts_with(r) && p != *r)
 }
 
 /// `ADDR@PORT` (IPv6 without brackets, as `interface:`).
@@ -958,8 +1012,10 @@ async fn issue(
         if status != OrderStatus::Ready {
             return Err(Failure::from(format!("the order is {status:?}, not ready")));
         }
-        let key_pem = order
-            .finalize()
+        // Our own CSR, the first name in its subject (instant-acme's leaves it empty).
+        let (csr_der, key_pem) = csr(&s.names)?;
+        order
+            .finalize_csr(&csr_der)
             .await
             .map_err(|e| classify("finalize", &e))?;
         let cert_pem = order
@@ -1028,6 +1084,31 @@ async fn put_in_force(ctl: &Arc<Control>) -> Result<(), String> {
 
 /// How a failure of [`put_in_force`] begins.
 const RELOAD_FAILED: &str = "the new certificate is written but did not load: ";
+
+/// Longest common name (RFC 5280, appendix A.1: `ub-common-name` is 64).
+const MAX_COMMON_NAME: usize = 64;
+
+/// A certificate signing request (PKCS #10, RFC 2986) for `names` with a new ECDSA P-256
+/// key: DER, and the key as PEM. Every name is a subjectAltName, and the first that fits
+/// in a common name (64 octets) is the subject's CN too: a CA that copies the request's
+/// subject (step-ca) otherwise issues a certificate with an empty subject, which some
+/// clients refuse (kdig 3.2 with GnuTLS: "handshake failed"). Let's Encrypt does the same
+/// with the names it is given (its `classic` profile's CN is the first name that fits).
+pub fn csr(names: &[String]) -> Result<(Vec<u8>, String), String> {
+    let mut params = rcgen::CertificateParams::new(names.to_vec())
+        .map_err(|e| format!("the certificate request: {e}"))?;
+    let mut dn = rcgen::DistinguishedName::new();
+    if let Some(cn) = names.iter().find(|n| n.len() <= MAX_COMMON_NAME) {
+        dn.push(rcgen::DnType::CommonName, cn.as_str());
+    }
+    params.distinguished_name = dn;
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+        .map_err(|e| format!("the certificate key: {e}"))?;
+    let req = params
+        .serialize_request(&key)
+        .map_err(|e| format!("the certificate request: {e}"))?;
+    Ok((req.der().to_vec(), key.serialize_pem()))
+}
 
 /// The configured name an authorization is for: the server's identifier must be one of
 /// `names` (it goes into a record and a certificate: nothing the server sends is taken
@@ -1240,10 +1321,46 @@ fn sane_retry_after(h: &mut hyper::HeaderMap, now: SystemTime) {
     }
 }
 
+/// Largest account file read (one is a few hundred octets).
+const MAX_ACCOUNT_FILE: u64 = 64 << 10;
+
+/// What `path` holds: nothing (`None`), or an ACME account file as skuad writes it
+/// (instant-acme's credentials: an account ID and a PKCS#8 key) and the directory URL it is
+/// for. Anything else is an error naming the path: a file skuad did not write is never
+/// renamed or replaced, whatever a configuration line says.
+fn own_account(path: &Path) -> Result<Option<(AccountCredentials, Option<String>)>, String> {
+    use std::io::Read as _;
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let foreign = || {
+        format!(
+            "{} is not an ACME account file skuad wrote: left as it is (move it away or name another account-file:)",
+            path.display()
+        )
+    };
+    // A FIFO or a device would block or never end: only a regular file is read.
+    if !meta.is_file() || meta.len() > MAX_ACCOUNT_FILE {
+        return Err(foreign());
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_ACCOUNT_FILE).read_to_string(&mut text))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|_| foreign())?;
+    let directory = v["directory"].as_str().map(str::to_owned);
+    let creds: AccountCredentials = serde_json::from_value(v).map_err(|_| foreign())?;
+    Ok(Some((creds, directory)))
+}
+
 /// The account: the one in `account-file:` when it is for this `directory:`, or a new one
-/// (written there, mode 0600; an account file for another directory is kept beside it as
-/// `.previous`). An account file that cannot be used now (the server unreachable) is an
-/// error, never a reason to make another account.
+/// (written there, mode 0600, only where no file is; an account file of skuad's for
+/// another directory is kept beside it as `.previous`, unless that name holds a file skuad
+/// did not write). A file at `account-file:` that is not an account file is an error and
+/// is left untouched. An account file that cannot be used now (the server unreachable) is
+/// an error, never a reason to make another account.
 async fn account(s: &AcmeSettings, throttle: Option<Throttle>) -> Result<Account, Failure> {
     // Our HTTP client for every request of the account and its orders (see AcmeHttp).
     let builder = || -> Result<_, String> {
@@ -1251,21 +1368,22 @@ async fn account(s: &AcmeSettings, throttle: Option<Throttle>) -> Result<Account
         http.throttle = throttle.clone();
         Ok(Account::builder_with_http(Box::new(http)))
     };
-    if let Ok(text) = std::fs::read_to_string(&s.account_file) {
-        let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-        if v["directory"].as_str() == Some(s.directory.as_str()) {
-            let creds: AccountCredentials = serde_json::from_value(v)
-                .map_err(|e| format!("{}: {e}", s.account_file.display()))?;
+    match own_account(&s.account_file)? {
+        Some((creds, dir)) if dir.as_deref() == Some(s.directory.as_str()) => {
             return builder()?
                 .from_credentials(creds)
                 .await
                 .map_err(|e| classify("account", &e));
         }
-        // Another directory (or not an account file): kept, and a new account made.
-        let mut prev = s.account_file.clone().into_os_string();
-        prev.push(".previous");
-        std::fs::rename(&s.account_file, &prev)
-            .map_err(|e| format!("{}: {e}", s.account_file.display()))?;
+        Some(_) => {
+            // Ours, for another directory: kept, and a new account made.
+            let mut prev = s.account_file.clone().into_os_string();
+            prev.push(".previous");
+            own_account(Path::new(&prev))?;
+            std::fs::rename(&s.account_file, &prev)
+                .map_err(|e| format!("{}: {e}", s.account_file.display()))?;
+        }
+        None => {}
     }
     let contacts: Vec<&str> = s.contacts.iter().map(String::as_str).collect();
     let (a, creds) = builder()?
@@ -1281,7 +1399,10 @@ async fn account(s: &AcmeSettings, throttle: Option<Throttle>) -> Result<Account
         .await
         .map_err(|e| classify("account", &e))?;
     let text = serde_json::to_string(&creds).map_err(|e| e.to_string())?;
-    write_private(&s.account_file, text.as_bytes())?;
+    // Where no file is: one that appeared meanwhile is not replaced.
+    temp_beside(&s.account_file, text.as_bytes())?
+        .persist_noclobber(&s.account_file)
+        .map_err(|e| format!("{}: {}", s.account_file.display(), e.error))?;
     Ok(a)
 }
 
@@ -1289,6 +1410,8 @@ async fn account(s: &AcmeSettings, throttle: Option<Throttle>) -> Result<Account
 /// checked as a pair (the certificate parses, the key is its key), then renamed, key then
 /// certificate (a failure before the renames leaves the pair in force as it was).
 fn install(s: &AcmeSettings, cert_pem: &str, key_pem: &str) -> Result<(), String> {
+    replaceable(&s.key, Pem::Key)?;
+    replaceable(&s.cert, Pem::Certificates)?;
     let key_tmp = temp_beside(&s.key, key_pem.as_bytes())?;
     let cert_tmp = temp_beside(&s.cert, cert_pem.as_bytes())?;
     crate::control::tls::server_config(cert_tmp.path(), key_tmp.path(), &[])
@@ -1302,6 +1425,47 @@ fn install(s: &AcmeSettings, cert_pem: &str, key_pem: &str) -> Result<(), String
     Ok(())
 }
 
+/// What a file ACME replaces holds.
+#[derive(Clone, Copy)]
+enum Pem {
+    Certificates,
+    Key,
+}
+
+/// Whether ACME may replace `path`: nothing is there, or a PEM file of the kind it writes
+/// (a certificate chain, a private key: its own, or the operator's before ACME). Anything
+/// else is an error naming the path, and nothing is written.
+fn replaceable(path: &Path, kind: Pem) -> Result<(), String> {
+    use rustls_pki_types::pem::PemObject as _;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let what = match kind {
+        Pem::Certificates => "a PEM certificate chain",
+        Pem::Key => "a PEM private key",
+    };
+    let refused = || {
+        format!(
+            "{} is not {what}: acme: replaces no other file (move it away or name another place)",
+            path.display()
+        )
+    };
+    if !meta.is_file() || meta.len() > 1 << 20 {
+        return Err(refused());
+    }
+    let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let ok = match kind {
+        Pem::Certificates => CertificateDer::pem_slice_iter(&data)
+            .collect::<Result<Vec<_>, _>>()
+            .is_ok_and(|c| !c.is_empty()),
+        Pem::Key => PrivateKeyDer::from_pem_slice(&data).is_ok(),
+    };
+    if ok { Ok(()) } else { Err(refused()) }
+}
+
 /// A temporary file (mode 0600) beside `path` holding `data`, synced.
 fn temp_beside(path: &Path, data: &[u8]) -> Result<tempfile::NamedTempFile, String> {
     use std::io::Write as _;
@@ -1312,14 +1476,6 @@ fn temp_beside(path: &Path, data: &[u8]) -> Result<tempfile::NamedTempFile, Stri
         .and_then(|()| tmp.as_file().sync_all())
         .map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(tmp)
-}
-
-/// Writes `data` to `path` atomically (a temporary beside it, mode 0600, renamed).
-fn write_private(path: &Path, data: &[u8]) -> Result<(), String> {
-    temp_beside(path, data)?
-        .persist(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(())
 }
 
 /// Serves HTTP-01 tokens (`GET /.well-known/acme-challenge/TOKEN`) on `addr` until aborted.
@@ -1711,5 +1867,207 @@ mod tests {
         assert!(e.to_string().contains("did not answer in 1 s"), "{e}");
         assert!(t.elapsed() < Duration::from_secs(5));
         held.abort();
+    }
+
+    fn settings_of(text: &str, base: &Path) -> Result<Option<AcmeSettings>, String> {
+        let cfg = skua_config::parse_str(text, "t.conf").map_err(|e| e.to_string())?;
+        AcmeSettings::from_config(&cfg, Some(base))
+    }
+
+    /// The files ACME writes are in the configuration or the data directory, and a clause
+    /// without the TLS service files is refused (checked at start, at reloads and on a sync
+    /// source's version alike: `Reconfigure::prepare`).
+    #[test]
+    fn acme_writes_only_in_the_configuration_and_data_directories() {
+        let d = tempfile::tempdir().unwrap();
+        let (conf, data) = (d.path().join("conf"), d.path().join("data"));
+        let text = |server: &str, acme: &str| {
+            format!(
+                "server:\n{server}api:\n  state-file: \"{}\"\nacme:\n  directory: https://acme.example/dir\n  name: dns.example\n{acme}",
+                data.join("state.conf").display()
+            )
+        };
+        let both = "  tls-service-pem: tls/cert.pem\n  tls-service-key: tls/key.pem\n";
+        let s = settings_of(&text(both, ""), &conf).unwrap().unwrap();
+        assert_eq!(s.account_file, conf.join("tls/acme-account.json"));
+        let in_data = format!("  account-file: \"{}\"\n", data.join("a.json").display());
+        assert!(settings_of(&text(both, &in_data), &conf).is_ok());
+        for (server, acme, want) in [
+            (
+                both,
+                "  account-file: /etc/passwd\n",
+                "t.conf:9: acme: account-file: /etc/passwd is outside",
+            ),
+            (both, "  account-file: ../x.json\n", "account-file:"),
+            (both, "  account-file: tls/../../x.json\n", "account-file:"),
+            (
+                "  tls-service-pem: tls/cert.pem\n  tls-service-key: /etc/ssl/x.key\n",
+                "",
+                "t.conf:3: tls-service-key: /etc/ssl/x.key is outside",
+            ),
+            ("", "", "set both"),
+            ("  tls-service-pem: tls/cert.pem\n", "", "set both"),
+        ] {
+            let e = settings_of(&text(server, acme), &conf)
+                .map(|_| ())
+                .unwrap_err();
+            assert!(e.contains(want), "{server:?} {acme:?}: {e}");
+        }
+    }
+
+    fn settings_with_account(account_file: PathBuf) -> AcmeSettings {
+        AcmeSettings {
+            // Nothing listens there: an attempt to reach the server fails at once.
+            directory: "https://127.0.0.1:9/dir".into(),
+            contacts: vec![],
+            names: vec!["dns.example".into()],
+            challenge: skua_config::AcmeChallenge::Http01,
+            http_interface: SocketAddr::from(([127, 0, 0, 1], 0)),
+            ca_bundle: None,
+            cert: account_file.with_file_name("cert.pem"),
+            key: account_file.with_file_name("key.pem"),
+            account_file,
+            profile: None,
+        }
+    }
+
+    /// An account file as skuad writes it (instant-acme's credentials) for `directory`.
+    fn account_json(directory: &str) -> String {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        serde_json::json!({
+            "id": "https://acme.example/acct/1",
+            "key_pkcs8": data_encoding::BASE64URL_NOPAD.encode(&key.serialize_der()),
+            "directory": directory,
+        })
+        .to_string()
+    }
+
+    /// Issue 28, finding 1: the account code renamed whatever was at `account-file:` to
+    /// `NAME.previous` before it reached the ACME server. A file it did not write is now
+    /// an error naming it, and stays as it was; so does a foreign file at `.previous`.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_file_acme_did_not_write_is_never_renamed_or_replaced() {
+        let d = tempfile::tempdir().unwrap();
+        let victim = d.path().join("victim.conf");
+        std::fs::write(&victim, "precious\n").unwrap();
+        let e = account(&settings_with_account(victim.clone()), None)
+            .await
+            .map(|_| ())
+            .unwrap_err();
+        assert!(e.msg.contains("is not an ACME account file"), "{}", e.msg);
+        assert!(e.msg.contains(&victim.display().to_string()), "{}", e.msg);
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+        assert!(!d.path().join("victim.conf.previous").exists());
+        // JSON that is not an account (no key) is not one either.
+        let json = d.path().join("other.json");
+        std::fs::write(&json, "{\"directory\": \"https://other.example/dir\"}").unwrap();
+        let e = account(&settings_with_account(json.clone()), None)
+            .await
+            .map(|_| ())
+            .unwrap_err();
+        assert!(e.msg.contains("is not an ACME account file"), "{}", e.msg);
+        assert!(!d.path().join("other.json.previous").exists());
+        // Not a regular file: refused without reading it (a FIFO would block).
+        let e = account(&settings_with_account(d.path().to_path_buf()), None)
+            .await
+            .map(|_| ())
+            .unwrap_err();
+        assert!(e.msg.contains("is not an ACME account file"), "{}", e.msg);
+        // skuad's own account for another directory is kept as .previous, but not over
+        // a file skuad did not write.
+        let acct = d.path().join("acct.json");
+        let ours = account_json("https://other.example/dir");
+        std::fs::write(&acct, &ours).unwrap();
+        std::fs::write(d.path().join("acct.json.previous"), "precious\n").unwrap();
+        let e = account(&settings_with_account(acct.clone()), None)
+            .await
+            .map(|_| ())
+            .unwrap_err();
+        assert!(
+            e.msg
+                .contains("acct.json.previous is not an ACME account file"),
+            "{}",
+            e.msg
+        );
+        assert_eq!(std::fs::read_to_string(&acct).unwrap(), ours);
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("acct.json.previous")).unwrap(),
+            "precious\n"
+        );
+        // Without that file it is moved aside (then the unreachable server fails the
+        // attempt, and no account file is written).
+        std::fs::remove_file(d.path().join("acct.json.previous")).unwrap();
+        assert!(
+            account(&settings_with_account(acct.clone()), None)
+                .await
+                .is_err()
+        );
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("acct.json.previous")).unwrap(),
+            ours
+        );
+        assert!(!acct.exists());
+    }
+
+    /// The certificate and key replace only PEM files of their kind.
+    #[test]
+    fn a_certificate_or_key_replaces_only_its_own_kind() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        assert!(replaceable(&p, Pem::Key).is_ok(), "nothing there");
+        std::fs::write(&p, "precious\n").unwrap();
+        for kind in [Pem::Key, Pem::Certificates] {
+            let e = replaceable(&p, kind).unwrap_err();
+            assert!(e.contains("is not a PEM"), "{e}");
+        }
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        std::fs::write(&p, key.serialize_pem()).unwrap();
+        assert!(replaceable(&p, Pem::Key).is_ok());
+        assert!(replaceable(&p, Pem::Certificates).is_err());
+        let cert = rcgen::CertificateParams::new(vec!["dns.example".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        std::fs::write(&p, cert.pem()).unwrap();
+        assert!(replaceable(&p, Pem::Certificates).is_ok());
+    }
+
+    /// Issue 28, finding 11(a): the CSR carries the first name as its subject's CN (a CA
+    /// that copies the subject issues a certificate kdig accepts) and every name as a SAN.
+    #[test]
+    fn the_request_names_the_first_name_in_its_subject() {
+        use x509_parser::prelude::*;
+        let cn_of = |names: &[&str]| {
+            let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+            let (der, key_pem) = csr(&names).unwrap();
+            assert!(key_pem.starts_with("-----BEGIN PRIVATE KEY-----"));
+            let (_, req) = X509CertificationRequest::from_der(&der).unwrap();
+            let info = &req.certification_request_info;
+            let cn: Vec<String> = info
+                .subject
+                .iter_common_name()
+                .map(|c| c.as_str().unwrap().to_string())
+                .collect();
+            let mut sans = Vec::new();
+            for ext in req.requested_extensions().into_iter().flatten() {
+                if let ParsedExtension::SubjectAlternativeName(san) = ext {
+                    for g in &san.general_names {
+                        if let GeneralName::DNSName(n) = g {
+                            sans.push(n.to_string());
+                        }
+                    }
+                }
+            }
+            assert_eq!(sans, names);
+            cn
+        };
+        assert_eq!(
+            cn_of(&["dns.example.net", "doh.example.net"]),
+            ["dns.example.net"]
+        );
+        // A name longer than a CN may be (64 octets) is a SAN only; the next that fits is CN.
+        let long = format!("{}.example.net", "a".repeat(60));
+        assert_eq!(cn_of(&[&long, "dns.example.net"]), ["dns.example.net"]);
+        assert!(cn_of(&[&long]).is_empty());
     }
 }

@@ -228,7 +228,16 @@ impl Prepared for NewHttp {
 }
 
 impl Reconfigure for Api {
-    fn prepare(&self, cfg: &skua_config::Config) -> Result<Box<dyn Prepared>, String> {
+    fn prepare(
+        &self,
+        cfg: &skua_config::Config,
+        dir: Option<&std::path::Path>,
+    ) -> Result<Box<dyn Prepared>, String> {
+        // ACME is read at start only, but its checks run here too: the start refuses an
+        // acme: clause that cannot work (no tls-service-pem:/-key:, a file outside the
+        // configuration and data directories), so a reload or a sync source's version that
+        // has one would keep this node from starting again (issue 28, finding 1).
+        acme::AcmeSettings::from_config(cfg, dir)?;
         Ok(Box::new(NewHttp {
             ctl: self.ctl.clone(),
             http: self.http.clone(),

@@ -341,9 +341,15 @@ struct Staged {
 /// anything changes (an error rejects the whole reload, the old configuration keeps
 /// serving) and commits them once the new engine serves.
 pub trait Reconfigure: Send + Sync {
-    /// Checks and builds the settings for `cfg` (blocking: may read files). Nothing changes
-    /// until the returned value is committed.
-    fn prepare(&self, cfg: &skua_config::Config) -> Result<Box<dyn Prepared>, String>;
+    /// Checks and builds the settings for `cfg`, whose relative paths are relative to `dir`
+    /// (blocking: may read files), with every check the start makes of them: a
+    /// configuration taken by a reload or from a sync source must not stop the next start.
+    /// Nothing changes until the returned value is committed.
+    fn prepare(
+        &self,
+        cfg: &skua_config::Config,
+        dir: Option<&Path>,
+    ) -> Result<Box<dyn Prepared>, String>;
 }
 
 /// Settings prepared by a [`Reconfigure`], put in force by [`Prepared::commit`].
@@ -978,7 +984,7 @@ impl Control {
             )?;
             let prepared = hooks
                 .iter()
-                .map(|h| h.prepare(&cfg))
+                .map(|h| h.prepare(&cfg, dir.as_deref()))
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(Staged {
                 cfg,

@@ -7,12 +7,16 @@
 //! waiting on an unchanged digest are woken ([`SyncBook::subscribe`]).
 //!
 //! **Taken** ([`Control::sync_apply`]): a bundle must match its digest; its shared text
-//! must not carry what belongs to one node (`api:`, `audit:`, `ha:`, `sync:` clauses,
-//! `interface:`, `port:`, `include:`), its records are bounded and canonical like API
-//! writes, and records under a zone this node receives by zone transfer are left to the
-//! transfer. It is compiled with this node's own main file, recorded in the audit log
-//! (`sync-in`) before anything changes, written (the shared file and the state file,
-//! atomically), then served like a reload. One that does not compile changes nothing.
+//! may hold only the clauses and directives of [`SHARED_DIRECTIVES`] (deny by default:
+//! what belongs to one node, `include:`, unknown directives are refused, named with their
+//! line), the files it names only in the configuration directory; its records are bounded
+//! and canonical like API writes, and records under a zone this node receives by zone
+//! transfer are left to the transfer. It is compiled with this node's own main file and
+//! checked as a start checks it (the parts above the core prepare their settings from it:
+//! the API's, ACME's), so a version taken can never stop the next start; then recorded in
+//! the audit log (`sync-in`) before anything changes, written (the shared file and the
+//! state file, atomically), then served like a reload. One that does not load changes
+//! nothing.
 //!
 //! While this node follows a source (with `ha:` addresses: it holds no lease and the source
 //! does; without: the source answers), API writes
@@ -373,62 +377,210 @@ impl SyncBook {
     }
 }
 
-/// Clauses and directives that describe one node, refused in a shared file.
-fn node_specific(c: &skua_config::Config) -> Option<String> {
-    if c.api != skua_config::Api::default() {
-        return Some("an api: clause (each node has its own API and tokens)".into());
+/// The clauses a shared file may hold. Everything else (`api:`, `audit:`, `ha:`, `sync:`,
+/// `acme:`, Unbound clauses skuad does not implement) belongs to one node or is not served:
+/// refused, so a source cannot make a follower listen, log, sign, order certificates or
+/// write anywhere (docs/ha.md, "What a shared file may hold").
+const SHARED_CLAUSES: &[&str] = &[
+    "server",
+    "auth-zone",
+    "forward-zone",
+    "stub-zone",
+    "tsig-key",
+];
+
+/// The directives a shared file may hold, by clause: what the fleet answers and how it
+/// resolves (local data, access control, rate limiting, caching and upstream policy,
+/// forwarders, primary zones). A directive not listed is refused, with its name and line:
+/// what belongs to one node (its listeners, threads, buffers and memory, identity, logging,
+/// user, files it writes, secondary zones, TLS service keys), unknown and unsupported
+/// directives alike (deny by default: a directive added later is refused until it is
+/// judged here). The ones that name a file are checked by [`shared_paths`].
+const SHARED_DIRECTIVES: &[(&str, &[&str])] = &[
+    (
+        "server",
+        &[
+            // Answers and access.
+            "access-control",
+            "local-zone",
+            "local-data",
+            "local-data-ptr",
+            "hide-identity",
+            "hide-version",
+            "version",
+            "minimal-responses",
+            "edns-buffer-size",
+            "max-udp-size",
+            "pad-responses",
+            "pad-responses-block-size",
+            "tcp-connection-limit",
+            "ede",
+            "ede-serve-expired",
+            // Response rate limiting.
+            "rrl-responses-per-second",
+            "rrl-nodata-per-second",
+            "rrl-nxdomains-per-second",
+            "rrl-referrals-per-second",
+            "rrl-errors-per-second",
+            "rrl-all-per-second",
+            "rrl-window",
+            "rrl-slip",
+            "rrl-ipv4-prefix-length",
+            "rrl-ipv6-prefix-length",
+            "rrl-exempt-clients",
+            "rrl-qps-scale",
+            "rrl-log-only",
+            "rrl-max-table-size",
+            "rrl-min-table-size",
+            // Caching and the upstream side.
+            "cache-min-ttl",
+            "cache-max-ttl",
+            "cache-max-negative-ttl",
+            "prefetch",
+            "serve-expired",
+            "serve-expired-ttl",
+            "serve-expired-ttl-reset",
+            "serve-expired-reply-ttl",
+            "serve-expired-client-timeout",
+            "use-caps-for-id",
+            "caps-exempt",
+            "caps-whitelist",
+            "do-not-query-localhost",
+            "unwanted-reply-threshold",
+            "infra-host-ttl",
+            "tcp-upstream",
+            "tls-upstream",
+            "ssl-upstream",
+            "tls-system-cert",
+            "tls-win-cert",
+            // A file: relative to the configuration directory ([`shared_paths`]).
+            "tls-cert-bundle",
+            "ssl-cert-bundle",
+        ],
+    ),
+    (
+        // Primary zones only: `primary:`/`master:`, `allow-notify:` and `request-xfr:` make
+        // a secondary, one node's role (its main file says it), whose transfers write the
+        // zone file.
+        "auth-zone",
+        &[
+            "name",
+            "zonefile",
+            "for-downstream",
+            "for-upstream",
+            "fallback-enabled",
+            "provide-xfr",
+            "notify",
+            "ixfr-number",
+            "ixfr-size",
+            "size-limit-xfr",
+            "xfr-max-records",
+        ],
+    ),
+    (
+        "forward-zone",
+        &[
+            "name",
+            "forward-addr",
+            "forward-host",
+            "forward-first",
+            "forward-no-cache",
+            "forward-tls-upstream",
+            "forward-ssl-upstream",
+            "forward-tcp-upstream",
+        ],
+    ),
+    (
+        "stub-zone",
+        &[
+            "name",
+            "stub-addr",
+            "stub-host",
+            "stub-prime",
+            "stub-first",
+            "stub-no-cache",
+            "stub-tls-upstream",
+            "stub-ssl-upstream",
+            "stub-tcp-upstream",
+        ],
+    ),
+    // The secret as a reference (`file:` checked, `env:`), never the secret itself.
+    ("tsig-key", &["name", "algorithm", "secret"]),
+];
+
+/// Whether a shared file may hold `directive` in `clause` (see [`SHARED_DIRECTIVES`]).
+pub fn shared_allows(clause: &str, directive: &str) -> bool {
+    SHARED_DIRECTIVES
+        .iter()
+        .any(|(c, ds)| *c == clause && ds.contains(&directive))
+}
+
+/// The first clause or directive of `listing` a shared file may not hold, with its line.
+fn not_shareable(listing: &[skua_config::Written]) -> Option<String> {
+    for w in listing {
+        match &w.directive {
+            None if !SHARED_CLAUSES.contains(&w.clause.as_str()) => {
+                return Some(format!(
+                    "{}: clause '{}:' (a shared file holds only {} clauses; the others belong to each node's main file)",
+                    w.loc,
+                    w.clause,
+                    SHARED_CLAUSES
+                        .iter()
+                        .map(|c| format!("{c}:"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            None => {}
+            Some(d) if w.clause.is_empty() => {
+                // The parser refuses it too; said here in case it ever does not.
+                return Some(format!("{}: '{d}:' outside any clause", w.loc));
+            }
+            Some(d) if !shared_allows(&w.clause, d) => {
+                return Some(format!(
+                    "{}: '{d}:' in {}: (not a directive a shared file may hold: it belongs to each node's main file, names a file this node writes, or is not served; docs/ha.md lists what may be shared)",
+                    w.loc, w.clause
+                ));
+            }
+            Some(_) => {}
+        }
     }
-    if c.audit != skua_config::Audit::default() {
-        return Some("an audit: clause (each node has its own audit log and key)".into());
-    }
-    if c.ha != skua_config::Ha::default() {
-        return Some("an ha: clause (each node has its own service addresses)".into());
-    }
-    if c.sync != skua_config::Sync::default() {
-        return Some("a sync: clause (each node names its own sources)".into());
-    }
-    if !c.server.interfaces.is_empty() {
-        return Some("interface: (each node has its own addresses)".into());
-    }
-    if c.server.port != skua_config::Server::default().port {
-        return Some("port: (each node has its own listeners)".into());
-    }
-    if c.server.directory.is_some() {
-        return Some("directory: (each node has its own)".into());
-    }
-    if let Some(z) = c.auth_zones.iter().find(|z| !z.primaries.is_empty()) {
-        return Some(format!(
-            "auth-zone {} with primary: (a secondary zone is one node's role: each node's main file says it)",
-            z.name.value
-        ));
-    }
-    // Files it names: only in this node's configuration directory (a relative path without
-    // `..`), so a source can make a follower read, and a transfer write, nothing else.
+    None
+}
+
+/// The files a shared configuration names, each only in this node's configuration
+/// directory (a relative path without `..`): a source can make a follower read nothing
+/// else (and no transfer writes there: secondary zones are refused).
+fn shared_paths(c: &skua_config::Config) -> Option<String> {
     let paths = c
         .auth_zones
         .iter()
-        .filter_map(|z| z.zonefile.as_ref().map(|f| ("zonefile:", f.value.as_str())))
+        .filter_map(|z| z.zonefile.as_ref().map(|f| ("zonefile:", f)))
         .chain(
             c.server
                 .tls_cert_bundle
                 .iter()
-                .map(|f| ("tls-cert-bundle:", f.value.as_str())),
-        )
-        .chain(c.tsig_keys.iter().filter_map(|k| {
-            k.secret
-                .value
-                .strip_prefix("file:")
-                .map(|f| ("tsig-key secret: file:", f))
-        }));
-    for (what, p) in paths {
+                .map(|f| ("tls-cert-bundle:", f)),
+        );
+    let secrets = c.tsig_keys.iter().filter_map(|k| {
+        k.secret
+            .value
+            .strip_prefix("file:")
+            .map(|f| ("tsig-key secret: file:", f, &k.secret.loc))
+    });
+    for (what, p, loc) in paths
+        .map(|(w, f)| (w, f.value.as_str(), &f.loc))
+        .chain(secrets)
+    {
         let path = Path::new(p);
-        if path.is_absolute()
+        if p.is_empty()
+            || path.is_absolute()
             || path
                 .components()
                 .any(|c| matches!(c, std::path::Component::ParentDir))
         {
             return Some(format!(
-                "{what} {p} (a shared file names files relative to the configuration directory, without '..')"
+                "{loc}: {what} {p} (a shared file names files relative to the configuration directory, without '..')"
             ));
         }
     }
@@ -436,13 +588,14 @@ fn node_specific(c: &skua_config::Config) -> Option<String> {
 }
 
 /// Checks a shared text before it is compiled: it parses alone, reading no file (an
-/// `include:` anywhere is an error), and carries nothing that belongs to one node.
+/// `include:` anywhere is an error), holds only what [`SHARED_DIRECTIVES`] lists, and the
+/// files it names are in the configuration directory.
 fn check_shared(text: &str, path: &Path) -> Result<(), CtlError> {
-    let c = skua_config::parse_str_without_includes(text, &path.display().to_string())
+    let (c, listing) = skua_config::parse_str_listing(text, &path.display().to_string())
         .map_err(|e| CtlError::Invalid(format!("the shared configuration: {e}")))?;
-    match node_specific(&c) {
+    match not_shareable(&listing).or_else(|| shared_paths(&c)) {
         Some(what) => Err(CtlError::Invalid(format!(
-            "the shared configuration holds {what}; keep that in each node's main file"
+            "the shared configuration is refused at {what}"
         ))),
         None => Ok(()),
     }
@@ -757,19 +910,25 @@ mod tests {
             .is_ok()
         );
         for (text, want) in [
-            ("api:\n  port: 8953\n", "api: clause"),
-            ("ha:\n  address: 198.18.0.53\n", "ha: clause"),
-            ("sync:\n  wait: 3\n", "sync: clause"),
-            ("server:\n  interface: 198.18.0.1\n", "interface:"),
-            ("server:\n  port: 5300\n", "port:"),
+            ("api:\n  port: 8953\n", "shared.conf:1: clause 'api:'"),
+            ("ha:\n  address: 198.18.0.53\n", "clause 'ha:'"),
+            ("sync:\n  wait: 3\n", "clause 'sync:'"),
+            (
+                "server:\n  interface: 198.18.0.1\n",
+                "'interface:' in server:",
+            ),
+            (
+                "server:\n  port: 5300\n",
+                "shared.conf:2: 'port:' in server:",
+            ),
             ("server:\n  include: /etc/passwd\n", "include:"),
             ("server: include: /etc/passwd\n", "include:"),
             ("\u{feff}include: /etc/passwd\n", "include:"),
             ("server:\n  local-data: \"broken\n", "shared.conf:2"),
-            ("server:\n  directory: /\n", "directory:"),
+            ("server:\n  directory: /\n", "'directory:' in server:"),
             (
                 "auth-zone:\n  name: x.\n  primary: 198.18.0.9\n  zonefile: x.zone\n",
-                "with primary:",
+                "'primary:' in auth-zone:",
             ),
             (
                 "auth-zone:\n  name: x.\n  zonefile: /var/lib/skua/skuad.conf\n",
@@ -777,7 +936,7 @@ mod tests {
             ),
             (
                 "auth-zone:\n  name: x.\n  zonefile: ../x.zone\n",
-                "zonefile: ../x.zone",
+                "shared.conf:3: zonefile: ../x.zone",
             ),
             (
                 "tsig-key:\n  name: k.\n  secret: file:/etc/skua/api.key\n",
@@ -791,6 +950,78 @@ mod tests {
             let e = check_shared(text, p).unwrap_err();
             assert!(e.message().contains(want), "{text:?}: {}", e.message());
         }
+    }
+
+    /// A shared file holds only what the allow-list names (issue 28, finding 1: `acme:` and
+    /// the TLS service files were taken, and the follower then renamed a file outside its
+    /// configuration directory, or could not start).
+    #[test]
+    fn a_shared_file_holds_only_the_allow_list() {
+        let p = Path::new("/etc/skua/shared.conf");
+        // What a fleet shares is taken.
+        let fleet = "server:\n  access-control: 10.0.0.0/8 allow\n  local-zone: \"corp.\" static\n  \
+             local-data: \"www.corp. 300 IN A 198.18.0.1\"\n  local-data-ptr: \"198.18.0.1 www.corp.\"\n  \
+             rrl-responses-per-second: 20\n  rrl-slip: 2\n  cache-max-ttl: 3600\n  prefetch: yes\n  \
+             serve-expired: yes\n  hide-version: yes\n  minimal-responses: yes\n  tls-cert-bundle: ca.pem\n\
+             forward-zone:\n  name: \".\"\n  forward-addr: 9.9.9.9@853#dns.quad9.net\n  forward-tls-upstream: yes\n\
+             stub-zone:\n  name: lab.\n  stub-addr: 198.18.0.9\n\
+             auth-zone:\n  name: x.\n  zonefile: x.zone\n  provide-xfr: 198.18.0.0/24 k.\n  notify: 198.18.0.2 k.\n\
+             tsig-key:\n  name: k.\n  secret: env:SKUA_TSIG\n";
+        if let Err(e) = check_shared(fleet, p) {
+            panic!("{}", e.message());
+        }
+        // Everything else is refused, named with its line: one node's clauses, its
+        // listeners, TLS service files, ACME, files, identity, resources, secondary roles,
+        // unsupported and unknown directives.
+        for (text, want) in [
+            (
+                "server:\n  local-zone: \"x.\" static\nacme:\n  directory: https://acme.example/dir\n  \
+                 name: x.example\n  account-file: /etc/passwd\n",
+                "shared.conf:3: clause 'acme:'",
+            ),
+            (
+                "server:\n  tls-service-key: /etc/passwd\n",
+                "shared.conf:2: 'tls-service-key:' in server:",
+            ),
+            ("server:\n  tls-service-pem: x.pem\n", "'tls-service-pem:'"),
+            ("server:\n  ssl-service-key: x.key\n", "'ssl-service-key:'"),
+            ("server:\n  tls-port: 853\n", "'tls-port:'"),
+            ("server:\n  https-port: 443\n", "'https-port:'"),
+            ("server:\n  quic-port: 853\n", "'quic-port:'"),
+            ("server:\n  ip-address: 198.18.0.1\n", "'ip-address:'"),
+            ("server:\n  logfile: /tmp/x\n", "'logfile:'"),
+            ("server:\n  pidfile: /tmp/x\n", "'pidfile:'"),
+            ("server:\n  username: nobody\n", "'username:'"),
+            ("server:\n  chroot: /\n", "'chroot:'"),
+            ("server:\n  identity: n1\n", "'identity:'"),
+            ("server:\n  num-threads: 64\n", "'num-threads:'"),
+            ("server:\n  msg-cache-size: 4g\n", "'msg-cache-size:'"),
+            ("server:\n  root-hints: /etc/passwd\n", "'root-hints:'"),
+            ("server:\n  no-such-thing: 1\n", "'no-such-thing:'"),
+            ("view:\n  name: v\n", "clause 'view:'"),
+            ("audit:\n  fsync: batch\n", "clause 'audit:'"),
+            (
+                "auth-zone:\n  name: x.\n  master: 198.18.0.9\n",
+                "'master:' in auth-zone:",
+            ),
+            (
+                "auth-zone:\n  name: x.\n  allow-notify: 198.18.0.9\n",
+                "'allow-notify:'",
+            ),
+            ("auth-zone:\n  name: x.\n  url: https://x/zone\n", "'url:'"),
+        ] {
+            let e = check_shared(text, p).unwrap_err();
+            assert!(e.message().contains(want), "{text:?}: {}", e.message());
+        }
+        // Every clause the allow-list names is one a shared file may open, and the
+        // directives it names are checked per clause (a forward-zone directive is not a
+        // stub-zone one).
+        for (c, _) in SHARED_DIRECTIVES {
+            assert!(SHARED_CLAUSES.contains(c), "{c}");
+        }
+        assert!(shared_allows("forward-zone", "forward-addr"));
+        assert!(!shared_allows("stub-zone", "forward-addr"));
+        assert!(!shared_allows("server", "name"));
     }
 
     #[test]
