@@ -146,6 +146,7 @@ pub(crate) enum ServerKey {
     HttpNotlsDownstream,
     QuicPort,
     TcpConnectionLimit,
+    TcpConnectionLimitPerSource,
     MsgCacheSize,
     MsgCacheSlabs,
     RrsetCacheSize,
@@ -366,6 +367,11 @@ const SERVER: &[(&str, Support<ServerKey>)] = &[
     ("use-systemd", U(1)),
     ("do-daemonize", U(1)),
     ("tcp-connection-limit", I(ServerKey::TcpConnectionLimit)),
+    // Not an Unbound directive: ours (Unbound has no per-source default).
+    (
+        "tcp-connection-limit-per-source",
+        I(ServerKey::TcpConnectionLimitPerSource),
+    ),
     ("access-control-tag", U(2)),
     ("access-control-tag-action", U(3)),
     ("access-control-tag-data", U(3)),
@@ -904,7 +910,7 @@ mod tests {
                 U(_) => None,
             })
             .collect();
-        assert_eq!(keys.len(), 89, "one table entry per ServerKey variant");
+        assert_eq!(keys.len(), 90, "one table entry per ServerKey variant");
         for (table, want) in [(FORWARD_ZONE, 7), (STUB_ZONE, 8)] {
             let keys: HashSet<String> = table
                 .iter()

@@ -1231,6 +1231,10 @@ impl Parser {
                     loc: loc.clone(),
                 });
             }
+            ServerKey::TcpConnectionLimitPerSource => {
+                s.tcp_connection_limit_per_source =
+                    ranged(name, &vals[0], 0, u32::MAX.into(), loc)? as u32;
+            }
             ServerKey::MsgCacheSize => {
                 s.msg_cache_size = parse_size(name, &vals[0], loc)?.unwrap_or(0);
             }

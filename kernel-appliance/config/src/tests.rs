@@ -82,7 +82,8 @@ fn defaults() {
     assert_eq!(s.verbosity, 1);
     assert_eq!(s.edns_buffer_size, 1232);
     assert_eq!(s.tcp_idle_timeout_ms, 30_000);
-    assert_eq!(s.incoming_num_tcp, 10);
+    assert_eq!(s.incoming_num_tcp, 1000);
+    assert_eq!(s.tcp_connection_limit_per_source, 100);
     assert_eq!(s.max_udp_size, 4096);
     assert!(s.minimal_responses);
     assert_eq!(s.cpu_affinity, None);
@@ -3089,6 +3090,13 @@ fn dns_over_https_and_connection_limit_directives() {
     );
     assert!(err("server:\n  tcp-connection-limit: 10.0.0.0/8\n").starts_with("t.conf:2:"));
     assert!(err("server:\n  tcp-connection-limit: 10.0.0.0/8 many\n").starts_with("t.conf:2:"));
+    // The per-source default: 100 unless set; 0 turns it off.
+    assert_eq!(s.tcp_connection_limit_per_source, 100);
+    let c = parse("server:\n  tcp-connection-limit-per-source: 0\n");
+    assert_eq!(c.server.tcp_connection_limit_per_source, 0);
+    let c = parse("server:\n  tcp-connection-limit-per-source: 250\n");
+    assert_eq!(c.server.tcp_connection_limit_per_source, 250);
+    assert!(err("server:\n  tcp-connection-limit-per-source: -1\n").starts_with("t.conf:2:"));
 }
 
 #[test]

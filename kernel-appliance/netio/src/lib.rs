@@ -440,6 +440,34 @@ pub fn release_free_memory() {
     }
 }
 
+/// Raises this process's soft limit on open descriptors (`RLIMIT_NOFILE`) to `want`, or to
+/// the hard limit when that is lower (an unprivileged process may raise its soft limit up
+/// to its hard one, getrlimit(2)); a soft limit already at `want` or above is left alone.
+/// Returns the soft limit in force afterwards.
+pub fn raise_open_files(want: u64) -> io::Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the live struct given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let want: libc::rlim_t = want;
+    if lim.rlim_cur >= want {
+        return Ok(lim.rlim_cur);
+    }
+    let raised = libc::rlimit {
+        rlim_cur: want.min(lim.rlim_max),
+        rlim_max: lim.rlim_max,
+    };
+    // SAFETY: setrlimit reads one live rlimit; the soft value is at most the hard one.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(raised.rlim_cur)
+}
+
 /// Resident set size of this process in bytes (from /proc/self/statm), if known.
 pub fn rss_bytes() -> Option<usize> {
     let s = std::fs::read_to_string("/proc/self/statm").ok()?;

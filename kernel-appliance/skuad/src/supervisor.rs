@@ -222,9 +222,11 @@ pub fn run(source: Source, xdp_opts: &XdpOptions) -> Result<(), String> {
     result
 }
 
-/// Warns when the process's descriptor limit is below what the configured caps can use at
-/// once ([`descriptors_needed`]). The appliance's unit sets `LimitNOFILE=65536`; a shell's
-/// default (1024) is fine for the defaults too.
+/// Raises the process's soft descriptor limit to what the configured caps can use at once
+/// ([`descriptors_needed`]) when it is lower, as far as the hard limit allows (as Unbound
+/// does at start), and warns when even that is below. The appliance's unit sets
+/// `LimitNOFILE=65536`; a shell's soft default (1024) is below the defaults' need (about
+/// 1,300 with `incoming-num-tcp: 1000`), its hard one (4096 or more) is not.
 fn check_descriptors(settings: &Settings, api: &skua_config::Api) {
     let Some(soft) = std::fs::read_to_string("/proc/self/limits")
         .ok()
@@ -238,6 +240,24 @@ fn check_descriptors(settings: &Settings, api: &skua_config::Api) {
         return;
     };
     let need = descriptors_needed(settings, api);
+    let soft = if soft < need {
+        match skua_netio::raise_open_files(need) {
+            Ok(now) => {
+                if now > soft {
+                    log::info(format_args!(
+                        "raised the descriptor limit from {soft} to {now} (connections and sockets need {need})"
+                    ));
+                }
+                now
+            }
+            Err(e) => {
+                log::warn(format_args!("cannot raise the descriptor limit: {e}"));
+                soft
+            }
+        }
+    } else {
+        soft
+    };
     if soft < need {
         log::warn(format_args!(
             "the descriptor limit is {soft}, below the {need} that connections over TCP, TLS and HTTPS (incoming-num-tcp), the API (max-connections), the listening sockets (UDP, TCP, TLS, HTTPS, QUIC) and the rest can use at once: raise it (LimitNOFILE=, ulimit -n) or lower those caps"
@@ -248,10 +268,11 @@ fn check_descriptors(settings: &Settings, api: &skua_config::Api) {
 /// The descriptors the configured caps can hold at once:
 /// - the connections over TCP, TLS (RFC 7858) and HTTPS (RFC 8484), one descriptor each:
 ///   at most `incoming-num-tcp` × threads, the one limit all stream listeners share
-///   (docs/configuration.md; the dataplane holds one semaphore for them). A DNS over QUIC
-///   connection takes a place under that limit too but no descriptor: QUIC connections
-///   share their listener's UDP socket (RFC 9250 §5.5 connections are multiplexed by
-///   connection ID);
+///   (docs/configuration.md; the dataplane's slots, `dataplane::slots`), and one more per
+///   stream listener: a connection accepted while every slot is taken waits for one (the
+///   idle one asked to make room closes first). A DNS over QUIC connection takes a place
+///   under that limit too but no descriptor: QUIC connections share their listener's UDP
+///   socket (RFC 9250 §5.5 connections are multiplexed by connection ID);
 /// - the listening sockets: a UDP socket per thread and address, one per TCP, TLS and
 ///   HTTPS address, one UDP socket per DNS over QUIC address;
 /// - the API's connections (`max-connections` per API address);
@@ -259,7 +280,7 @@ fn check_descriptors(settings: &Settings, api: &skua_config::Api) {
 pub(crate) fn descriptors_needed(settings: &Settings, api: &skua_config::Api) -> u64 {
     let streams = settings.tcp.len() + settings.tls.len() + settings.https.len();
     let connections = if streams + settings.doq.len() > 0 {
-        settings.tcp_limit as u64
+        (settings.tcp_limit + streams) as u64
     } else {
         0
     };
@@ -349,10 +370,11 @@ mod tests {
             "t.conf",
         )
         .unwrap();
-        // 200 connections (100 x 2 threads), 2 UDP sockets + 1 TCP listener, 256.
+        // 200 connections (100 x 2 threads) and one waiting for a slot per stream
+        // listener, 2 UDP sockets + 1 TCP listener, 256.
         assert_eq!(
             descriptors_needed(&plain.settings, &api),
-            200 + 3 + api_part + 256
+            200 + 1 + 3 + api_part + 256
         );
 
         let cert = "  tls-service-pem: /nonexistent/c.pem\n  tls-service-key: /nonexistent/k.pem\n";
@@ -366,8 +388,9 @@ mod tests {
         .unwrap();
         let s = &enc.settings;
         assert_eq!((s.tls.len(), s.https.len(), s.doq.len()), (2, 1, 2));
-        // The same 200 connections; listening: 2 UDP + 1 TCP + 2 TLS + 1 HTTPS + 2 QUIC.
-        assert_eq!(descriptors_needed(s, &api), 200 + 8 + api_part + 256);
+        // The same 200 connections, 4 waiting (one per TCP, TLS, HTTPS listener);
+        // listening: 2 UDP + 1 TCP + 2 TLS + 1 HTTPS + 2 QUIC.
+        assert_eq!(descriptors_needed(s, &api), 200 + 4 + 8 + api_part + 256);
 
         // Encrypted listeners only (no plain DNS address): their connections still count.
         let only = load_str(
@@ -379,6 +402,6 @@ mod tests {
         .unwrap();
         let s = &only.settings;
         assert!(s.udp.is_empty() && s.tcp.is_empty(), "{s:?}");
-        assert_eq!(descriptors_needed(s, &api), 50 + 2 + api_part + 256);
+        assert_eq!(descriptors_needed(s, &api), 50 + 1 + 2 + api_part + 256);
     }
 }

@@ -255,3 +255,47 @@ async fn dns_over_quic_answers_like_udp_and_keeps_to_the_protocol() {
         "{m}"
     );
 }
+
+/// The connection slots are shared with TCP (`incoming-num-tcp:`) and QUIC has no backlog:
+/// with every slot taken by idle QUIC connections, a new client is not refused, the
+/// connection idle longest is closed to make room (or cut off by the idle timeout,
+/// shortened with every slot in use) and the newcomer answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_make_room_for_a_new_one() {
+    let dir = Dir::new("doq-slots");
+    let ca = test_ca(&dir.0, "doqs");
+    let (pem, key) = test_leaf(&dir.0, "doqs", "leaf", "DNS:dot.test,IP:127.0.0.1");
+    let (dns, api, quic) = (free_port(), free_port(), free_port());
+    let mut conf = config(dns, api, &dir.0, "");
+    conf.push_str(&format!(
+        "server:\n  interface: 127.0.0.1@{quic}\n  quic-port: {quic}\n  \
+         tls-service-pem: \"{}\"\n  tls-service-key: \"{}\"\n  \
+         num-threads: 1\n  incoming-num-tcp: 2\n",
+        pem.display(),
+        key.display()
+    ));
+    let d = tokio::task::block_in_place(|| start(&dir.0, &conf, dns, api));
+    let ep = client("127.0.0.1:0", &ca, b"doq");
+    // Two connections take both slots, each answered once, then left idle.
+    let mut idle = Vec::new();
+    for _ in 0..2 {
+        let c = connect(&ep, quic).await.unwrap();
+        let a = exchange(&c, &query(0, "a.example.", 1)).await.unwrap();
+        assert_eq!(rcode_a(&a), (0, [198, 18, 0, 1]));
+        idle.push(c);
+    }
+    // A third one is answered...
+    let third = connect(&ep, quic)
+        .await
+        .expect("a new connection was refused with every slot idle");
+    let a = exchange(&third, &query(0, "a.example.", 1)).await.unwrap();
+    assert_eq!(rcode_a(&a), (0, [198, 18, 0, 1]));
+    // ...because the first, idle longest, was closed (DOQ_NO_ERROR).
+    assert_eq!(closed_with(&idle[0]).await, Some(0));
+    let m = tokio::task::block_in_place(|| {
+        http(&d, "GET", "/metrics", Some(tok("read")), None)
+            .unwrap()
+            .body
+    });
+    assert_eq!(metric_value(&m, "skua_doq_refused_total"), 0, "{m}");
+}

@@ -348,8 +348,8 @@ fn twenty_certificate_swaps_under_load_lose_nothing() {
 }
 
 /// Clients that stall mid-handshake are cut off after the handshake timeout (here the
-/// shorter `tcp-idle-timeout:`), so with every connection slot taken by them a real client
-/// still gets its answer; and an address switches between plain DNS and DNS over TLS at a
+/// shorter `tcp-idle-timeout:`) or closed to make room for a new connection, so with every
+/// connection slot taken by them a real client still gets its answer; and an address switches between plain DNS and DNS over TLS at a
 /// reload, keeping its socket.
 #[test]
 fn stalled_handshakes_time_out_and_an_address_switches_to_tls_at_a_reload() {
@@ -395,10 +395,18 @@ fn stalled_handshakes_time_out_and_an_address_switches_to_tls_at_a_reload() {
     let m = http(&d, "GET", "/metrics", Some(tok("read")), None)
         .unwrap()
         .body;
-    assert!(
-        m.contains("skua_tls_handshakes_total{transport=\"dot\",result=\"timeout\"} 2\n"),
-        "{m}"
+    // kdig got a slot because a stalled one was cut off: by the handshake timeout, or
+    // closed to make room for kdig's connection (nothing is owed to a client in its
+    // handshake); the other may still be in its handshake when the test closes it.
+    let timeouts = metric_value(
+        &m,
+        "skua_tls_handshakes_total{transport=\"dot\",result=\"timeout\"}",
     );
+    let evicted = metric_value(
+        &m,
+        "skua_stream_connections_closed_total{reason=\"evicted\"}",
+    );
+    assert!((1..=2).contains(&(timeouts + evicted)), "{m}");
 
     // And back to plain DNS.
     std::fs::write(&d.conf, &plain).unwrap();

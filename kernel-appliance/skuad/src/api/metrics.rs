@@ -307,6 +307,35 @@ fn encrypted_prometheus(p: &mut Prom, ctl: &Control) {
         &[],
         r(&ctl.serving.per_client_refused),
     );
+    let st = &ctl.serving.streams;
+    p.head(
+        "skua_stream_connections",
+        "gauge",
+        "Stream connections (TCP, TLS, HTTPS, QUIC) open now.",
+    );
+    p.line("skua_stream_connections", &[], u(&st.open));
+    p.head(
+        "skua_stream_connection_slots",
+        "gauge",
+        "Stream connection slots (incoming-num-tcp x num-threads); past half of them in use the idle timeout shortens.",
+    );
+    p.line("skua_stream_connection_slots", &[], u(&st.slots));
+    p.head(
+        "skua_stream_connections_closed_total",
+        "counter",
+        "Stream connections closed for the connection limits: evicted (idle longest, to make room for a new one when every slot was taken), idle-pressure (an idle timeout shortened because the slots were filling), per-source-limit (refused at once: the source was at tcp-connection-limit-per-source).",
+    );
+    for (reason, v) in [
+        ("evicted", r(&st.evicted)),
+        ("idle-pressure", r(&st.idle_pressure)),
+        ("per-source-limit", r(&st.per_source)),
+    ] {
+        p.line(
+            "skua_stream_connections_closed_total",
+            &[("reason", reason)],
+            v,
+        );
+    }
 }
 
 /// Sync (`sync:`): what this node sent and took, and whether it follows a source now.

@@ -9,7 +9,7 @@
 //! It knows nothing of configuration files, the API or sockets.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use arc_swap::ArcSwap;
 use skua_engine::Engine;
@@ -42,6 +42,25 @@ pub struct Serving {
     /// Stream connections closed at once for their netblock's `tcp-connection-limit:`
     /// (TCP, TLS and HTTPS alike).
     pub per_client_refused: AtomicU64,
+    /// The stream connections: open now, closed to make room or under pressure, refused
+    /// for their source's limit.
+    pub streams: Arc<StreamCounters>,
+}
+
+/// Counters of the stream connections, kept across reloads (a reload that changes
+/// `incoming-num-tcp:` makes new slots, `crate::dataplane::slots`).
+#[derive(Default)]
+pub struct StreamCounters {
+    /// Connections open now (every set of slots together).
+    pub open: AtomicUsize,
+    /// The slots in force (`incoming-num-tcp:` × `num-threads:`).
+    pub slots: AtomicUsize,
+    /// Connections closed, idle, to make room for a new one.
+    pub evicted: AtomicU64,
+    /// Connections closed by an idle timeout shortened by pressure.
+    pub idle_pressure: AtomicU64,
+    /// Connections closed at once: their source was at `tcp-connection-limit-per-source:`.
+    pub per_source: AtomicU64,
 }
 
 impl Serving {
@@ -58,6 +77,7 @@ impl Serving {
             xfr: crate::base::xfr::Xfr::default(),
             tls: crate::base::tls::Encrypted::default(),
             per_client_refused: AtomicU64::new(0),
+            streams: Arc::default(),
         }
     }
 

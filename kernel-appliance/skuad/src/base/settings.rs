@@ -25,6 +25,9 @@ pub struct Settings {
     pub https_tls: bool,
     /// `tcp-connection-limit:` rules: connections at once per netblock.
     pub connection_limits: Vec<(skua_engine::acl::Netblock, u32)>,
+    /// `tcp-connection-limit-per-source:`: connections at once from one source (an IPv4
+    /// address, an IPv6 /56) that no `tcp-connection-limit:` netblock names; 0: no limit.
+    pub per_source_limit: u32,
     /// Worker threads (one UDP socket per thread and address, SO_REUSEPORT).
     pub threads: usize,
     /// Use SO_REUSEPORT.
@@ -39,7 +42,8 @@ pub struct Settings {
     pub sndbuf: Option<usize>,
     /// TCP idle timeout (RFC 7766 §6.2.3).
     pub tcp_idle: Duration,
-    /// Concurrent TCP connections.
+    /// Concurrent stream connections (TCP, TLS, HTTPS, QUIC): `incoming-num-tcp:` ×
+    /// `num-threads:`.
     pub tcp_limit: usize,
     /// Log level (0 errors, 1 operational, 2+ details).
     pub verbosity: u8,

@@ -636,6 +636,7 @@ pub fn load_config_after(
         doq,
         https_tls: !s.http_notls_downstream,
         connection_limits,
+        per_source_limit: s.tcp_connection_limit_per_source,
         threads: s.num_threads.max(1),
         reuseport: s.so_reuseport,
         freebind: s.ip_freebind,

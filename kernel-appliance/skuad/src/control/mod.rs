@@ -502,6 +502,7 @@ fn effective_config(cfg: &skua_config::Config, l: &Loaded) -> serde_json::Value 
             "so-sndbuf": st.sndbuf,
             "tcp-idle-timeout": st.tcp_idle.as_millis() as u64,
             "incoming-num-tcp": s.incoming_num_tcp,
+            "tcp-connection-limit-per-source": st.per_source_limit,
             "verbosity": st.verbosity,
             "cpu-affinity": st.cpus,
             "max-udp-size": st.max_udp_size,

@@ -26,6 +26,8 @@ pub(crate) struct Conn {
     pub idle: Duration,
     /// The lease the address is answered under, if any.
     pub gate: Gate,
+    /// Its connection slot: activity noted, the idle timeout in force, asked to make room.
+    pub slot: super::slots::SlotHandle,
 }
 
 pub(crate) fn inform(o: &Outcome, peer: SocketAddr, q: &[u8]) {

@@ -14,7 +14,9 @@
 //! and within the idle timeout, the bytes of queries held and of answers waiting counted
 //! against `http-query-buffer-size:` and `http-response-buffer-size:` (a request past them
 //! gets 503), HTTP/1.1 headers within the idle timeout, and a connection with no request in
-//! progress and nothing read or written for the idle timeout closed gracefully.
+//! progress and nothing read or written for the idle timeout (shorter as the connection
+//! slots fill, [`super::slots`]) closed gracefully; so is one with no request in progress
+//! asked to make room for a new connection, given [`EVICT_GRACE`] to go.
 //!
 //! HTTP/2 is served by the connection's own task: a request whose query is there once its
 //! headers are (a GET, or a POST whose body came with them) is answered in place from
@@ -43,6 +45,7 @@ use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, ReadBuf};
 use tokio::sync::{Notify, mpsc};
 
 use super::answer::{Conn, Step, answer_stream};
+use super::slots::SlotHandle;
 use crate::base::tls::{Reserved, inc, reserve};
 use crate::base::watched::Watched;
 
@@ -54,6 +57,9 @@ const MAX_HEADERS: usize = 64 * 1024;
 const MAX_PENDING_RESETS: usize = 20;
 /// The longest a query waits for the resolver, at least (the idle timeout when longer).
 const RESOLVE_WAIT: Duration = Duration::from_secs(10);
+/// How long a connection closed to make room for a new one has to send its `GOAWAY` (and
+/// anything queued) before it is dropped.
+const EVICT_GRACE: Duration = Duration::from_secs(1);
 /// What an HTTP/2 client sends first (RFC 9113 §3.4).
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -99,8 +105,11 @@ struct Ctx {
 /// idle timeout closes only a connection with none.
 struct Activity {
     start: Instant,
-    /// Milliseconds since `start` at the last read or write (kept by [`Watched`] too).
+    /// Milliseconds since `start` at the last read or write (kept by [`Watched`] too): the
+    /// connection slot's ([`SlotHandle::last_ms`]).
     last_ms: Arc<AtomicU64>,
+    /// The connection's slot: the idle timeout in force, asked to make room.
+    slot: SlotHandle,
     in_progress: AtomicUsize,
     /// Close now (the address's lease ended).
     close: Notify,
@@ -112,18 +121,19 @@ impl Activity {
             .store(self.start.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
 
-    /// When the connection goes idle, if nothing happens before.
+    /// When the connection goes idle, if nothing happens before (with the idle timeout in
+    /// force: shorter as the slots fill).
     fn idle_at(&self, idle: Duration) -> Instant {
-        self.start + Duration::from_millis(self.last_ms.load(Ordering::Relaxed)) + idle
+        self.slot.deadline(idle)
     }
 
     /// When the connection's watchdog looks next: the end of a graceful close (`closing`,
-    /// when it began: the requests in progress get the idle timeout once more), else when
+    /// when it ends: the requests in progress get the idle timeout once more), else when
     /// the connection goes idle, but not at once when a request in progress (a slow
     /// resolution) keeps it past that (an idle time later then, or it would spin).
     fn next_look(&self, closing: Option<Instant>, idle: Duration) -> Instant {
         match closing {
-            Some(t) => t + idle,
+            Some(end) => end,
             None => self
                 .idle_at(idle)
                 .max(Instant::now() + idle.min(Duration::from_secs(1))),
@@ -266,9 +276,11 @@ where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
     let idle = conn.idle;
+    let slot = conn.slot.clone();
     let activity = Arc::new(Activity {
-        start: Instant::now(),
-        last_ms: Arc::new(AtomicU64::new(0)),
+        start: slot.epoch(),
+        last_ms: slot.last_ms(),
+        slot: slot.clone(),
         in_progress: AtomicUsize::new(0),
         close: Notify::new(),
     });
@@ -278,7 +290,22 @@ where
         epoch: activity.start,
         replay: Bytes::new(),
     };
-    let Some((h2, first)) = sniff(&mut io, idle).await else {
+    // Nothing is owed to a client that has sent nothing yet: asked to make room, it goes.
+    let first = {
+        let sniffing = sniff(&mut io, slot.idle_now(idle));
+        tokio::pin!(sniffing);
+        loop {
+            tokio::select! {
+                r = &mut sniffing => break r,
+                () = slot.asked() => {
+                    if slot.answer_ask(true) {
+                        return;
+                    }
+                }
+            }
+        }
+    };
+    let Some((h2, first)) = first else {
         return;
     };
     io.replay = first;
@@ -311,22 +338,31 @@ where
     let conn = b.serve_connection(TokioIo::new(io), svc);
     tokio::pin!(conn);
     let mut closing: Option<Instant> = None;
+    let slot = activity.slot.clone();
     loop {
         let wake = activity.next_look(closing, idle);
         tokio::select! {
             _ = conn.as_mut() => break,
             _ = activity.close.notified(), if closing.is_none() => {
                 conn.as_mut().graceful_shutdown();
-                closing = Some(Instant::now());
+                closing = Some(Instant::now() + idle);
             }
+            () = slot.asked(), if closing.is_none() => {
+                if slot.answer_ask(activity.in_progress.load(Ordering::Relaxed) == 0) {
+                    conn.as_mut().graceful_shutdown();
+                    closing = Some(Instant::now() + idle.min(EVICT_GRACE));
+                }
+            }
+            () = slot.rose(), if closing.is_none() => {}
             _ = tokio::time::sleep_until(wake.into()) => {
                 if closing.is_some() {
                     break;
                 }
                 if activity.is_idle(idle) {
                     inc(&shared.tls.doh_stats.idle_closed);
+                    slot.timed_out(idle);
                     conn.as_mut().graceful_shutdown();
-                    closing = Some(Instant::now());
+                    closing = Some(Instant::now() + idle);
                 }
             }
         }
@@ -361,6 +397,7 @@ where
         return;
     };
     let activity = &ctx.activity;
+    let slot = &activity.slot;
     let mut closing: Option<Instant> = None;
     loop {
         let wake = activity.next_look(closing, idle);
@@ -389,16 +426,24 @@ where
             () = serving => break,
             _ = activity.close.notified(), if closing.is_none() => {
                 conn.graceful_shutdown();
-                closing = Some(Instant::now());
+                closing = Some(Instant::now() + idle);
             }
+            () = slot.asked(), if closing.is_none() => {
+                if slot.answer_ask(activity.in_progress.load(Ordering::Relaxed) == 0) {
+                    conn.graceful_shutdown();
+                    closing = Some(Instant::now() + idle.min(EVICT_GRACE));
+                }
+            }
+            () = slot.rose(), if closing.is_none() => {}
             _ = tokio::time::sleep_until(wake.into()) => {
                 if closing.is_some() {
                     break;
                 }
                 if activity.is_idle(idle) {
                     inc(&ctx.conn.shared.tls.doh_stats.idle_closed);
+                    slot.timed_out(idle);
                     conn.graceful_shutdown();
-                    closing = Some(Instant::now());
+                    closing = Some(Instant::now() + idle);
                 }
             }
         }

@@ -6,9 +6,13 @@
 //! certificate serves the next handshake; connections open keep theirs). A client must
 //! first prove its address (a Retry, RFC 9000 §8.1.2) before it takes a connection slot;
 //! then a client the access list denies, one whose netblock is at its
-//! `tcp-connection-limit:`, and any past the connection limit shared with TCP
-//! (`incoming-num-tcp:`) are refused at once, before a handshake. A connection with no
-//! query for the idle timeout is closed. The QUIC transport bounds each connection (streams at once, windows, the
+//! `tcp-connection-limit:` or whose source is at `tcp-connection-limit-per-source:` are
+//! refused at once, before a handshake. The slots are those of TCP (`incoming-num-tcp:`,
+//! [`super::slots`]): with every one taken, the connection idle longest (over any
+//! transport) is closed to make room, the new one waiting for it a handshake's time at
+//! most (a few at once: QUIC has no backlog); with none idle, refused. A connection with
+//! no query for the idle timeout in force (shorter as the slots fill) is closed, and so is
+//! an idle one asked to make room. The QUIC transport bounds each connection (streams at once, windows, the
 //! idle timeout: see `control::tls`). A stream that does not carry exactly one
 //! length-prefixed message, or a message whose ID is not 0, closes the connection with
 //! DOQ_PROTOCOL_ERROR (RFC 9250 §4.2, §4.3). 0-RTT is off.
@@ -21,7 +25,8 @@ use arc_swap::ArcSwap;
 use tokio::sync::mpsc;
 
 use super::answer::{Conn, Step, answer_stream};
-use super::sockets::TcpParams;
+use super::slots::Wake;
+use super::sockets::{ClientLimits, TcpParams};
 use crate::base::lease::Gate;
 use crate::base::serving::{Serving, WorkerStats};
 use crate::base::tls::inc;
@@ -40,6 +45,8 @@ const DOQ_EXCESSIVE_LOAD: u32 = 0x4;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest a query waits for the resolver, at least.
 const RESOLVE_WAIT: Duration = Duration::from_secs(10);
+/// New connections waiting at once, per address, for an idle one to make room.
+const MAX_WAITING: usize = 16;
 
 /// A DNS over QUIC endpoint on one UDP socket.
 pub(crate) struct DoqListener {
@@ -118,6 +125,7 @@ async fn accept(
     params: Arc<ArcSwap<TcpParams>>,
     gate: Gate,
 ) {
+    let waiting = Arc::new(tokio::sync::Semaphore::new(MAX_WAITING));
     while let Some(incoming) = endpoint.accept().await {
         let peer = incoming.remote_address();
         if let Some(l) = &gate
@@ -147,55 +155,123 @@ async fn accept(
             continue;
         }
         let p = params.load_full();
-        let Ok(slot) = p.per_client.admit(peer.ip()) else {
-            inc(&shared.per_client_refused);
-            refuse(incoming);
-            continue;
-        };
-        // No backlog to wait in, as TCP has: past the shared limit, refused.
-        let Ok(permit) = p.limit.clone().try_acquire_owned() else {
-            refuse(incoming);
-            continue;
-        };
-        let Some(service) = shared.tls.service.load_full() else {
-            refuse(incoming);
-            continue;
-        };
-        // The certificate in force now, whatever the endpoint started with.
-        // The client's first flight (its ClientHello) is read here: a handshake that
-        // fails at once (no ALPN in common, say) fails here.
-        let connecting = match incoming.accept_with(service.doq.clone()) {
+        let client = match p.per_client.admit(peer.ip()) {
             Ok(c) => c,
-            Err(e) => {
-                let hs = &shared.tls.doq_handshakes;
-                match quic_failure(&e) {
-                    Some(why) => hs.fail(why),
-                    None => inc(&hs.timeout),
-                }
+            Err(why) => {
+                ClientLimits::count_refusal(&shared, why);
+                refuse(incoming);
                 continue;
             }
         };
-        let c = Conn {
-            peer,
-            shared: shared.clone(),
-            stats: stats.clone(),
-            idle: p.idle,
-            gate: gate.clone(),
+        if shared.tls.service.load().is_none() {
+            refuse(incoming);
+            continue;
+        }
+        // A slot now; else, as over TCP, the connection idle longest is asked to make
+        // room, and this one waits for it (a handshake's time at most: QUIC has no
+        // backlog, the client's Initial is what waits; a few at once, past them refused).
+        let permit = match p.slots.try_take() {
+            Some(s) => s,
+            None => {
+                let Ok(w) = waiting.clone().try_acquire_owned() else {
+                    refuse(incoming);
+                    continue;
+                };
+                let (shared, stats, gate) = (shared.clone(), stats.clone(), gate.clone());
+                tokio::spawn(async move {
+                    let limit = p.idle.min(HANDSHAKE_TIMEOUT);
+                    match tokio::time::timeout(limit, p.slots.take()).await {
+                        Ok(permit) => {
+                            drop(w);
+                            start(incoming, peer, permit, client, &p, shared, stats, gate)
+                        }
+                        Err(_) => {
+                            inc(&shared.tls.doq_refused);
+                            incoming.refuse();
+                        }
+                    }
+                });
+                continue;
+            }
         };
-        let pad = service.pad_block;
-        tokio::spawn(async move {
-            connection(connecting, c, pad).await;
-            drop(slot);
-            drop(permit);
-        });
+        start(
+            incoming,
+            peer,
+            permit,
+            client,
+            &p,
+            shared.clone(),
+            stats.clone(),
+            gate.clone(),
+        );
     }
+}
+
+/// Accepts `incoming`, which holds `permit` and `client`, and serves it in a task.
+#[allow(clippy::too_many_arguments)] // the connection's whole context, passed once
+fn start(
+    incoming: quinn::Incoming,
+    peer: SocketAddr,
+    permit: super::slots::Slot,
+    client: Option<super::sockets::ClientSlot>,
+    p: &TcpParams,
+    shared: Arc<Serving>,
+    stats: Arc<WorkerStats>,
+    gate: Gate,
+) {
+    let Some(service) = shared.tls.service.load_full() else {
+        inc(&shared.tls.doq_refused);
+        incoming.refuse();
+        return;
+    };
+    // The certificate in force now, whatever the endpoint started with.
+    // The client's first flight (its ClientHello) is read here: a handshake that
+    // fails at once (no ALPN in common, say) fails here.
+    let connecting = match incoming.accept_with(service.doq.clone()) {
+        Ok(c) => c,
+        Err(e) => {
+            let hs = &shared.tls.doq_handshakes;
+            match quic_failure(&e) {
+                Some(why) => hs.fail(why),
+                None => inc(&hs.timeout),
+            }
+            return;
+        }
+    };
+    let c = Conn {
+        peer,
+        shared: shared.clone(),
+        stats,
+        idle: p.idle,
+        gate,
+        slot: permit.handle(),
+    };
+    let pad = service.pad_block;
+    tokio::spawn(async move {
+        connection(connecting, c, pad).await;
+        drop(client);
+        drop(permit);
+    });
 }
 
 /// One connection: the handshake, then a task per stream until it closes.
 async fn connection(connecting: quinn::Connecting, c: Conn, pad: Option<u16>) {
     let hs = &c.shared.tls.doq_handshakes;
     let limit = c.idle.min(HANDSHAKE_TIMEOUT);
-    let conn = match tokio::time::timeout(limit, connecting).await {
+    // Nothing is owed to a client still in its handshake: asked to make room, it goes.
+    let handshake = tokio::time::timeout(limit, connecting);
+    tokio::pin!(handshake);
+    let done = loop {
+        tokio::select! {
+            r = &mut handshake => break r,
+            () = c.slot.asked() => {
+                if c.slot.answer_ask(true) {
+                    return;
+                }
+            }
+        }
+    };
+    let conn = match done {
         Ok(Ok(conn)) => conn,
         Ok(Err(e)) => {
             match quic_failure(&e) {
@@ -215,20 +291,50 @@ async fn connection(connecting: quinn::Connecting, c: Conn, pad: Option<u16>) {
     // timeout is closed (QUIC's own idle timeout would let a client's PINGs keep it, and
     // its connection slot, forever).
     let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let is_idle = |busy: &std::sync::atomic::AtomicUsize| {
+        busy.load(std::sync::atomic::Ordering::Relaxed) == 0
+    };
+    c.slot.touch();
     loop {
-        let (send, recv) = match tokio::time::timeout(c.idle, conn.accept_bi()).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(_)) => break,
-            Err(_) if busy.load(std::sync::atomic::Ordering::Relaxed) == 0 => {
+        // The next stream, within the idle timeout in force (shorter as the slots fill)
+        // while no query is being answered; an idle connection asked to make room goes.
+        let next = {
+            let accept = conn.accept_bi();
+            tokio::pin!(accept);
+            loop {
+                tokio::select! {
+                    r = &mut accept => break Some(r),
+                    w = c.slot.wait(c.idle) => match w {
+                        Wake::TimedOut if is_idle(&busy) => {
+                            c.slot.timed_out(c.idle);
+                            break None;
+                        }
+                        // Answering: the idle timeout counts from the last answer.
+                        Wake::TimedOut => c.slot.touch(),
+                        Wake::Asked => {
+                            if c.slot.answer_ask(is_idle(&busy)) {
+                                break None;
+                            }
+                        }
+                        Wake::Rose => {}
+                    },
+                }
+            }
+        };
+        let (send, recv) = match next {
+            Some(Ok(s)) => s,
+            Some(Err(_)) => break,
+            None => {
                 conn.close(DOQ_NO_ERROR.into(), b"idle");
                 break;
             }
-            Err(_) => continue,
         };
+        c.slot.touch();
         let (conn, c, busy) = (conn.clone(), c.clone(), busy.clone());
         busy.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tokio::spawn(async move {
             stream(conn, send, recv, &c, pad).await;
+            c.slot.touch();
             busy.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         });
     }

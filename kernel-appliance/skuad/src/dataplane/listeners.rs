@@ -21,15 +21,14 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
-use tokio::sync::Semaphore;
-
 use crate::base::lease::Gate;
 use crate::base::log;
 use crate::base::serving::{Serving, WorkerStats};
 use crate::base::settings::Settings;
 use crate::dataplane::doq::{self, DoqListener};
+use crate::dataplane::slots::Slots;
 use crate::dataplane::sockets::{self, ClientLimits, StreamKind, TcpParams};
+use arc_swap::ArcSwap;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct UdpKey {
@@ -117,7 +116,12 @@ fn kind(k: StreamKind) -> &'static str {
 
 /// The per-client limits of `s`.
 fn client_limits(s: &Settings) -> Arc<ClientLimits> {
-    Arc::new(ClientLimits::new(&s.connection_limits))
+    Arc::new(ClientLimits::new(&s.connection_limits, s.per_source_limit))
+}
+
+/// What the per-client limits of `s` are made from.
+fn client_rules(s: &Settings) -> (Vec<(skua_engine::acl::Netblock, u32)>, u32) {
+    (s.connection_limits.clone(), s.per_source_limit)
 }
 
 /// What a reconciliation changed.
@@ -162,6 +166,7 @@ impl Listeners {
         shared.leases.configure(&s.leased, s.lease_max);
         let tcp_stats = Arc::new(WorkerStats::default());
         shared.register(tcp_stats.clone());
+        let slots = Slots::new(s.tcp_limit, shared.streams.clone());
         let mut l = Listeners {
             shared,
             udp: Vec::new(),
@@ -169,10 +174,9 @@ impl Listeners {
             doq: Vec::new(),
             tcp_params: Arc::new(ArcSwap::from_pointee(TcpParams {
                 idle: s.tcp_idle,
-                limit: Arc::new(Semaphore::new(s.tcp_limit)),
-                limit_n: s.tcp_limit,
+                slots,
                 per_client: client_limits(s),
-                per_client_rules: s.connection_limits.clone(),
+                per_client_rules: client_rules(s),
             })),
             tcp_stats,
             next_worker: AtomicUsize::new(0),
@@ -393,26 +397,25 @@ impl Listeners {
         // TCP.
         let cur = self.tcp_params.load();
         if cur.idle != s.tcp_idle
-            || cur.limit_n != s.tcp_limit
-            || cur.per_client_rules != s.connection_limits
+            || cur.slots.limit() != s.tcp_limit.max(1)
+            || cur.per_client_rules != client_rules(s)
         {
             // A new limit starts counting afresh (connections open now count against the
             // limits they were admitted under until they close).
-            let same_limit = cur.limit_n == s.tcp_limit;
+            let same_limit = cur.slots.limit() == s.tcp_limit.max(1);
             self.tcp_params.store(Arc::new(TcpParams {
                 idle: s.tcp_idle,
-                limit: if same_limit {
-                    cur.limit.clone()
+                slots: if same_limit {
+                    cur.slots.clone()
                 } else {
-                    Arc::new(Semaphore::new(s.tcp_limit))
+                    Slots::new(s.tcp_limit, self.shared.streams.clone())
                 },
-                limit_n: s.tcp_limit,
-                per_client: if cur.per_client_rules == s.connection_limits {
+                per_client: if cur.per_client_rules == client_rules(s) {
                     cur.per_client.clone()
                 } else {
                     client_limits(s)
                 },
-                per_client_rules: s.connection_limits.clone(),
+                per_client_rules: client_rules(s),
             }));
         }
         let want = stream_addrs(s);

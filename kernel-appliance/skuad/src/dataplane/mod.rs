@@ -13,6 +13,7 @@ pub mod doh;
 pub mod doq;
 pub mod listeners;
 pub mod notify;
+pub mod slots;
 pub mod sockets;
 pub mod upstream;
 pub mod xdp;

@@ -13,7 +13,7 @@ use arc_swap::ArcSwap;
 use skua_engine::{Outcome, Request, Transport};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 
 use crate::base::lease::{self, Gate};
 use crate::base::log;
@@ -22,20 +22,20 @@ use crate::base::resolving::Route;
 use super::answer::{
     Conn, Step, answer_stream, hand_over, inform, notify_in, refresh, signed_reply,
 };
+use super::slots::{Slots, Wake};
 use crate::base::serving::{Serving, WorkerStats};
 
 /// TCP parameters read at each accept.
 pub struct TcpParams {
     /// Idle timeout (RFC 7766 §6.2.3).
     pub idle: Duration,
-    /// Concurrent connections.
-    pub limit: Arc<Semaphore>,
-    /// The limit's size.
-    pub limit_n: usize,
-    /// `tcp-connection-limit:` per netblock.
+    /// The connection slots (`incoming-num-tcp:` × `num-threads:`), shared with DNS over
+    /// QUIC.
+    pub slots: Arc<Slots>,
+    /// `tcp-connection-limit:` per netblock, `tcp-connection-limit-per-source:` per source.
     pub per_client: Arc<ClientLimits>,
     /// The rules it was made from (a reload that keeps them keeps the counters).
-    pub per_client_rules: Vec<(skua_engine::acl::Netblock, u32)>,
+    pub per_client_rules: (Vec<(skua_engine::acl::Netblock, u32)>, u32),
 }
 
 /// Datagrams per `recvmmsg`/`sendmmsg`.
@@ -189,22 +189,32 @@ where
         stats,
         idle,
         gate,
+        slot,
     } = c;
     let (mut rd, mut wr) = tokio::io::split(stream);
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
+    // Whether the writer holds a reply not yet written (the connection is not idle then).
+    let writing = Arc::new(AtomicBool::new(false));
     // A client that stops reading its replies must not hold the connection (and its slot)
     // forever: writes get the idle timeout too.
     let wgate = gate.clone();
+    let (wslot, wwriting) = (slot.clone(), writing.clone());
     let writer = tokio::spawn(async move {
         // A reply taken from the queue that did not fit the last batch: the next one's first.
         let mut held: Option<Vec<u8>> = None;
         loop {
             let mut buf = match held.take() {
                 Some(b) => b,
-                None => match rx.recv().await {
-                    Some(b) => b,
-                    None => break,
-                },
+                None => {
+                    wwriting.store(false, Ordering::Relaxed);
+                    match rx.recv().await {
+                        Some(b) => {
+                            wwriting.store(true, Ordering::Relaxed);
+                            b
+                        }
+                        None => break,
+                    }
+                }
             };
             // The lease may have ended since the query was read (a resolver answer comes
             // later): then nothing more is written on this connection.
@@ -236,7 +246,7 @@ where
             })
             .await
             {
-                Ok(Ok(())) => {}
+                Ok(Ok(())) => wslot.touch(),
                 _ => break,
             }
         }
@@ -247,18 +257,49 @@ where
     // size, and answers are built in the thread's buffer (no await while it is borrowed)
     // and copied out framed. So an idle connection costs its socket (and TLS state), not
     // 128 KiB: thousands of DoT clients keep theirs open.
+    // Idle: nothing owed to the client, i.e. no query with the resolver (it holds a clone
+    // of `tx`), no answer queued for the writer or being written.
+    let idle_now = |tx: &mpsc::Sender<Vec<u8>>| {
+        tx.strong_count() == 1
+            && tx.capacity() == tx.max_capacity()
+            && !writing.load(Ordering::Relaxed)
+    };
     loop {
+        // The next message's length: within the idle timeout in force (shorter when the
+        // slots fill), unless the connection is asked to make room for a new one first.
         let mut len = [0u8; 2];
-        match tokio::time::timeout(idle, rd.read_exact(&mut len)).await {
-            Ok(Ok(_)) => {}
-            _ => break,
+        let got = {
+            let read = rd.read_exact(&mut len);
+            tokio::pin!(read);
+            loop {
+                tokio::select! {
+                    r = &mut read => break r.is_ok(),
+                    w = slot.wait(idle) => match w {
+                        Wake::TimedOut => {
+                            slot.timed_out(idle);
+                            break false;
+                        }
+                        Wake::Asked => {
+                            if slot.answer_ask(idle_now(&tx)) {
+                                break false;
+                            }
+                        }
+                        Wake::Rose => {}
+                    },
+                }
+            }
+        };
+        if !got {
+            break;
         }
+        slot.touch();
         let n = usize::from(u16::from_be_bytes(len));
         let mut q = vec![0u8; n];
-        match tokio::time::timeout(idle, rd.read_exact(&mut q[..n])).await {
+        match tokio::time::timeout(slot.idle_now(idle), rd.read_exact(&mut q[..n])).await {
             Ok(Ok(_)) => {}
             _ => break,
         }
+        slot.touch();
         if let Some(l) = &gate
             && !l.serving()
         {
@@ -386,9 +427,22 @@ async fn tls_conn(stream: TcpStream, c: Conn, https: bool) {
     };
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
     // A handshake gets less time than an idle connection: a client that stalls in it holds
-    // a connection slot for nothing.
+    // a connection slot for nothing. Nothing is owed to it yet: asked to make room for a
+    // new connection, it goes.
     let limit = c.idle.min(HANDSHAKE_TIMEOUT);
-    let stream = match tokio::time::timeout(limit, acceptor.accept(stream)).await {
+    let handshake = tokio::time::timeout(limit, acceptor.accept(stream));
+    tokio::pin!(handshake);
+    let done = loop {
+        tokio::select! {
+            r = &mut handshake => break r,
+            () = c.slot.asked() => {
+                if c.slot.answer_ask(true) {
+                    return;
+                }
+            }
+        }
+    };
+    let stream = match done {
         Ok(Ok(t)) => t,
         Ok(Err(e)) => {
             hs.fail(crate::base::tls::HandshakeFailure::of_io(&e));
@@ -460,49 +514,119 @@ impl StreamKind {
 }
 
 /// `tcp-connection-limit:`: connections at once from a netblock, the most specific
-/// netblock of a client counting (as Unbound's). Counted over TCP, TLS and HTTPS alike.
+/// netblock of a client counting (as Unbound's); and for a client no netblock names,
+/// `tcp-connection-limit-per-source:` connections at once from its source: its IPv4
+/// address, or its IPv6 /56 (one site's allocation, as one IPv4 address is one site
+/// behind its NAT: a host changes its /64's privacy addresses at will, and a site has 256
+/// /64s). Counted over TCP, TLS, HTTPS and QUIC alike.
 #[derive(Default)]
 pub struct ClientLimits {
     /// Longest prefix first.
     rules: Vec<(skua_engine::acl::Netblock, u32, Arc<AtomicUsize>)>,
+    /// Connections at once per source (0: no limit).
+    per_source: u32,
+    /// Connections open now per source (only sources with some).
+    sources: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, u32>>>,
 }
 
-/// A client's netblock is at its `tcp-connection-limit:`.
-#[derive(Debug)]
-pub struct AtLimit;
+/// A client is at its limit.
+#[derive(Debug, PartialEq, Eq)]
+pub enum AtLimit {
+    /// Its netblock's `tcp-connection-limit:`.
+    Netblock,
+    /// Its source's `tcp-connection-limit-per-source:`.
+    Source,
+}
 
-/// A connection counted against its netblock's limit, given back when dropped.
-pub struct ClientSlot(Arc<AtomicUsize>);
+/// A connection counted against its netblock's or its source's limit, given back when
+/// dropped.
+pub enum ClientSlot {
+    /// Counted against a `tcp-connection-limit:` netblock.
+    Netblock(Arc<AtomicUsize>),
+    /// Counted against its source (the map, the source's key).
+    Source(
+        Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, u32>>>,
+        std::net::IpAddr,
+    ),
+}
 
 impl Drop for ClientSlot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        match self {
+            ClientSlot::Netblock(n) => {
+                n.fetch_sub(1, Ordering::Relaxed);
+            }
+            ClientSlot::Source(map, key) => {
+                let mut m = map.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(n) = m.get_mut(key) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        m.remove(key);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The source a per-source limit counts `ip` under: the IPv4 address (an IPv4-mapped
+/// IPv6 one as IPv4), or the IPv6 /56.
+pub fn source_key(ip: std::net::IpAddr) -> std::net::IpAddr {
+    match ip.to_canonical() {
+        std::net::IpAddr::V6(a) => {
+            let masked = u128::from(a) & (u128::MAX << (128 - 56));
+            std::net::IpAddr::V6(masked.into())
+        }
+        v4 => v4,
     }
 }
 
 impl ClientLimits {
-    /// The limits of `rules` (netblock, connections), counters at zero.
-    pub fn new(rules: &[(skua_engine::acl::Netblock, u32)]) -> Self {
+    /// The limits of `rules` (netblock, connections) and `per_source` (0: none),
+    /// counters at zero.
+    pub fn new(rules: &[(skua_engine::acl::Netblock, u32)], per_source: u32) -> Self {
         let mut rules: Vec<_> = rules
             .iter()
             .map(|&(nb, n)| (nb, n, Arc::new(AtomicUsize::new(0))))
             .collect();
         rules.sort_by_key(|r| std::cmp::Reverse(r.0.prefix()));
-        Self { rules }
+        Self {
+            rules,
+            per_source,
+            sources: Arc::default(),
+        }
     }
 
-    /// A slot for a connection from `ip`: `Ok(None)` when no netblock limits it, `Err`
-    /// when its netblock is at its limit.
+    /// A slot for a connection from `ip`: `Ok(None)` when nothing limits it, `Err` when
+    /// its netblock or its source is at its limit.
     pub fn admit(&self, ip: std::net::IpAddr) -> Result<Option<ClientSlot>, AtLimit> {
         let Some((_, limit, n)) = self.rules.iter().find(|r| r.0.contains_addr(ip)) else {
-            return Ok(None);
+            if self.per_source == 0 {
+                return Ok(None);
+            }
+            let key = source_key(ip);
+            let mut m = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+            let n = m.entry(key).or_insert(0);
+            if *n >= self.per_source {
+                return Err(AtLimit::Source);
+            }
+            *n += 1;
+            return Ok(Some(ClientSlot::Source(self.sources.clone(), key)));
         };
         let limit = *limit as usize;
         n.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
             (v < limit).then_some(v + 1)
         })
-        .map(|_| Some(ClientSlot(n.clone())))
-        .map_err(|_| AtLimit)
+        .map(|_| Some(ClientSlot::Netblock(n.clone())))
+        .map_err(|_| AtLimit::Netblock)
+    }
+
+    /// Counts a refusal for `why` in `shared`'s counters.
+    pub fn count_refusal(shared: &Serving, why: AtLimit) {
+        match why {
+            AtLimit::Netblock => crate::base::tls::inc(&shared.per_client_refused),
+            AtLimit::Source => crate::base::tls::inc(&shared.streams.per_source),
+        }
     }
 }
 
@@ -519,14 +643,9 @@ pub(crate) async fn tcp_accept(
 ) {
     let (mut errors, mut last_log) = (0u64, None::<Instant>);
     loop {
-        let p = params.load_full();
-        // Take a slot before accepting: past the limit, clients wait in the backlog instead
-        // of being accepted and starved (RFC 7766 §6.2.2).
-        let Ok(permit) = p.limit.clone().acquire_owned().await else {
-            return;
-        };
         match listener.accept().await {
             Ok((stream, peer)) => {
+                let p = params.load_full();
                 if let Some(l) = &gate
                     && !l.serving()
                 {
@@ -534,10 +653,14 @@ pub(crate) async fn tcp_accept(
                     drop(stream);
                     continue;
                 }
-                // Past its netblock's `tcp-connection-limit:`: closed at once, as Unbound.
-                let Ok(slot) = p.per_client.admit(peer.ip()) else {
-                    crate::base::tls::inc(&shared.per_client_refused);
-                    continue;
+                // Past its netblock's `tcp-connection-limit:` or its source's
+                // `tcp-connection-limit-per-source:`: closed at once, as Unbound.
+                let client = match p.per_client.admit(peer.ip()) {
+                    Ok(c) => c,
+                    Err(why) => {
+                        ClientLimits::count_refusal(&shared, why);
+                        continue;
+                    }
                 };
                 let kind = StreamKind::from_u8(kind.load(Ordering::Relaxed));
                 if kind != StreamKind::Tcp
@@ -547,12 +670,18 @@ pub(crate) async fn tcp_accept(
                     // Dropped anyway: not worth a handshake or an HTTP exchange.
                     continue;
                 }
+                // A connection slot: with every one taken, the connection idle longest is
+                // closed to make room (a connection with a query in progress is not);
+                // with none idle, this one waits (and the listener's backlog behind it,
+                // RFC 7766 §6.2.2), holding one descriptor per listener at most.
+                let permit = p.slots.take().await;
                 let c = Conn {
                     peer,
                     shared: shared.clone(),
                     stats: stats.clone(),
                     idle: p.idle,
                     gate: gate.clone(),
+                    slot: permit.handle(),
                 };
                 let _ = stream.set_nodelay(true);
                 // Replies of a pipelining client fit easily; a client that never reads
@@ -566,7 +695,7 @@ pub(crate) async fn tcp_accept(
                         StreamKind::Https => tls_conn(stream, c, true).await,
                         StreamKind::Http => super::doh::serve(stream, c).await,
                     }
-                    drop(slot);
+                    drop(client);
                     drop(permit);
                 });
             }
