@@ -4042,4 +4042,39 @@ mod tests {
         assert_eq!(rcode_of(&a), 0);
         assert!(a.rendered.body.tail.ends_with(&[192, 0, 2, 1]));
     }
+
+    #[test]
+    fn a_host_s_refresh_is_bounded_under_hostile_ttls() {
+        let mut f = hosted(CacheConfig::default());
+        f.config.do_ip6 = false;
+        let cfg = f.config().clone();
+        f.reconfigure(cfg);
+        let mut rng = Seq(77);
+        let max_ms = u64::from(CacheConfig::default().max_ttl) * 1000;
+        let mut now = 0u64;
+        // (TTL the upstream gives, when the host is asked again): the largest TTL is
+        // capped by cache-max-ttl; one with the top bit set reads as 0 (RFC 2181 §8) and,
+        // as 0 itself, gives the 5 s floor.
+        for (ttl, after) in [
+            (0x7fff_ffffu32, max_ms),
+            (0x8000_0000, HOST_MIN_REFRESH_MS),
+            (u32::MAX, HOST_MIN_REFRESH_MS),
+            (0, HOST_MIN_REFRESH_MS),
+        ] {
+            f.tick(now, &mut rng);
+            let t = transmit(&mut f);
+            assert_eq!(question_of(&t), (NS_NET.to_vec(), rtype::A));
+            let r = reply(
+                &t.bytes,
+                0,
+                false,
+                &[(NS_NET, 1, ttl, &[198, 18, 0, 9])],
+                &[],
+            );
+            f.reply(t.token, up(1), &r, now, &mut rng);
+            assert_eq!(f.hosts()[0].next_ms, Some(now + after), "TTL {ttl:#x}");
+            assert_eq!(f.next_timer(), Some(now + after));
+            now += after;
+        }
+    }
 }
