@@ -74,9 +74,10 @@ pub enum Verdict {
 
 /// The names an upstream of one zone speaks for: those under [`Bailiwick::zone`] but under
 /// none of [`Bailiwick::cuts`], the configured zones below it (each resolved by its own
-/// upstreams). Unbound's scrubber keeps names under the zone of the delegation point
-/// asked; with forward zones inside forward zones it too asks each name of the zone the
-/// configuration gives it (`forwards_lookup` for every restart).
+/// upstreams). Stricter than Unbound, whose scrubber keeps every name under the zone of
+/// the delegation point asked (a `.` forwarder speaks for all names, those of a more
+/// specific forward or stub zone included): here those names come from their own zone's
+/// upstreams only, whatever a reply of the outer zone carries.
 #[derive(Clone, Copy, Debug)]
 pub struct Bailiwick<'a> {
     /// The zone asked, lower-cased wire name.
