@@ -7,8 +7,15 @@ hostile.rs does that): `hostile.py SKUAD_BINARY WORKDIR`. It starts scripted ups
 (skuad, like Unbound, stops asking an upstream that keeps timing out), and skuad with one
 forward-zone per scenario, then checks what skuad's clients get:
 
-- a reply with a wrong ID, a wrong question, from a wrong address, or garbage, sent before
-  the real one: the real one is answered; alone: SERVFAIL within the resolver's budget;
+- a reply with a wrong ID, a wrong question, from a wrong address, or garbage (shorter
+  than a header, or random bytes under another ID), sent before the real one: the real
+  one is answered (a resolver that gives up at the first bad reply lets anyone who finds
+  the port deny service, RFC 5452); alone: SERVFAIL within the resolver's budget;
+- an upstream answering `aK CNAME aK+1` for ever: SERVFAIL, after at most 12 upstream
+  queries (the question and 11 restarts, as Unbound's max-query-restarts), none after;
+- a TCP upstream (forward-tcp-upstream) that stops reading, with small socket buffers:
+  the connection is closed once a write stalls and a new one opened; the same upstream
+  answers again as soon as it reads;
 - records outside the zone the upstream was asked in are not cached (the victim zone's own
   upstream answers for them afterwards);
 - TC=1 over UDP goes to TCP; a TCP reply announcing 65,535 bytes and sending garbage, and
@@ -47,10 +54,14 @@ FAILED = []
 # scenario -> upstream address (127.0.0.x)
 SCENARIOS = [
     "good", "wrongid", "wrongq", "spoof", "garbage", "oob", "victim", "trunc", "huge",
-    "drip", "silent", "stale", "loss",
+    "drip", "silent", "stale", "loss", "chain", "stall",
 ]
 ADDR = {s: f"127.0.0.{10 + i}" for i, s in enumerate(SCENARIOS)}
 STALE_ANSWERS = {"count": 0}
+# Queries the "chain" upstream got; connections the "stall" upstream accepted.
+CHAIN = {"queries": 0}
+STALL = {"conns": 0, "held": []}
+LOCK = threading.Lock()
 
 
 def check(ok, what):
@@ -75,21 +86,39 @@ def behave(scn, q, tcp):
     good = answer(q, 1).to_wire()
     if scn == "good" or scn == "loss":
         return [(good, None, 0)]
+    # "mixed.*": the bad reply first, then the real one.
+    mixed = qn.labels[0] == b"mixed"
+    then_good = [(good, None, 0.05)] if mixed else []
     if scn == "wrongid":
         bad = answer(q, 6)
         bad.id ^= 0x5A5A
-        return [(bad.to_wire(), None, 0)]
+        return [(bad.to_wire(), None, 0)] + then_good
     if scn == "wrongq":
         other = dns.message.make_query(dns.name.from_text("other." + str(qn)), "A")
         other.id = q.id
-        return [(answer(other, 6).to_wire(), None, 0)]
+        return [(answer(other, 6).to_wire(), None, 0)] + then_good
     if scn == "spoof":
         # Poison from the wrong source first, then the truth.
         return [(answer(q, 6).to_wire(), "127.0.0.2", 0), (good, None, 0.05)]
     if scn == "garbage":
-        if qn.labels[0] == b"mixed":
-            return [(os.urandom(40), None, 0), (good, None, 0.05)]
-        return [(os.urandom(40), None, 0)]
+        # Shorter than a header, and random bytes under another ID: what an off-path
+        # sender who found the port can send without knowing the ID.
+        junk = struct.pack(">H", q.id ^ 0x5A5A) + os.urandom(38)
+        return [(os.urandom(5), None, 0), (junk, None, 0)] + then_good
+    if scn == "chain":
+        # Never the answer, always one more link, and no SOA: the upstream "did not
+        # follow" and the resolver asks for the target itself.
+        with LOCK:
+            CHAIN["queries"] += 1
+        first = qn.labels[0].decode()
+        k = int(first[1:]) if first[:1] == "a" and first[1:].isdigit() else 0
+        r = dns.message.make_response(q)
+        r.flags |= dns.flags.RA
+        target = dns.name.from_text(f"a{k + 1}.chain.example.")
+        r.answer.append(dns.rrset.from_text(qn, 300, "IN", "CNAME", target.to_text()))
+        return [(r.to_wire(), None, 0)]
+    if scn == "stall":
+        return [(good, None, 0)]
     if scn == "oob":
         r = answer(q, 1)
         # Out of bailiwick: the victim zone's name, in the answer and additional sections.
@@ -177,10 +206,24 @@ def tcp_conn(scn, c):
 def tcp_server(scn, addr):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if scn == "stall":
+        # Small buffers (inherited by the accepted sockets): a small receive window, and
+        # small segments, so that little of what skuad sends is taken in.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)
     s.bind((addr, PORT))
     s.listen(16)
     while True:
         c, _ = s.accept()
+        if scn == "stall":
+            with LOCK:
+                STALL["conns"] += 1
+                first = STALL["conns"] == 1
+            if first:
+                # The first connection is never read from (kept open, so skuad sees no
+                # error, only a window that stays shut); later ones are answered.
+                STALL["held"].append(c)
+                continue
         threading.Thread(target=tcp_conn, args=(scn, c), daemon=True).start()
 
 
@@ -225,6 +268,8 @@ def main():
     ]
     for scn, addr in ADDR.items():
         conf += ["forward-zone:", f'  name: "{scn}.example."', f"  forward-addr: {addr}@{PORT}"]
+        if scn == "stall":
+            conf += ["  forward-tcp-upstream: yes"]
     path = os.path.join(WORK, "skuad.conf")
     with open(path, "w") as f:
         f.write("\n".join(conf) + "\n")
@@ -263,11 +308,11 @@ def run_checks(skuad):
               f"{scn}: only bad replies -> SERVFAIL in {t:.1f} s (<= {BOUND})")
         check(r is not None and any(c in (22, 23) for c in ede_codes(r)),
               f"{scn}: the SERVFAIL says why (EDE 22/23): {ede_codes(r) if r else None}")
-    r, _ = ask("mixed.garbage.example.", timeout=8)
-    # The garbage marked the upstream as failing once; the answer after it still wins or
-    # the retry gets it.
-    check(r is not None and r.rcode() in (dns.rcode.NOERROR, dns.rcode.SERVFAIL),
-          "garbage then an answer: no crash")
+    for scn in ("wrongid", "wrongq", "garbage"):
+        r, _ = ask(f"mixed.{scn}.example.")
+        check(r is not None and r.rcode() == dns.rcode.NOERROR and addrs(r) == ["198.18.1.1"],
+              f"{scn} then the real reply: the real one is answered: "
+              f"{(dns.rcode.to_text(r.rcode()), addrs(r)) if r else None}")
 
     r, _ = ask("www.spoof.example.")
     check(r is not None and addrs(r) == ["198.18.1.1"],
@@ -324,10 +369,78 @@ def run_checks(skuad):
     finally:
         subprocess.run(["nft", "delete", "table", "inet", "skua_loss"], check=False)
 
+    check_chain()
+    check_stall()
+
     check(skuad.poll() is None, "skuad is still running")
     r, _ = ask("www.victim.example.")
     check(r is not None and "6.6.6.6" not in addrs(r) and "6.6.6.7" not in addrs(r),
           "no poisoned record in the cache at the end")
+
+
+def check_chain():
+    r, t = ask("a0.chain.example.")
+    with LOCK:
+        at_answer = CHAIN["queries"]
+    check(r is not None and r.rcode() == dns.rcode.SERVFAIL and t <= BOUND,
+          f"an endless CNAME chain -> SERVFAIL in {t:.1f} s "
+          f"({dns.rcode.to_text(r.rcode()) if r else None})")
+    check(2 <= at_answer <= 12,
+          f"an endless CNAME chain: {at_answer} upstream queries (at most 12: 11 restarts)")
+    # Nothing goes on after the client's SERVFAIL: another question through skuad's
+    # resolver (one task: it runs after whatever the chain left queued), then the count.
+    ask("www.good.example.")
+    with LOCK:
+        after = CHAIN["queries"]
+    check(after == at_answer, f"an endless CNAME chain: no query after the SERVFAIL ({after})")
+
+
+def check_stall():
+    # Small send buffers for the connections skuad opens from now on (tcp_wmem is this
+    # network namespace's own): with the upstream's small receive window, a few dozen
+    # queries fill both and a write stalls. (On loopback skuad's send buffer would grow to
+    # megabytes first.)
+    with open("/proc/sys/net/ipv4/tcp_wmem") as f:
+        wmem = f.read()
+    with open("/proc/sys/net/ipv4/tcp_wmem", "w") as f:
+        f.write("4096 4096 16384")
+    # Questions with long names, 128 at a time (skuad pipelines at most 128 queries on a
+    # connection), until the stalled connection is closed and another opened: an event,
+    # awaited with a bound (the write timeout is 3 s; here it takes 10-30 s, the time for
+    # the queries skuad still writes to fill its buffer). Their answers (SERVFAIL) are
+    # not waited for.
+    labels = ".".join(c * 63 for c in "xyz") + "." + "w" * 40
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    deadline = time.monotonic() + 60
+    n = 0
+    try:
+        while time.monotonic() < deadline:
+            with LOCK:
+                if STALL["conns"] >= 2:
+                    break
+            for _ in range(128):
+                q = dns.message.make_query(f"s{n}.{labels}.stall.example.", "A")
+                s.sendto(q.to_wire(), ("127.0.0.1", SKUAD_PORT))
+                n += 1
+            ask("www.stall.example.", timeout=1)
+    finally:
+        s.close()
+        with open("/proc/sys/net/ipv4/tcp_wmem", "w") as f:
+            f.write(wmem)
+    with LOCK:
+        conns = STALL["conns"]
+    check(conns >= 2, f"an upstream that stops reading: its connection reopened "
+                      f"({conns} connections, {n} questions)")
+    # The same upstream reads on the new connection: answered (a stub asks again a few
+    # times while skuad's retries on the stalled connection end).
+    ok = False
+    for _ in range(10):
+        r, _ = ask("www.stall.example.", timeout=BOUND)
+        if r is not None and r.rcode() == dns.rcode.NOERROR and addrs(r) == ["198.18.1.1"]:
+            ok = True
+            break
+    check(ok, "an upstream that stops reading: answered again once it reads "
+              f"({(dns.rcode.to_text(r.rcode()), addrs(r)) if r else None})")
 
 
 if __name__ == "__main__":

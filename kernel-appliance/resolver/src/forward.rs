@@ -13,8 +13,14 @@
 //! from its reply (up to [`Limits::waiters`] clients per question). A reply is accepted only
 //! from the address and port the query went to, with its ID and its question — with
 //! `use-caps-for-id`, letter for letter (RFC 5452 §9.1, draft-vixie-dnsext-dns0x20): the
-//! daemon's socket brings the random source port. Anything else is counted as unwanted and
-//! the query keeps waiting for the real reply.
+//! daemon's socket brings the random source port. Anything else (a datagram shorter than a
+//! header included) is counted as unwanted and the query keeps waiting for the real reply.
+//!
+//! A CNAME/DNAME chain that leaves the zone asked (for a name outside it, or inside a
+//! zone configured below it) goes on as a question for the target, through the target's
+//! own zone, waited on by the first: a restart, as Unbound's iterator restarts a query at
+//! a CNAME. A client's question restarts at most [`MAX_RESTARTS`] times, all within its
+//! own budget; a target nobody waits for any more is dropped with its queries.
 //!
 //! Upstreams given by name (`forward-host:`/`stub-host:`, [`HostConfig`]) are resolved
 //! through the forwarder itself, A and AAAA, by the zone that holds the name, as any
@@ -35,7 +41,7 @@ use crate::infra::Infra;
 use crate::msg::Message;
 use crate::render::{Section, render};
 use crate::rrset::RrSet;
-use crate::scrub::{self, Asked, Verdict};
+use crate::scrub::{self, Asked, Bailiwick, Verdict};
 
 /// Random numbers, from the caller.
 pub trait Entropy {
@@ -161,10 +167,17 @@ pub const HOST_MIN_REFRESH_MS: u64 = 5_000;
 /// each failure in a row up to this, ms.
 pub const HOST_MAX_RETRY_MS: u64 = 60_000;
 
+/// Restarts of one client question at a CNAME/DNAME target resolved on its own (a new
+/// question for the target, through the zone that holds it) before it fails: Unbound's
+/// `max-query-restarts` default (11, `util/config_file.c`; `MAX_RESTART_COUNT` was 8 in
+/// older releases).
+pub const MAX_RESTARTS: u32 = 11;
+
 /// Bounds on work.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// Clients waiting on one question; more get SERVFAIL at once.
+    /// Clients, and questions whose CNAME chain leads there, waiting on one question;
+    /// more get SERVFAIL at once.
     pub waiters: usize,
     /// Questions in flight; more are refused with SERVFAIL at once.
     pub flights: usize,
@@ -599,9 +612,19 @@ struct Flight<C> {
     no_edns: Vec<SocketAddr>,
     /// Waiting for the zone's first address: its upstreams are all hosts being resolved.
     parked: bool,
+    /// Restarts at a chain target between the question a client (or a host, or a
+    /// refresh) asked and this one: 0 for that question, one more for each target
+    /// ([`MAX_RESTARTS`]). A target's flight also has the deadline of the question
+    /// whose chain started it: a chain ends within the first question's budget.
+    restarts: u32,
+    /// The chain target this question waits on (its [`Waiter::Chain`] is there).
+    target: Option<Question>,
+    /// Started for a chain: dropped when no question waits on it any more.
+    for_chain: bool,
 }
 
 /// What to do with a finished question.
+#[derive(Clone)]
 struct Done {
     rcode: u16,
     kind: Kind,
@@ -609,6 +632,8 @@ struct Done {
     sets: Vec<(RrSet, Section, u32)>,
     ede: Option<u16>,
     cache: bool,
+    /// Restarts at chain targets the answer took ([`MAX_RESTARTS`] at most).
+    restarts: u32,
 }
 
 /// The forwarder.
@@ -645,6 +670,13 @@ pub struct Forwarder<C, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> {
     hosts_due: bool,
     /// The zones whose parked questions are to be looked at (see `hosts_due`).
     to_unpark: BTreeSet<usize>,
+    /// Questions whose chain target ended, with its result (`None`: it failed): queued
+    /// too, so that a chain of targets ending together ends in a loop, not in a call
+    /// nested per link.
+    chained: VecDeque<(Question, Option<Done>)>,
+    /// For each zone (by index), the configured zones strictly below it: their names
+    /// are not its upstreams' to answer ([`Bailiwick`]).
+    cuts: Vec<Vec<Vec<u8>>>,
     /// Counters.
     pub stats: ForwardStats,
     /// Flights looked at to unpark questions (the tests bound this work).
@@ -677,6 +709,8 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             parked: BTreeMap::new(),
             hosts_due: false,
             to_unpark: BTreeSet::new(),
+            chained: VecDeque::new(),
+            cuts: Vec::new(),
             stats: ForwardStats::default(),
             #[cfg(test)]
             unpark_visits: 0,
@@ -786,6 +820,20 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             });
         }
         self.hosts = hosts;
+        let zones = &self.config.zones;
+        self.cuts = zones
+            .iter()
+            .map(|z| {
+                zones
+                    .iter()
+                    .filter(|c| {
+                        c.name.len() > z.name.len()
+                            && skua_engine::name::is_subdomain(&c.name, &z.name)
+                    })
+                    .map(|c| c.name.clone())
+                    .collect()
+            })
+            .collect();
         self.base = self
             .config
             .zones
@@ -853,7 +901,12 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
     /// a chain of zones is, no call nests in another for each of them.
     fn drain(&mut self, now: u64, rng: &mut impl Entropy) {
         loop {
-            if core::mem::take(&mut self.hosts_due) {
+            if let Some((q, target)) = self.chained.pop_front() {
+                match target {
+                    Some(done) => self.finish_chain(&q, done, now),
+                    None => self.fail(&q, now),
+                }
+            } else if core::mem::take(&mut self.hosts_due) {
                 self.run_hosts(now, rng);
             } else if let Some(z) = self.to_unpark.pop_first() {
                 self.unpark(z, now, rng);
@@ -913,7 +966,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             let ips = set.rdatas.iter().filter_map(|r| ip_of(r)).collect();
             return self.host_result(&q, HostOutcome::Addrs(ips, exp), now);
         }
-        match self.begin(q.clone(), Some(Waiter::Host), now, rng) {
+        match self.begin(q.clone(), Some(Waiter::Host), None, now, rng) {
             Begin::Pending => {}
             Begin::NoZone(_) | Begin::Busy(_) => self.host_result(&q, HostOutcome::Failed, now),
         }
@@ -1079,7 +1132,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             if ready {
                 self.send(&q, now, rng, None);
             } else {
-                self.fail(&q, now, rng);
+                self.fail(&q, now);
             }
         }
     }
@@ -1183,13 +1236,15 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             return Some(0);
         }
         let t = self.timers.keys().next().map(|&(t, _)| t);
-        // Stale answers due, and the budget of questions parked on a zone's hosts.
+        // Stale answers due, and the budget of questions with no query of their own out:
+        // parked on a zone's hosts, or waiting on a chain target (which may have joined a
+        // question with a later deadline).
         let s = self
             .flights
             .values()
-            .filter_map(|f| match (f.stale_at, f.parked) {
-                (s, true) => Some(s.map_or(f.deadline_ms, |s| s.min(f.deadline_ms))),
-                (s, false) => s,
+            .filter_map(|f| {
+                let budget = (f.parked || f.target.is_some()).then_some(f.deadline_ms);
+                [f.stale_at, budget].into_iter().flatten().min()
             })
             .min();
         // Host names due for resolution.
@@ -1214,7 +1269,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         now: u64,
         rng: &mut impl Entropy,
     ) -> Start<C> {
-        let start = match self.begin(q, client.map(Waiter::Client), now, rng) {
+        let start = match self.begin(q, client.map(Waiter::Client), None, now, rng) {
             Begin::NoZone(Some(Waiter::Client(c))) => Start::NoZone(c),
             Begin::Busy(Some(Waiter::Client(c))) => Start::Busy(c),
             _ => Start::Pending,
@@ -1223,11 +1278,13 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         start
     }
 
-    /// Starts resolving `q` for `waiter` (or joins the flight of `q` in progress).
+    /// Starts resolving `q` for `waiter` (or joins the flight of `q` in progress). `chain`
+    /// gives a chain target's restarts and deadline (those of the question it continues).
     fn begin(
         &mut self,
         q: Question,
         waiter: Option<Waiter<C>>,
+        chain: Option<(u32, u64)>,
         now: u64,
         rng: &mut impl Entropy,
     ) -> Begin<C> {
@@ -1235,14 +1292,16 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             return Begin::NoZone(waiter);
         };
         let client = matches!(waiter, Some(Waiter::Client(_)));
+        // Clients and questions whose chain leads here count alike against the bound.
+        let bounded = matches!(waiter, Some(Waiter::Client(_) | Waiter::Chain(_)));
         if let Some(f) = self.flights.get_mut(&q) {
-            let clients = f
+            let waiting = f
                 .waiters
                 .iter()
-                .filter(|w| matches!(w, Waiter::Client(_)))
+                .filter(|w| matches!(w, Waiter::Client(_) | Waiter::Chain(_)))
                 .count();
             return match waiter {
-                Some(w) if client && clients >= self.config.limits.waiters => Begin::Busy(Some(w)),
+                Some(w) if bounded && waiting >= self.config.limits.waiters => Begin::Busy(Some(w)),
                 Some(w) => {
                     if client {
                         self.stats.coalesced += 1;
@@ -1264,7 +1323,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             waiters: waiter.into_iter().collect(),
             tried: Vec::new(),
             attempts: 0,
-            deadline_ms: now + self.config.limits.budget_ms,
+            deadline_ms: chain.map_or(now + self.config.limits.budget_ms, |(_, d)| d),
             chain: Vec::new(),
             errors: 0,
             outstanding: None,
@@ -1272,6 +1331,9 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             stale_at,
             no_edns: Vec::new(),
             parked: false,
+            restarts: chain.map_or(0, |(r, _)| r),
+            target: None,
+            for_chain: chain.is_some(),
         };
         self.flights.insert(q.clone(), flight);
         self.send(&q, now, rng, None);
@@ -1312,16 +1374,16 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                 self.parked.entry(zi).or_default().insert(q.clone());
                 return;
             }
-            return self.fail(q, now, rng);
+            return self.fail(q, now);
         }
         let Some(f) = self.flights.get_mut(q) else {
             return;
         };
         let Some(zone) = self.config.zones.get(f.zone) else {
-            return self.fail(q, now, rng);
+            return self.fail(q, now);
         };
         if f.attempts >= self.config.limits.attempts || now >= f.deadline_ms {
-            return self.fail(q, now, rng);
+            return self.fail(q, now);
         }
         let (to, transport) = match over {
             Some(o) => o,
@@ -1335,7 +1397,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                 // Every upstream tried once: start another round.
                 let pool = if untried.is_empty() { all } else { untried };
                 let Some(to) = self.infra.select(&pool, now, rng.u32()) else {
-                    return self.fail(q, now, rng);
+                    return self.fail(q, now);
                 };
                 let up = zone.upstreams.iter().find(|u| u.addr == to);
                 let transport = match up.and_then(|u| u.tls_name.clone()) {
@@ -1484,13 +1546,21 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             self.unwanted();
             return;
         };
+        // What cannot be the reply (from another address, shorter than a header, another
+        // ID) is unwanted and the query waits on: anyone who knows the port could send it,
+        // and it must not end the query or count against the upstream (RFC 5452 §9.1).
+        // Unbound drops short datagrams and looks the query up by ID and address before
+        // anything else too (`outnet_udp_cb`).
+        if from != o.to
+            || bytes.len() < HEADER_LEN
+            || u16::from_be_bytes([bytes[0], bytes[1]]) != o.id
+        {
+            self.unwanted();
+            return;
+        }
         let Ok(m) = Message::parse(bytes) else {
-            // Garbage from the right address: an error reply, as Unbound treats it.
-            if from == o.to {
-                self.query_failed(token, now, rng);
-            } else {
-                self.unwanted();
-            }
+            // Garbage with the query's ID from the right address: an error reply.
+            self.query_failed(token, now, rng);
             return;
         };
         let question_ok = m.question.as_ref().is_some_and(|mq| {
@@ -1537,14 +1607,18 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         }
         let zone_idx = self.flights.get(&q).map(|f| f.zone).unwrap_or(0);
         let Some(zone) = self.config.zones.get(zone_idx) else {
-            return self.fail(&q, now, rng);
+            return self.fail(&q, now);
         };
         let asked = Asked {
             name: &q.name,
             qtype: q.qtype,
             qclass: q.qclass,
         };
-        let verdict = scrub::scrub(&m, asked, &zone.name);
+        let bw = Bailiwick {
+            zone: &zone.name,
+            cuts: self.cuts.get(zone_idx).map_or(&[], |c| &c[..]),
+        };
+        let verdict = scrub::scrub_in(&m, asked, &bw);
         if verdict == Verdict::Lame {
             self.infra.replied(o.to, rtt);
             self.infra.failed(o.to);
@@ -1559,7 +1633,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             Verdict::Answer { answer } if q.qtype == rtype::NS => answer
                 .iter()
                 .find(|s| s.rtype == rtype::NS && s.owner.eq_ignore_ascii_case(&q.name))
-                .map(|ns| scrub::ns_addresses(&m, ns, &zone.name))
+                .map(|ns| scrub::ns_addresses(&m, ns, &bw))
                 .unwrap_or_default(),
             _ => Vec::new(),
         };
@@ -1653,9 +1727,9 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                 sets,
                 ede: None,
                 cache: cacheable,
+                restarts: 0,
             },
             now,
-            rng,
         );
     }
 
@@ -1673,23 +1747,24 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             return;
         };
         f.chain.extend(kept);
-        if f.chain.len() > scrub::MAX_CHAIN * 2 {
-            return self.fail(q, now, rng);
+        // Each target resolved on its own is a restart of the client's question, bounded
+        // as Unbound's are (`max-query-restarts`): an upstream that answers `aK CNAME
+        // aK+1` for ever costs MAX_RESTARTS + 1 questions, not one every round trip.
+        let restarts = f.restarts + 1;
+        let deadline = f.deadline_ms;
+        if f.chain.len() > scrub::MAX_CHAIN * 2 || restarts > MAX_RESTARTS {
+            return self.fail(q, now);
         }
         let next = Question {
             name: target,
             qtype: q.qtype,
             qclass: q.qclass,
         };
-        if self.flights.contains_key(&next) || next == *q {
-            // Joining a question already in flight (or a loop through zones): wait on it.
-            if next == *q {
-                return self.fail(q, now, rng);
-            }
-            if let Some(n) = self.flights.get_mut(&next) {
-                n.waiters.push(Waiter::Chain(q.clone()));
-            }
-            return;
+        if next == *q || self.chain_would_loop_or_overrun(&next, q) {
+            // A loop through zones (a CNAME b in one, b CNAME a in another), or a chain
+            // in flight already longer than any answer may be: SERVFAIL now rather than
+            // waiting on each other until the budget runs out.
+            return self.fail(q, now);
         }
         if self.zone_for_question(&next.name, next.qtype).is_none() {
             // Nobody to ask about the target: the chain as far as it goes (the client's
@@ -1707,21 +1782,80 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                     sets,
                     ede: None,
                     cache: false,
+                    restarts: 0,
                 },
                 now,
-                rng,
             );
         }
-        // Cached already?
+        // Cached already (and not in flight: a question in flight is joined)?
         let now_s = secs(now);
-        if let Some(done) = self.cached_sets(&next, now_s) {
-            return self.finish_chain(q, done, now, rng);
+        if !self.flights.contains_key(&next)
+            && let Some(done) = self.cached_sets(&next, now_s)
+        {
+            return self.finish_chain(q, done, now);
         }
         // The chain's waiter goes in with the question, so that a target that fails at
-        // once (no address to ask) fails `q` too.
-        match self.begin(next, Some(Waiter::Chain(q.clone())), now, rng) {
-            Begin::Pending => {}
-            Begin::NoZone(_) | Begin::Busy(_) => self.fail(q, now, rng),
+        // once (no address to ask) fails `q` too. A target in flight already is joined,
+        // within the bound on its waiters; a new one gets `q`'s restarts and deadline.
+        match self.begin(
+            next.clone(),
+            Some(Waiter::Chain(q.clone())),
+            Some((restarts, deadline)),
+            now,
+            rng,
+        ) {
+            Begin::Pending => {
+                if let Some(f) = self.flights.get_mut(q) {
+                    f.target = Some(next);
+                }
+            }
+            Begin::NoZone(_) | Begin::Busy(_) => self.fail(q, now),
+        }
+    }
+
+    /// Whether waiting on `next` would have `q` wait on itself (`next`'s chain, through
+    /// the targets in flight, leads back to `q`), or on a chain longer than the restarts
+    /// an answer may take.
+    fn chain_would_loop_or_overrun(&self, next: &Question, q: &Question) -> bool {
+        let mut at = next;
+        for _ in 0..=MAX_RESTARTS {
+            if at == q {
+                return true;
+            }
+            match self.flights.get(at).and_then(|f| f.target.as_ref()) {
+                Some(t) => at = t,
+                None => return false,
+            }
+        }
+        true
+    }
+
+    /// `q` ended (answered, failed or dropped): it no longer waits on its chain target,
+    /// and a target started for a chain that nobody waits on any more ends too (its
+    /// queries cancelled), and so on down the chain. A question whose client got its
+    /// SERVFAIL leaves nothing asking upstreams on its behalf.
+    fn release_target(&mut self, q: &Question, target: Option<Question>) {
+        let mut child = q.clone();
+        let mut target = target;
+        while let Some(t) = target.take() {
+            let Some(f) = self.flights.get_mut(&t) else {
+                return;
+            };
+            let before = f.waiters.len();
+            f.waiters
+                .retain(|w| !matches!(w, Waiter::Chain(p) if *p == child));
+            if f.waiters.len() == before || !f.waiters.is_empty() || !f.for_chain {
+                return;
+            }
+            self.drop_flight_queries(&t, None);
+            let Some(f) = self.flights.remove(&t) else {
+                return;
+            };
+            if f.parked {
+                self.unindex_parked(f.zone, &t);
+            }
+            target = f.target;
+            child = t;
         }
     }
 
@@ -1734,14 +1868,21 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             sets: alloc::vec![(set, Section::Answer, exp)],
             ede: None,
             cache: true,
+            restarts: 0,
         })
     }
 
     /// Finishes `q` (waiting on a chain target) with the target's result.
-    fn finish_chain(&mut self, q: &Question, target: Done, now: u64, rng: &mut impl Entropy) {
+    fn finish_chain(&mut self, q: &Question, target: Done, now: u64) {
         let Some(f) = self.flights.get(q) else {
             return;
         };
+        // One restart more than the target's answer took: an answer made of chains in
+        // flight that joined one another is bounded as one question's own restarts are.
+        let restarts = target.restarts + 1;
+        if restarts > MAX_RESTARTS {
+            return self.fail(q, now);
+        }
         let cache_it = target.cache && !self.config.zones[f.zone].no_cache;
         let mut sets: Vec<(RrSet, Section, u32)> = f
             .chain
@@ -1768,14 +1909,14 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                 sets,
                 ede: target.ede,
                 cache: cache_it,
+                restarts,
             },
             now,
-            rng,
         );
     }
 
     /// SERVFAIL for `q` (or a stale answer, RFC 8767 §4, when the cache may serve one).
-    fn fail(&mut self, q: &Question, now: u64, rng: &mut impl Entropy) {
+    fn fail(&mut self, q: &Question, now: u64) {
         let Some(f) = self.flights.get(q) else {
             return;
         };
@@ -1791,20 +1932,22 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             sets: Vec::new(),
             ede: Some(ede),
             cache: false,
+            restarts: 0,
         };
         // Hosts waiting on `q` may let questions parked on their zone go on: those send.
-        self.finish(q, done, now, rng);
+        self.finish(q, done, now);
     }
 
     /// Removes `q`'s flight, caches its answer when it may, and answers its waiters.
-    fn finish(&mut self, q: &Question, done: Done, now: u64, rng: &mut impl Entropy) {
+    fn finish(&mut self, q: &Question, done: Done, now: u64) {
         self.drop_flight_queries(q, None);
-        let Some(f) = self.flights.remove(q) else {
+        let Some(mut f) = self.flights.remove(q) else {
             return;
         };
         if f.parked {
             self.unindex_parked(f.zone, q);
         }
+        self.release_target(q, f.target.take());
         let now_s = secs(now);
         let failed = done.rcode == u16::from(rcode::SERVFAIL);
         let mut waiters = f.waiters;
@@ -1814,15 +1957,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             let stale = self.stale_rendered(&key, now_s);
             if let Some(r) = stale {
                 let reply_ttl = self.cache.config().serve_expired_reply_ttl;
-                self.answer_waiters(
-                    q,
-                    &mut waiters,
-                    Arc::new(r),
-                    Some(reply_ttl),
-                    None,
-                    now,
-                    rng,
-                );
+                self.answer_waiters(q, &mut waiters, Arc::new(r), Some(reply_ttl), None, now);
                 return;
             }
         }
@@ -1840,18 +1975,11 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         if done.cache && !failed && rendered.ttl > 0 {
             self.cache.insert(&q.key(), (*rendered).clone(), now_s);
         }
-        let for_chain = Done {
-            rcode: done.rcode,
-            kind: done.kind,
-            sets: done.sets,
-            ede: done.ede,
-            cache: done.cache,
-        };
-        self.answer_waiters(q, &mut waiters, rendered, None, Some(for_chain), now, rng);
+        self.answer_waiters(q, &mut waiters, rendered, None, Some(done), now);
     }
 
-    /// Answers the waiters of `q`: clients, questions whose chain led here, hosts.
-    #[allow(clippy::too_many_arguments)]
+    /// Answers the waiters of `q`: clients, questions whose chain led here (queued for
+    /// [`Forwarder::drain`]), hosts.
     fn answer_waiters(
         &mut self,
         q: &Question,
@@ -1860,7 +1988,6 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         fixed_ttl: Option<u32>,
         done: Option<Done>,
         now: u64,
-        rng: &mut impl Entropy,
     ) {
         let mut clients = Vec::new();
         let mut chains = Vec::new();
@@ -1879,20 +2006,11 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
                 fixed_ttl,
             }));
         }
+        let ok = done
+            .as_ref()
+            .filter(|d| d.rcode != u16::from(rcode::SERVFAIL));
         for p in chains {
-            match &done {
-                Some(d) if d.rcode != u16::from(rcode::SERVFAIL) => {
-                    let d = Done {
-                        rcode: d.rcode,
-                        kind: d.kind,
-                        sets: d.sets.clone(),
-                        ede: d.ede,
-                        cache: d.cache,
-                    };
-                    self.finish_chain(&p, d, now, rng);
-                }
-                _ => self.fail(&p, now, rng),
-            }
+            self.chained.push_back((p, ok.cloned()));
         }
         if host {
             let out = Self::host_outcome(q, done.as_ref(), secs(now));
@@ -1914,7 +2032,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             .map(|(q, _)| q.clone())
             .collect();
         for q in due {
-            self.stale_now(&q, now, rng);
+            self.stale_now(&q, now);
         }
         let expired: Vec<(u64, u64)> = self
             .timers
@@ -1951,7 +2069,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             .map(|(q, _)| q.clone())
             .collect();
         for q in stuck {
-            self.fail(&q, now, rng);
+            self.fail(&q, now);
         }
         // Host names due, then questions parked on a zone that has upstreams now (a
         // reconfiguration gave it addresses).
@@ -1979,7 +2097,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
         })
     }
 
-    fn stale_now(&mut self, q: &Question, now: u64, rng: &mut impl Entropy) {
+    fn stale_now(&mut self, q: &Question, now: u64) {
         let Some(f) = self.flights.get_mut(q) else {
             return;
         };
@@ -1996,7 +2114,7 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             .partition(|w| matches!(w, Waiter::Client(_)));
         f.waiters = rest;
         let ttl = self.cache.config().serve_expired_reply_ttl;
-        self.answer_waiters(q, &mut clients, Arc::new(r), Some(ttl), None, now, rng);
+        self.answer_waiters(q, &mut clients, Arc::new(r), Some(ttl), None, now);
     }
 }
 
@@ -2413,8 +2531,12 @@ mod tests {
         );
         let other = transmit(&mut f);
         assert_ne!(other.to, t.to);
-        // Garbage from it: an error too; then both are tried and a second round begins.
-        f.reply(other.token, other.to, b"\x00\x01garbage", 12, &mut rng);
+        // Garbage under the query's ID (a header, then a question cut short): an error
+        // too; then both are tried and a second round begins.
+        let mut garbage = other.bytes[..16].to_vec();
+        garbage[2] |= 0x80;
+        assert!(Message::parse(&garbage).is_err());
+        f.reply(other.token, other.to, &garbage, 12, &mut rng);
         let again = transmit(&mut f);
         f.reply(
             again.token,
@@ -3642,5 +3764,317 @@ mod tests {
         f.tick(1_006, &mut rng);
         assert!(next(&mut f).is_none());
         assert_eq!(f.hosts()[0].addrs, vec![v4([198, 18, 0, 10], 8853)]);
+    }
+
+    // Issue 28: CNAME chains, per-link bailiwick, unwanted replies.
+
+    /// `a{k}.example.` in wire form.
+    fn link(k: usize) -> Vec<u8> {
+        let label = alloc::format!("a{k}");
+        let mut n = vec![label.len() as u8];
+        n.extend_from_slice(label.as_bytes());
+        n.extend_from_slice(EXAMPLE);
+        n
+    }
+
+    /// The k of `a{k}.example.`.
+    fn link_index(name: &[u8]) -> usize {
+        let len = usize::from(name[0]);
+        core::str::from_utf8(&name[2..1 + len])
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    /// Drives `f` against an upstream that answers every `aK.example.` with
+    /// `aK CNAME aK+1` and nothing else (NOERROR, no SOA: it "did not follow"), each
+    /// `delay` ms after the query, until nothing is left to do or 60 s have passed: the
+    /// upstream queries sent, and the answers (client, rcode, when).
+    fn endless_chain(f: &mut Fwd, delay: u64, rng: &mut Seq) -> (u64, Vec<(u32, u16, u64)>) {
+        let mut now = 0u64;
+        let mut queries = 0u64;
+        let mut answers = Vec::new();
+        // Replies not yet due: (when, token, to, bytes).
+        let mut pending: Vec<(u64, u64, SocketAddr, Vec<u8>)> = Vec::new();
+        while now <= 60_000 {
+            while let Some(e) = f.poll_event() {
+                match e {
+                    Event::Transmit(t) => {
+                        queries += 1;
+                        let (name, _) = question_of(&t);
+                        let target = link(link_index(&name) + 1);
+                        let r = reply(&t.bytes, 0, false, &[(&name, 5, 300, &target)], &[]);
+                        pending.push((now + delay, t.token, t.to, r));
+                    }
+                    Event::Answer(a) => {
+                        for c in &a.clients {
+                            answers.push((*c, rcode_of(&a), now));
+                        }
+                    }
+                    Event::Cancel(_) => {}
+                }
+            }
+            let reply_at = pending.iter().map(|p| p.0).min();
+            let Some(at) = [reply_at, f.next_timer()].into_iter().flatten().min() else {
+                break;
+            };
+            now = now.max(at);
+            if reply_at == Some(at) {
+                let i = pending.iter().position(|p| p.0 == at).unwrap();
+                let (_, token, to, r) = pending.remove(i);
+                if f.is_outstanding(token) {
+                    f.reply(token, to, &r, now, rng);
+                }
+            } else {
+                f.tick(now, rng);
+            }
+        }
+        (queries, answers)
+    }
+
+    #[test]
+    fn an_endless_cname_chain_ends_after_max_restarts() {
+        let mut f = fwd(
+            vec![zone(b"\x00", ZoneKind::Forward, &[1], 1)],
+            CacheConfig::default(),
+        );
+        let mut rng = Seq(71);
+        assert_eq!(
+            f.resolve(q(&link(0), 1), Some(1), 0, &mut rng),
+            Start::Pending
+        );
+        let (queries, answers) = endless_chain(&mut f, 1, &mut rng);
+        // The question and MAX_RESTARTS targets, one query each (the upstream answers at
+        // once), then SERVFAIL: as Unbound's max-query-restarts.
+        assert_eq!(queries, u64::from(MAX_RESTARTS) + 1);
+        assert_eq!(answers.len(), 1, "{answers:?}");
+        assert_eq!((answers[0].0, answers[0].1), (1, 2));
+        assert_eq!(f.in_flight(), 0);
+        assert_eq!(f.next_timer(), None);
+    }
+
+    #[test]
+    fn a_slow_cname_chain_ends_at_the_question_s_deadline() {
+        let mut f = fwd(
+            vec![zone(b"\x00", ZoneKind::Forward, &[1], 1)],
+            CacheConfig::default(),
+        );
+        let mut rng = Seq(72);
+        f.config.limits.budget_ms = 2_000;
+        let _ = f.resolve(q(&link(0), 1), Some(1), 0, &mut rng);
+        // Each link takes 300 ms: the restarts would allow 3.6 s of them, the question's
+        // budget (2 s) ends the chain first, targets and all: a query at 0, 300, ...,
+        // 1,800 ms.
+        let (queries, answers) = endless_chain(&mut f, 300, &mut rng);
+        assert_eq!(answers.len(), 1, "{answers:?}");
+        let (client, rc, at) = answers[0];
+        assert_eq!((client, rc), (1, 2));
+        assert!(at <= 2_000, "SERVFAIL at {at} ms");
+        assert_eq!(queries, 7);
+        assert_eq!(f.in_flight(), 0);
+        assert_eq!(f.next_timer(), None);
+    }
+
+    #[test]
+    fn a_chain_target_nobody_waits_for_is_dropped() {
+        let other: &[u8] = b"\x05other\x00";
+        let target: &[u8] = b"\x01x\x05other\x00";
+        let mut f = fwd(
+            vec![
+                zone(EXAMPLE, ZoneKind::Forward, &[1], 1),
+                zone(other, ZoneKind::Forward, &[2], 2),
+            ],
+            CacheConfig::default(),
+        );
+        let mut rng = Seq(73);
+        let _ = f.resolve(q(WWW, 1), Some(1), 0, &mut rng);
+        let t = transmit(&mut f);
+        let r = reply(&t.bytes, 0, false, &[(WWW, 5, 300, target)], &[]);
+        f.reply(t.token, up(1), &r, 10, &mut rng);
+        let t2 = transmit(&mut f);
+        assert_eq!(question_of(&t2).0, target);
+        assert_eq!(f.in_flight(), 2);
+        // A reload removes example.: its question fails; the target's flight, which only
+        // it waited for, ends with it (its query cancelled), though other. is still there.
+        let mut cfg = f.config().clone();
+        cfg.zones.remove(0);
+        f.reconfigure(cfg);
+        f.tick(20, &mut rng);
+        let mut cancelled = Vec::new();
+        let mut answered = Vec::new();
+        while let Some(e) = f.poll_event() {
+            match e {
+                Event::Cancel(c) => cancelled.push(c),
+                Event::Answer(a) => answered.push((a.clients.clone(), rcode_of(&a))),
+                Event::Transmit(t) => panic!("unexpected {t:?}"),
+            }
+        }
+        assert_eq!(answered, vec![(vec![1], 2)]);
+        assert!(cancelled.contains(&t2.token), "{cancelled:?}");
+        assert_eq!(f.in_flight(), 0);
+        assert!(!f.is_outstanding(t2.token));
+    }
+
+    #[test]
+    fn a_chain_joining_a_full_question_fails_and_so_does_a_loop() {
+        let other: &[u8] = b"\x05other\x00";
+        let target: &[u8] = b"\x01x\x05other\x00";
+        let mut f = fwd(
+            vec![
+                zone(EXAMPLE, ZoneKind::Forward, &[1], 1),
+                zone(other, ZoneKind::Forward, &[2], 2),
+            ],
+            CacheConfig::default(),
+        );
+        f.config.limits.waiters = 2;
+        let mut rng = Seq(74);
+        // Two clients wait on x.other.: its waiters are full.
+        let _ = f.resolve(q(target, 1), Some(1), 0, &mut rng);
+        let tx = transmit(&mut f);
+        let _ = f.resolve(q(target, 1), Some(2), 0, &mut rng);
+        // A third question's chain leads there: it may not wait on it as a third waiter.
+        let _ = f.resolve(q(WWW, 1), Some(3), 0, &mut rng);
+        let t = transmit(&mut f);
+        let r = reply(&t.bytes, 0, false, &[(WWW, 5, 300, target)], &[]);
+        f.reply(t.token, up(1), &r, 10, &mut rng);
+        let a = answer(&mut f);
+        assert_eq!((a.clients.clone(), rcode_of(&a)), (vec![3], 2));
+        assert_eq!(f.in_flight(), 1);
+        // x.other. answers: its two clients.
+        let r = reply(
+            &tx.bytes,
+            0,
+            false,
+            &[(target, 1, 300, &[192, 0, 2, 9])],
+            &[],
+        );
+        f.reply(tx.token, up(2), &r, 20, &mut rng);
+        let a = answer(&mut f);
+        assert_eq!((a.clients.clone(), rcode_of(&a)), (vec![1, 2], 0));
+
+        // A loop through two zones: y.example. -> y.other. -> y.example. is SERVFAIL at
+        // once, not when the budget runs out.
+        let ye: &[u8] = b"\x01y\x07example\x00";
+        let yo: &[u8] = b"\x01y\x05other\x00";
+        let _ = f.resolve(q(ye, 1), Some(4), 100, &mut rng);
+        let t = transmit(&mut f);
+        let r = reply(&t.bytes, 0, false, &[(ye, 5, 300, yo)], &[]);
+        f.reply(t.token, up(1), &r, 110, &mut rng);
+        let t = transmit(&mut f);
+        assert_eq!(question_of(&t).0, yo);
+        let r = reply(&t.bytes, 0, false, &[(yo, 5, 300, ye)], &[]);
+        f.reply(t.token, up(2), &r, 120, &mut rng);
+        let a = answer(&mut f);
+        assert_eq!((a.clients.clone(), rcode_of(&a)), (vec![4], 2));
+        assert_eq!(f.in_flight(), 0);
+    }
+
+    #[test]
+    fn a_chain_link_into_a_more_specific_zone_is_asked_there() {
+        let corp: &[u8] = b"\x04corp\x00";
+        let www_corp: &[u8] = b"\x03www\x04corp\x00";
+        let evil: &[u8] = b"\x04evil\x03com\x00";
+        let mut f = fwd(
+            vec![
+                zone(b"\x00", ZoneKind::Forward, &[1], 1),
+                zone(corp, ZoneKind::Forward, &[2], 2),
+            ],
+            CacheConfig::default(),
+        );
+        let mut rng = Seq(75);
+        let _ = f.resolve(q(evil, 1), Some(1), 0, &mut rng);
+        let t = transmit(&mut f);
+        assert_eq!(t.to, up(1));
+        // ".": evil.com CNAME www.corp., and an address for www.corp. that is corp.'s to
+        // give.
+        let r = reply(
+            &t.bytes,
+            0,
+            false,
+            &[(evil, 5, 300, www_corp), (www_corp, 1, 300, &[6, 6, 6, 6])],
+            &[],
+        );
+        f.reply(t.token, up(1), &r, 10, &mut rng);
+        assert!(f.cache().rrset(www_corp, 1, 1, 0).is_none());
+        // The target is asked of corp.'s own upstream.
+        let t2 = transmit(&mut f);
+        assert_eq!((question_of(&t2).0, t2.to), (www_corp.to_vec(), up(2)));
+        let r = reply(
+            &t2.bytes,
+            0,
+            false,
+            &[(www_corp, 1, 300, &[10, 0, 0, 1])],
+            &[],
+        );
+        f.reply(t2.token, up(2), &r, 20, &mut rng);
+        let a = answer(&mut f);
+        assert_eq!((a.clients.clone(), rcode_of(&a)), (vec![1], 0));
+        assert_eq!(a.rendered.body.counts, [0, 2, 0, 0, 0, 0]);
+        assert!(a.rendered.body.tail.ends_with(&[10, 0, 0, 1]));
+        let (set, _) = f.cache().rrset(www_corp, 1, 1, 0).unwrap();
+        assert_eq!(set.rdatas, vec![vec![10, 0, 0, 1]]);
+    }
+
+    #[test]
+    fn short_or_other_id_datagrams_leave_the_query_waiting() {
+        let mut f = fwd(
+            vec![zone(b"\x00", ZoneKind::Forward, &[1, 2], 1)],
+            CacheConfig::default(),
+        );
+        let mut rng = Seq(76);
+        let _ = f.resolve(q(WWW, 1), Some(1), 0, &mut rng);
+        let t = transmit(&mut f);
+        // From the upstream's own address and port (an off-path sender guessed the port):
+        // shorter than a header, and garbage under another ID.
+        f.reply(t.token, t.to, b"\x00\x01garbage", 5, &mut rng);
+        let mut other_id = vec![0u8; 40];
+        other_id[0] = t.bytes[0] ^ 0x5a;
+        other_id[1] = t.bytes[1];
+        other_id[2] = 0xff;
+        f.reply(t.token, t.to, &other_id, 6, &mut rng);
+        assert_eq!(f.stats.unwanted, 2);
+        assert!(next(&mut f).is_none(), "nothing sent, nothing answered");
+        assert!(f.is_outstanding(t.token));
+        assert!(f.infra().hosts().iter().all(|h| h.errors == 0));
+        let good = reply(&t.bytes, 0, false, &[(WWW, 1, 300, &[192, 0, 2, 1])], &[]);
+        f.reply(t.token, t.to, &good, 7, &mut rng);
+        let a = answer(&mut f);
+        assert_eq!(rcode_of(&a), 0);
+        assert!(a.rendered.body.tail.ends_with(&[192, 0, 2, 1]));
+    }
+
+    #[test]
+    fn a_host_s_refresh_is_bounded_under_hostile_ttls() {
+        let mut f = hosted(CacheConfig::default());
+        f.config.do_ip6 = false;
+        let cfg = f.config().clone();
+        f.reconfigure(cfg);
+        let mut rng = Seq(77);
+        let max_ms = u64::from(CacheConfig::default().max_ttl) * 1000;
+        let mut now = 0u64;
+        // (TTL the upstream gives, when the host is asked again): the largest TTL is
+        // capped by cache-max-ttl; one with the top bit set reads as 0 (RFC 2181 §8) and,
+        // as 0 itself, gives the 5 s floor.
+        for (ttl, after) in [
+            (0x7fff_ffffu32, max_ms),
+            (0x8000_0000, HOST_MIN_REFRESH_MS),
+            (u32::MAX, HOST_MIN_REFRESH_MS),
+            (0, HOST_MIN_REFRESH_MS),
+        ] {
+            f.tick(now, &mut rng);
+            let t = transmit(&mut f);
+            assert_eq!(question_of(&t), (NS_NET.to_vec(), rtype::A));
+            let r = reply(
+                &t.bytes,
+                0,
+                false,
+                &[(NS_NET, 1, ttl, &[198, 18, 0, 9])],
+                &[],
+            );
+            f.reply(t.token, up(1), &r, now, &mut rng);
+            assert_eq!(f.hosts()[0].next_ms, Some(now + after), "TTL {ttl:#x}");
+            assert_eq!(f.next_timer(), Some(now + after));
+            now += after;
+        }
     }
 }

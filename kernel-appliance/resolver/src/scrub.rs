@@ -1,8 +1,11 @@
 //! What to believe of an upstream reply.
 //!
 //! A reply is read against the question that was asked and the zone it was asked in (the
-//! `forward-zone`/`stub-zone` name: the bailiwick). Only what answers the question is kept,
-//! as Unbound's scrubber (`iterator/iter_scrub.c`) and RFC 2181 §5.4.1 want:
+//! `forward-zone`/`stub-zone` name: the bailiwick, [`Bailiwick`]). The bailiwick is the
+//! names whose most specific configured zone is the one asked: a more specific
+//! `forward-zone`/`stub-zone` below it (`corp.` under `.`) is cut out, its names are its
+//! own upstreams' to answer. Only what answers the question is kept, as Unbound's scrubber
+//! (`iterator/iter_scrub.c`) and RFC 2181 §5.4.1 want:
 //!
 //! - the answer section is followed from the question name: the RRset of the asked type
 //!   at the current name, or a CNAME there (the chain goes on at its target), or a DNAME
@@ -69,6 +72,44 @@ pub enum Verdict {
     Lame,
 }
 
+/// The names an upstream of one zone speaks for: those under [`Bailiwick::zone`] but under
+/// none of [`Bailiwick::cuts`], the configured zones below it (each resolved by its own
+/// upstreams). Stricter than Unbound, whose scrubber keeps every name under the zone of
+/// the delegation point asked (a `.` forwarder speaks for all names, those of a more
+/// specific forward or stub zone included): here those names come from their own zone's
+/// upstreams only, whatever a reply of the outer zone carries.
+#[derive(Clone, Copy, Debug)]
+pub struct Bailiwick<'a> {
+    /// The zone asked, lower-cased wire name.
+    pub zone: &'a [u8],
+    /// The configured zones strictly below it, lower-cased wire names.
+    pub cuts: &'a [Vec<u8>],
+}
+
+impl<'a> Bailiwick<'a> {
+    /// All of `zone`: no zone configured below it.
+    pub fn whole(zone: &'a [u8]) -> Self {
+        Bailiwick { zone, cuts: &[] }
+    }
+
+    /// Whether `name` (lower case) is this zone's: under it and under none of the cuts.
+    pub fn holds(&self, name: &[u8]) -> bool {
+        is_subdomain(name, self.zone) && !self.cuts.iter().any(|c| is_subdomain(name, c))
+    }
+
+    /// Whether a question for `name` (lower case) of type `qtype` is this zone's: for DS,
+    /// the parent's name decides (DS lives on the parent side of a zone cut, RFC 4035
+    /// §2.4), as the forwarder picks the zone of a question.
+    pub fn holds_question(&self, name: &[u8], qtype: u16) -> bool {
+        match name.first() {
+            Some(&len) if qtype == rtype::DS && len != 0 => {
+                self.holds(name.get(1 + usize::from(len)..).unwrap_or(b"\x00"))
+            }
+            _ => self.holds(name),
+        }
+    }
+}
+
 /// The asked question: lower-cased name, type, class.
 #[derive(Clone, Copy, Debug)]
 pub struct Asked<'a> {
@@ -94,8 +135,14 @@ fn substitute(sname: &[u8], owner: &[u8], target: &[u8]) -> Option<Vec<u8>> {
     (n.len() <= skua_engine::name::MAX_NAME_LEN).then_some(n)
 }
 
-/// Reads a reply (already matched to the question) asked in zone `zone` (lower case).
+/// Reads a reply (already matched to the question) asked in zone `zone` (lower case), with
+/// no other zone configured below it: [`scrub_in`] with [`Bailiwick::whole`].
 pub fn scrub(m: &Message, asked: Asked<'_>, zone: &[u8]) -> Verdict {
+    scrub_in(m, asked, &Bailiwick::whole(zone))
+}
+
+/// Reads a reply (already matched to the question) asked of an upstream of `bw.zone`.
+pub fn scrub_in(m: &Message, asked: Asked<'_>, bw: &Bailiwick<'_>) -> Verdict {
     let aa = m.flags & 0x0400 != 0;
     let rcode = m.rcode();
     let in_class = |r: &&Record| r.class == asked.qclass;
@@ -108,9 +155,12 @@ pub fn scrub(m: &Message, asked: Asked<'_>, zone: &[u8]) -> Verdict {
     let mut steps = 0usize;
     let mut final_sets: Vec<RrSet> = Vec::new();
     loop {
-        if !is_subdomain(&sname, zone) {
+        if !bw.holds_question(&sname, asked.qtype) {
             // Out of the bailiwick: what the upstream says about this name is not ours to
-            // believe (RFC 2181 §5.4.1); resolve it in its own zone.
+            // believe (RFC 2181 §5.4.1); resolve it in its own zone. That includes a name
+            // of a zone configured below the one asked (`www.corp.` in a reply of `.`'s
+            // upstream when `corp.` has upstreams of its own): the chain ends there and
+            // corp.'s upstreams are asked.
             return if chain.is_empty() {
                 Verdict::Lame
             } else {
@@ -127,7 +177,7 @@ pub fn scrub(m: &Message, asked: Asked<'_>, zone: &[u8]) -> Verdict {
             s.rtype == rtype::DNAME
                 && s.owner.len() < sname.len()
                 && is_subdomain(&sname, &lower(&s.owner))
-                && is_subdomain(&lower(&s.owner), zone)
+                && bw.holds(&lower(&s.owner))
                 && s.rdatas.len() == 1
         });
         // The CNAME synthesised from it (RFC 6672 §3.1), TTL of the DNAME.
@@ -213,7 +263,7 @@ pub fn scrub(m: &Message, asked: Asked<'_>, zone: &[u8]) -> Verdict {
             .collect();
         group(&auth, Rank::of(1, aa)).into_iter().find(|s| {
             let o = lower(&s.owner);
-            s.rdatas.len() == 1 && is_subdomain(&sname, &o) && is_subdomain(&o, zone)
+            s.rdatas.len() == 1 && is_subdomain(&sname, &o) && bw.holds(&o)
         })
     };
     match rcode {
@@ -255,16 +305,16 @@ pub fn scrub(m: &Message, asked: Asked<'_>, zone: &[u8]) -> Verdict {
 
 /// The addresses of the name servers in `ns` (an NS RRset answering an NS question) that
 /// the reply carried in its additional section: A and AAAA RRsets owned by one of the NS
-/// targets, inside the bailiwick `zone` (RFC 2181 §5.4.1), in the reply's order. Unbound
+/// targets, inside the bailiwick `bw` (RFC 2181 §5.4.1), in the reply's order. Unbound
 /// sends them with a positive NS answer even with `minimal-responses: yes`
 /// (`positive_answer` in `util/data/msgencode.c`: "for priming queries, type NS, include
 /// addresses"); every other answer stays minimal.
-pub fn ns_addresses(m: &Message, ns: &RrSet, zone: &[u8]) -> Vec<RrSet> {
+pub fn ns_addresses(m: &Message, ns: &RrSet, bw: &Bailiwick<'_>) -> Vec<RrSet> {
     let aa = m.flags & 0x0400 != 0;
     let wanted = |r: &&Record| {
         (r.rtype == rtype::A || r.rtype == rtype::AAAA)
             && r.class == ns.class
-            && is_subdomain(&lower(&r.owner), zone)
+            && bw.holds(&lower(&r.owner))
             && ns.rdatas.iter().any(|t| t.eq_ignore_ascii_case(&r.owner))
     };
     let records: Vec<Record> = m.additional.iter().filter(wanted).cloned().collect();
@@ -547,12 +597,86 @@ mod tests {
         let Verdict::Answer { answer } = scrub(&m, asked(EX, rtype::NS), EX) else {
             panic!()
         };
-        let glue = ns_addresses(&m, &answer[0], EX);
+        let glue = ns_addresses(&m, &answer[0], &Bailiwick::whole(EX));
         assert_eq!(glue.len(), 2);
         assert_eq!((glue[0].rtype, glue[1].rtype), (rtype::A, rtype::AAAA));
         assert!(glue.iter().all(|g| g.rank == Rank::Additional));
-        // Asked in ".", the other zone's server address is in the bailiwick too.
-        assert_eq!(ns_addresses(&m, &answer[0], ROOT).len(), 3);
+        // Asked in ".", the other zone's server address is in the bailiwick too...
+        assert_eq!(
+            ns_addresses(&m, &answer[0], &Bailiwick::whole(ROOT)).len(),
+            3
+        );
+        // ...unless other. is a zone of its own.
+        let cuts = [b"\x05other\x00".to_vec()];
+        let bw = Bailiwick {
+            zone: ROOT,
+            cuts: &cuts,
+        };
+        assert_eq!(ns_addresses(&m, &answer[0], &bw).len(), 2);
+    }
+
+    #[test]
+    fn a_chain_ends_where_a_zone_configured_below_begins() {
+        let corp: &[u8] = b"\x04corp\x00";
+        let www_corp: &[u8] = b"\x03www\x04corp\x00";
+        let cuts = [corp.to_vec()];
+        let bw = Bailiwick {
+            zone: ROOT,
+            cuts: &cuts,
+        };
+        // ".": www.example. CNAME www.corp., www.corp. A, and an SOA and a DNAME of corp.
+        let m = msg(
+            0,
+            vec![
+                rec(WWW, rtype::CNAME, 300, www_corp),
+                rec(www_corp, rtype::A, 300, &[6, 6, 6, 6]),
+            ],
+            vec![],
+            vec![],
+        );
+        let Verdict::Chain { answer, target } = scrub_in(&m, asked(WWW, rtype::A), &bw) else {
+            panic!("{:?}", scrub_in(&m, asked(WWW, rtype::A), &bw))
+        };
+        assert_eq!((answer.len(), &target[..]), (1, www_corp));
+        // Without the cut, "." speaks for www.corp.
+        assert!(matches!(
+            scrub(&m, asked(WWW, rtype::A), ROOT),
+            Verdict::Answer { .. }
+        ));
+        // A DNAME into corp.: the CNAME synthesised from it is the last link from ".".
+        let m = msg(
+            0,
+            vec![
+                rec(EX, rtype::DNAME, 300, corp),
+                rec(www_corp, rtype::A, 300, &[6, 6, 6, 6]),
+            ],
+            vec![],
+            vec![],
+        );
+        let Verdict::Chain { answer, target } = scrub_in(&m, asked(WWW, rtype::A), &bw) else {
+            panic!()
+        };
+        assert_eq!(answer.len(), 2);
+        assert_eq!(
+            (answer[0].rtype, answer[1].rtype),
+            (rtype::DNAME, rtype::CNAME)
+        );
+        assert_eq!(target, www_corp);
+        // A DS question at the cut is the parent's: answered by ".", its SOA ".".
+        let m = msg(
+            0,
+            vec![],
+            vec![
+                rec(ROOT, rtype::SOA, 300, &soa_rd(60)),
+                rec(corp, rtype::SOA, 300, &soa_rd(60)),
+            ],
+            vec![],
+        );
+        let Verdict::NoData { soa: Some(soa), .. } = scrub_in(&m, asked(corp, rtype::DS), &bw)
+        else {
+            panic!()
+        };
+        assert_eq!(soa.owner, ROOT);
     }
 
     #[test]

@@ -2,10 +2,12 @@
 //! namespace of its own with only loopback (tests/resolver/*.py, dnspython):
 //!
 //! - `hostile.py`: hostile and failing upstreams. Wrong IDs, wrong questions, wrong source
-//!   addresses, garbage, out-of-bailiwick records, truncation, a 64 KiB TCP reply of
-//!   garbage, a byte-a-second drip, silence, 30 % UDP loss (nftables), and serve-stale
-//!   while the upstream is down: no crash, no poisoned cache entry, SERVFAIL within the
-//!   resolver's budget.
+//!   addresses, garbage (each before the real reply, which must still be answered, and
+//!   alone), out-of-bailiwick records, truncation, a 64 KiB TCP reply of garbage, a
+//!   byte-a-second drip, silence, 30 % UDP loss (nftables), serve-stale while the upstream
+//!   is down, an endless CNAME chain (at most 12 upstream queries), and a TCP upstream that
+//!   stops reading (the connection reopened): no crash, no poisoned cache entry, SERVFAIL
+//!   within the resolver's budget.
 //! - `dot.py`: DNS over TLS upstreams (Unbound with a test CA): answered when the
 //!   certificate carries the `#name`, SERVFAIL (EDE 23) when it does not or the port
 //!   speaks plain DNS, the connection reused.

@@ -11,9 +11,10 @@
 //!   machine checks ID and question on top.
 //! - **TCP and TLS upstream queries** (TC=1 retries, `tcp-upstream`, DoT with
 //!   `forward-tls-upstream`, RFC 7858) share one connection per upstream, pipelined
-//!   (RFC 7766 §6.2.1.1: replies matched by ID), reopened on demand and closed when idle.
-//!   TLS is rustls; the certificate must be valid for the `#name` of the address (or the
-//!   address itself) under the configured roots.
+//!   (RFC 7766 §6.2.1.1: replies matched by ID), reopened on demand, closed when idle or
+//!   when the upstream stops reading (a write that does not finish in
+//!   `TCP_WRITE_TIMEOUT`). TLS is rustls; the certificate must be valid for the `#name`
+//!   of the address (or the address itself) under the configured roots.
 //!
 //! - **Hosts** (`forward-host:`/`stub-host:`) are resolved by the forwarder itself; when
 //!   their addresses change, the task publishes the zones' upstreams with them
@@ -54,6 +55,13 @@ use crate::base::serving::Serving;
 const JOB_QUEUE: usize = 16 * 1024;
 /// A shared upstream connection closes after this long without a query in flight.
 const TCP_IDLE: Duration = Duration::from_secs(10);
+/// A query that cannot be written on an upstream connection within this long (the
+/// upstream stopped reading: its receive window and our send buffer are full) closes the
+/// connection; its queries fail over and the next query opens a new one. Without it the
+/// writer would wait for ever, the idle close with it, and every later query to that
+/// upstream would fail at once on a connection nobody reopens. Unbound closes a stream
+/// whose write does not finish within the query's timeout the same way.
+const TCP_WRITE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Queries in flight on one upstream connection (RFC 7766 §6.2.1.1 leaves it to us).
 const TCP_PIPELINE: usize = 128;
 /// How often the forwarder's counters are copied for metrics and the control core.
@@ -762,7 +770,8 @@ fn server_name(name: &str, to: SocketAddr) -> Option<rustls_pki_types::ServerNam
 }
 
 /// Runs one connection: writes queries as they come (length-prefixed, RFC 1035 §4.2.2),
-/// reads replies and hands them over by ID; ends on EOF, error, or idleness.
+/// reads replies and hands them over by ID; ends on EOF, error, idleness, or a write that
+/// does not finish within [`TCP_WRITE_TIMEOUT`].
 async fn conn_loop<S>(
     stream: S,
     to: SocketAddr,
@@ -806,8 +815,18 @@ async fn conn_loop<S>(
                     let mut framed = Vec::with_capacity(q.len() + 2);
                     framed.extend_from_slice(&(q.len() as u16).to_be_bytes());
                     framed.extend_from_slice(&q);
-                    if wr.write_all(&framed).await.is_err() {
-                        return;
+                    match tokio::time::timeout(TCP_WRITE_TIMEOUT, wr.write_all(&framed)).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(_)) => return,
+                        Err(_) => {
+                            log::warn(format_args!(
+                                "upstream {to}: a query could not be written in {} s (it \
+                                 does not read): connection closed, the next query opens \
+                                 another",
+                                TCP_WRITE_TIMEOUT.as_secs()
+                            ));
+                            return;
+                        }
                     }
                 }
                 Ok(None) => return,
