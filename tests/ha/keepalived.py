@@ -10,6 +10,11 @@ and fd00:54::/64, VRID 52, advert interval 100 ms. For each case:
   2. the master stops (SIGTERM: both send priority 0): the backup takes over within one
      second, the VIP moves;
   3. the master comes back and preempts again (higher priority).
+skua-agent requires TTL / hop limit 255 on unicast adverts too (RFC 9568 §7.1) and
+keepalived 2.2.7 sends IPv6 unicast adverts with hop limit 64 unless `unicast_ttl 255` is
+set: the IPv6 unicast cases run one each way, keepalived with `unicast_ttl 255` (skua-agent
+strict, as by default) and keepalived as shipped (skua-agent with strict_unicast_ttl =
+false); every unicast case checks that no advert from keepalived was dropped.
 """
 
 import json
@@ -38,7 +43,7 @@ def topology():
 
 
 class Keepalived:
-    def __init__(self, v6, prio, unicast):
+    def __init__(self, v6, prio, unicast, ttl255=False):
         self.dir = os.path.join(WORK, "ka")
         os.makedirs(self.dir, exist_ok=True)
         self.log = os.path.join(self.dir, "keepalived.log")
@@ -48,6 +53,8 @@ class Keepalived:
             src = link_local("ha-ka") if v6 else "198.18.54.1"
             peer = link_local("ha-sk") if v6 else "198.18.54.2"
             peers = f"unicast_src_ip {src}\n  unicast_peer {{\n    {peer}\n  }}\n"
+            if ttl255:
+                peers += "  unicast_ttl 255\n"
         self.conf = os.path.join(self.dir, "keepalived.conf")
         with open(self.conf, "w") as f:
             f.write(f"""global_defs {{
@@ -100,7 +107,7 @@ vrrp_instance VI_1 {{
 
 
 class Skua:
-    def __init__(self, v6, prio, unicast):
+    def __init__(self, v6, prio, unicast, strict_ttl=True):
         self.dir = os.path.join(WORK, "sk")
         os.makedirs(self.dir, exist_ok=True)
         self.ctl = os.path.join(self.dir, "control.sock")
@@ -123,6 +130,8 @@ api:
         peers = ""
         if unicast:
             peers = f'unicast_peers = ["{link_local("ha-ka") if v6 else "198.18.54.1"}"]'
+            if not strict_ttl:
+                peers += "\nstrict_unicast_ttl = false"
         with open(os.path.join(self.dir, "agent.toml"), "w") as f:
             f.write(f"""[agent]
 name = "sk"
@@ -192,10 +201,16 @@ def until(pred, timeout):
 def case(v6, unicast, skua_master):
     tag = f"{'v6' if v6 else 'v4'} {'unicast' if unicast else 'multicast'} " \
           f"{'skua master' if skua_master else 'keepalived master'}"
+    # keepalived's IPv6 unicast adverts: hop limit 255 when skua is master (skua-agent
+    # strict), its default 64 when keepalived is (skua-agent relaxed).
+    ttl255 = v6 and unicast and skua_master
+    strict = not (v6 and unicast and not skua_master)
+    tag += "" if not (v6 and unicast) else \
+        (", keepalived unicast_ttl 255" if ttl255 else ", strict_unicast_ttl = false")
     print(f"== {tag}", flush=True)
     topology()
-    ka = Keepalived(v6, 100 if skua_master else 150, unicast)
-    sk = Skua(v6, 150 if skua_master else 100, unicast)
+    ka = Keepalived(v6, 100 if skua_master else 150, unicast, ttl255)
+    sk = Skua(v6, 150 if skua_master else 100, unicast, strict)
     vip = sk.vip
     # The backup first, so the master's arrival is a preemption both understand.
     if skua_master:
@@ -216,6 +231,13 @@ def case(v6, unicast, skua_master):
         sk.start_agent()
         check(until(lambda: sk.state() == "master" and ka.state() == "backup", 5),
               f"{tag}: skua-agent back, preempts keepalived")
+        if unicast:
+            # It preempts whether or not it heard keepalived: that it did is in its
+            # counters (a backup for its master-down interval, keepalived advertising).
+            s = sk.status()
+            check(s["adverts_received"] > 0 and s["adverts_dropped"] == 0,
+                  f"{tag}: skua-agent heard keepalived as master, dropped nothing "
+                  f"({s['adverts_received']} received, {s['adverts_dropped']} dropped)")
         if not unicast:
             # VRRP dropped between the two (a partition of adverts only): keepalived does
             # not probe, takes the VIP and announces it (gratuitous ARP; unsolicited NA for

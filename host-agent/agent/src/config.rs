@@ -118,6 +118,13 @@ pub struct Instance {
     /// keepalived's `old_unicast_checksum` (peers older than keepalived 1.3).
     #[serde(default)]
     pub old_unicast_checksum: bool,
+    /// With `unicast_peers`: require TTL / hop limit 255 on received adverts, as RFC 9568
+    /// §7.1 does (and multicast mode always does), so that an advert forged from off the
+    /// link with a peer's address is dropped. Default true. false: any TTL, for peers
+    /// across routers or keepalived peers sending IPv6 unicast adverts with its default
+    /// hop limit 64 (set `unicast_ttl 255` in keepalived instead where it can be).
+    #[serde(default = "yes")]
+    pub strict_unicast_ttl: bool,
     /// The lease asked of skuad, in milliseconds. Default: 2.5 advert intervals. Must
     /// exceed one interval (it is renewed each interval) and stay below three (the
     /// shortest master-down interval of a peer), so that a master that stops renewing has
@@ -189,6 +196,13 @@ impl Instance {
         }
         if self.priority == 0 {
             return Err("priority must be 1-255 (0 is reserved for a master leaving)".into());
+        }
+        if !self.strict_unicast_ttl && self.unicast_peers.is_empty() {
+            return Err(
+                "strict_unicast_ttl = false needs unicast_peers (multicast adverts \
+                 must have TTL / hop limit 255, RFC 9568 §7.1)"
+                    .into(),
+            );
         }
         Ok(())
     }
@@ -367,6 +381,10 @@ unicast_peers = ["fe80::2"]
             ("addresses = [\"dns.example\"]", "not an IP address"),
             ("addresses = []", "addresses is empty"),
             ("priority = 0", "priority must be 1-255"),
+            (
+                "strict_unicast_ttl = false",
+                "strict_unicast_ttl = false needs unicast_peers",
+            ),
         ] {
             let addresses = if patch.starts_with("addresses") {
                 ""

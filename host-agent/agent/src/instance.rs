@@ -178,23 +178,7 @@ impl Instance {
                 .find(|a| !vips.iter().any(|v| v.addr == **a))
                 .ok_or_else(|| format!("[{name}] {} has no IPv4 address", cfg.interface))?,
         };
-        let rcfg = router::Config {
-            vrid: cfg.vrid,
-            priority: cfg.priority,
-            advert_interval_cs: (cfg.advert_interval_ms / 10) as u16,
-            preempt: cfg.preempt,
-            preempt_delay_ms: cfg.preempt_delay_ms,
-            accept_mode: cfg.accept,
-            primary,
-            addresses: vips.iter().map(|v| v.addr).collect(),
-            unicast_peers: cfg.unicast_peers.clone(),
-            checksum: if cfg.old_unicast_checksum {
-                ChecksumMode::OldUnicast
-            } else {
-                ChecksumMode::Rfc
-            },
-        };
-        let router = Router::new(rcfg).map_err(|e| format!("[{name}] {e}"))?;
+        let router = build_router(&cfg, primary, &vips).map_err(|e| format!("[{name}] {e}"))?;
         let sock = VrrpSocket::open(&cfg.interface, primary, !cfg.unicast_peers.is_empty())
             .map_err(|e| format!("[{name}] VRRP socket on {}: {e}", cfg.interface))?;
         let watch = if v6 {
@@ -833,9 +817,71 @@ fn slow(e: &std::io::Error) -> bool {
     )
 }
 
+/// The instance's router (not started), as its `[[vrrp]]` section says, with `primary`
+/// as the source of its adverts.
+fn build_router(cfg: &config::Instance, primary: IpAddr, vips: &[Vip]) -> Result<Router, String> {
+    let rcfg = router::Config {
+        vrid: cfg.vrid,
+        priority: cfg.priority,
+        advert_interval_cs: (cfg.advert_interval_ms / 10) as u16,
+        preempt: cfg.preempt,
+        preempt_delay_ms: cfg.preempt_delay_ms,
+        accept_mode: cfg.accept,
+        primary,
+        addresses: vips.iter().map(|v| v.addr).collect(),
+        unicast_peers: cfg.unicast_peers.clone(),
+        checksum: if cfg.old_unicast_checksum {
+            ChecksumMode::OldUnicast
+        } else {
+            ChecksumMode::Rfc
+        },
+    };
+    let mut router = Router::new(rcfg).map_err(|e| e.to_string())?;
+    router.set_strict_unicast_ttl(cfg.strict_unicast_ttl);
+    Ok(router)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use skua_vrrp::packet::Advert;
+    use skua_vrrp::router::Drop;
+
+    /// `strict_unicast_ttl` reaches the router: by default a unicast advert from a peer
+    /// with TTL 64 (forged from off the link, or a routed peer) is dropped (RFC 9568
+    /// §7.1); `strict_unicast_ttl = false` accepts it.
+    #[test]
+    fn strict_unicast_ttl_reaches_the_router() {
+        let base = "[[vrrp]]\nname = \"v\"\ninterface = \"e\"\nvrid = 51\n\
+                    advert_interval_ms = 100\naddresses = [\"198.18.53.53\"]\n\
+                    unicast_peers = [\"198.18.0.2\"]\n";
+        let us: IpAddr = "198.18.0.1".parse().unwrap();
+        let peer: IpAddr = "198.18.0.2".parse().unwrap();
+        let advert = Advert {
+            vrid: 51,
+            priority: 150,
+            max_advert_int_cs: 10,
+            addrs: vec!["198.18.53.53".parse().unwrap()],
+        }
+        .encode(peer, us, ChecksumMode::Rfc);
+        for (extra, want) in [
+            ("", Err(Drop::BadTtl)),
+            ("strict_unicast_ttl = true\n", Err(Drop::BadTtl)),
+            ("strict_unicast_ttl = false\n", Ok(())),
+        ] {
+            let c = config::parse(&format!("{base}{extra}"), "a.toml").unwrap();
+            let inst = &c.vrrp[0];
+            let mut r = build_router(inst, us, &inst.vips().unwrap()).unwrap();
+            r.startup(0);
+            assert_eq!(r.handle_advert(1, peer, us, 64, &advert), want, "{extra:?}");
+            // TTL 255 always passes.
+            assert_eq!(
+                r.handle_advert(2, peer, us, 255, &advert),
+                Ok(()),
+                "{extra:?}"
+            );
+        }
+    }
 
     fn fm(last: u64, released: bool) -> ForeignMaster {
         ForeignMaster {

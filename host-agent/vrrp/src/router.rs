@@ -31,10 +31,13 @@
 //!   `track_script` weights), with an immediate advertisement from a Master so that a
 //!   Backup now of higher priority can preempt it.
 //!
-//! With unicast peers (keepalived's extension, outside the RFC) the TTL / hop limit is not
-//! checked unless [`Router::set_strict_unicast_ttl`] says so, and an IPv6 primary address
-//! need not be link-local: keepalived 2.2.7 sends IPv6 unicast adverts from
-//! `unicast_src_ip` with hop limit 64.
+//! With unicast peers (keepalived's extension, outside the RFC) the TTL / hop limit must
+//! still be 255, as RFC 9568 §7.1 requires of every advertisement: a peer's source address
+//! is easily forged from off the link, a TTL of 255 is not (RFC 5082). Unicast peers across
+//! routers, or keepalived's IPv6 unicast adverts (hop limit 64 unless its `unicast_ttl 255`
+//! is set), need [`Router::set_strict_unicast_ttl`]`(false)`. An IPv6 primary address need
+//! not be link-local in unicast mode: keepalived 2.2.7 sends IPv6 unicast adverts from
+//! `unicast_src_ip`.
 //!
 //! Departures from keepalived, where RFC 9568 is followed instead: a Master discards a
 //! lower-priority advertisement without answering it (keepalived answers, "forcing new
@@ -277,8 +280,8 @@ pub enum Output {
 /// for the caller's counters and logs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Drop {
-    /// TTL / hop limit not 255: the packet came from off the link (multicast mode, or
-    /// unicast with [`Router::set_strict_unicast_ttl`]).
+    /// TTL / hop limit not 255: the packet came from off the link (always checked but in
+    /// unicast mode after [`Router::set_strict_unicast_ttl`]`(false)`).
     BadTtl,
     /// Not a valid advertisement (length, version, type, interval, checksum).
     Parse(ParseError),
@@ -450,18 +453,21 @@ impl Router {
             adver_at: None,
             preempt_hold_until: None,
             link_up: true,
-            strict_unicast_ttl: false,
+            strict_unicast_ttl: true,
             out: VecDeque::new(),
             stats: Stats::default(),
             foreign: None,
         })
     }
 
-    /// Unicast mode only: require TTL / hop limit 255 as in multicast mode. Off by
-    /// default, as in keepalived, which checks no TTL from unicast peers (they may be
-    /// routed) and sends IPv6 unicast adverts with the kernel's default hop limit (64 in
-    /// `tests/capture-keepalived.sh`'s capture). Turn it on when every peer is on the
-    /// link and sends 255, to refuse packets forged from off the link.
+    /// Unicast mode only: whether TTL / hop limit 255 is required, as in multicast mode.
+    /// On by default (RFC 9568 §7.1: "MUST verify that the IPvX TTL/Hop Limit is 255"):
+    /// without it an off-link sender forging a peer's address with a higher priority
+    /// pushes this router to Backup. Turn it off only for peers that are routed (their
+    /// adverts arrive with less) or send less: keepalived checks no TTL from unicast peers
+    /// by default and sends IPv6 unicast adverts with the kernel's default hop limit (64
+    /// in `tests/capture-keepalived.sh`'s capture) unless its `unicast_ttl 255` is set.
+    /// Multicast mode always requires 255.
     pub fn set_strict_unicast_ttl(&mut self, strict: bool) {
         self.strict_unicast_ttl = strict;
     }
@@ -653,8 +659,9 @@ impl Router {
         ttl: u8,
         bytes: &[u8],
     ) -> Result<(), Drop> {
-        // §7.1: "MUST verify that the IPvX TTL/Hop Limit is 255". Unicast peers are
-        // keepalived's extension, where it checks no TTL (see set_strict_unicast_ttl).
+        // §7.1: "MUST verify that the IPvX TTL/Hop Limit is 255". Unicast peers
+        // (keepalived's extension) too, unless relaxed for routed peers (see
+        // set_strict_unicast_ttl).
         let unicast = !self.cfg.unicast_peers.is_empty();
         if ttl != packet::TTL && (!unicast || self.strict_unicast_ttl) {
             return Err(Drop::BadTtl);

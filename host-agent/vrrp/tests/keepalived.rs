@@ -273,6 +273,18 @@ fn router_follows_a_keepalived_master() {
         let running = ads.iter().find(|l| l.bytes[2] != 0).unwrap();
         let goodbye = ads.iter().find(|l| l.bytes[2] == 0).unwrap();
         let mut r = Router::new(backup_config(&x)).unwrap();
+        if x.ttl != 255 {
+            // keepalived's IPv6 unicast adverts carry hop limit 64 (its `unicast_ttl` unset):
+            // refused as RFC 9568 §7.1 says, unless the check is relaxed for such peers.
+            assert_eq!(
+                r.handle_advert(0, x.src, x.dst, x.ttl, &running.bytes),
+                Err(Drop::BadTtl),
+                "{}",
+                x.scenario
+            );
+            r = Router::new(backup_config(&x)).unwrap();
+            r.set_strict_unicast_ttl(false);
+        }
         r.startup(0);
         r.handle_advert(S, x.src, x.dst, x.ttl, &running.bytes)
             .unwrap_or_else(|e| panic!("{}: {e}", x.scenario));

@@ -1108,10 +1108,11 @@ fn open_fds(pid: u32) -> usize {
 }
 
 /// A slowloris: more half-sent requests than the caps, from many sources, against a skuad
-/// with 256 descriptors. The API keeps its connections under its cap (the rest are closed or
-/// take an idle one's place), DNS over TCP keeps answering, `GET /status` with a token
+/// with 256 descriptors. Once skuad has accepted all 400 (its connection counters say so),
+/// the API keeps its connections under its cap (the rest are evicted: idle ones make room)
+/// and its descriptors follow, DNS over TCP keeps answering, `GET /status` with a token
 /// (what `skuactl status` sends) keeps working, and the half-open connections are closed
-/// by the header deadline. Before the caps and deadlines, 1,100 such connections stayed
+/// by the header deadline (each of the 400 reads its end). Before the caps and deadlines, 1,100 such connections stayed
 /// open and DNS over TCP stopped accepting ("Too many open files").
 #[test]
 fn slowloris_cannot_starve_dns_or_the_operator() {
@@ -1153,22 +1154,66 @@ fn slowloris_cannot_starve_dns_or_the_operator() {
     }
     let pid = d.child.id();
     let base_fds = open_fds(pid);
-    // 400 connections from 100 loopback sources, each with half a request line.
+    // Connections skuad took from its accept queue (admitted or refused at once; each read
+    // of the metrics is one more), open now, and evicted to make room.
+    let conns = |d: &Daemon| -> (u64, u64, u64) {
+        let m = http(d, "GET", "/metrics", Some(tok("read")), None).unwrap();
+        assert_eq!(m.status, 200, "{m:?}");
+        let v = |s: &str| metric_value(&m.body, s);
+        (
+            v("skua_api_connections_total{result=\"admitted\"}")
+                + v("skua_api_connections_total{result=\"refused\"}"),
+            v("skua_api_connections_open"),
+            v("skua_api_connections_evicted_total"),
+        )
+    };
+    let before = conns(&d).0;
+    // 400 connections from 100 loopback sources, each with half a request line, every one
+    // established: they come faster than skuad takes them from the API's accept queue
+    // (128), and a SYN that finds it full is sent again by the kernel a second later.
     let mut held = Vec::new();
     for i in 0..400u32 {
         let src: std::net::IpAddr = format!("127.0.1.{}", 2 + i % 100).parse().unwrap();
-        let sock = socket2_connect(src, d.api);
-        if let Some(mut s) = sock {
-            let _ = s.write_all(b"GET /sta");
-            held.push(s);
-        }
+        let mut s = socket2_connect(src, d.api, Duration::from_secs(3))
+            .unwrap_or_else(|e| panic!("connection {i} from {src}: {e}"));
+        s.write_all(b"GET /sta")
+            .unwrap_or_else(|e| panic!("connection {i} from {src}: {e}"));
+        held.push(s);
     }
-    std::thread::sleep(Duration::from_millis(300));
-    let fds = open_fds(pid);
-    assert!(
-        fds <= base_fds + 32 + 4,
-        "skuad holds {fds} descriptors ({base_fds} before the flood; API cap 32)"
-    );
+    // Every one of them accepted by skuad (none left in the kernel's queue, where it
+    // would cost skuad no descriptor), before its descriptors are counted.
+    let t0 = Instant::now();
+    let mut reads = 0;
+    let (open, evicted) = loop {
+        reads += 1;
+        let (n, open, evicted) = conns(&d);
+        let n = n - before - reads;
+        if n >= 400 {
+            break (open, evicted);
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "skuad accepted {n} of the 400 connections"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // Kept under the cap by evicting the idle ones (none refused: they are all idle).
+    assert!(open <= 32, "{open} API connections open (cap 32)");
+    assert!(evicted >= 400 - 32, "{evicted} connections evicted");
+    // The evicted connections' descriptors are closed by their tasks as they run: soon,
+    // long before the header deadline (10 s) would close them anyway.
+    let t0 = Instant::now();
+    loop {
+        let fds = open_fds(pid);
+        if fds <= base_fds + 32 + 4 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "skuad holds {fds} descriptors ({base_fds} before the flood; API cap 32)"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // DNS over TCP and the operator still get through, several times over.
     for i in 0..5 {
         assert_eq!(
@@ -1179,20 +1224,46 @@ fn slowloris_cannot_starve_dns_or_the_operator() {
         let r = http(&d, "GET", "/status", Some(tok("read")), None).unwrap();
         assert_eq!(r.status, 200, "status, round {i}: {r:?}");
     }
-    // The header deadline (10 s) closes what is left of the half-open connections.
-    std::thread::sleep(Duration::from_secs(12));
-    let fds = open_fds(pid);
-    assert!(
-        fds <= base_fds + 2,
-        "{fds} descriptors left ({base_fds} before)"
-    );
+    // The header deadline (10 s) closes what is left of the half-open connections: skuad's
+    // descriptors go back to where they were, and every connection of the flood reads its
+    // end (evicted earlier, or closed now).
+    let t0 = Instant::now();
+    loop {
+        let fds = open_fds(pid);
+        if fds <= base_fds + 2 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "{fds} descriptors left ({base_fds} before)"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for (i, s) in held.iter_mut().enumerate() {
+        s.set_nonblocking(false).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        // Whatever skuad wrote before closing, then the end (or a reset).
+        let mut rest = Vec::new();
+        let r = std::io::Read::read_to_end(s, &mut rest);
+        assert!(
+            r.is_ok()
+                || r.as_ref()
+                    .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+            "connection {i} still open: {r:?}"
+        );
+    }
     drop(held);
     let _ = d.child.kill();
     let _ = d.child.wait();
 }
 
-/// A TCP connection from `src` (any loopback address) to `dst`, or `None` if refused.
-fn socket2_connect(src: std::net::IpAddr, dst: SocketAddr) -> Option<std::net::TcpStream> {
+/// A TCP connection from `src` (any loopback address) to `dst` (established within
+/// `wait`), or why not.
+fn socket2_connect(
+    src: std::net::IpAddr,
+    dst: SocketAddr,
+    wait: Duration,
+) -> Result<std::net::TcpStream, String> {
     use std::os::fd::FromRawFd;
     // SAFETY: socket(2) with constant arguments; the result is checked.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
@@ -1208,7 +1279,7 @@ fn socket2_connect(src: std::net::IpAddr, dst: SocketAddr) -> Option<std::net::T
         sin_zero: [0; 8],
     };
     let (std::net::IpAddr::V4(src), std::net::IpAddr::V4(dip)) = (src, dst.ip()) else {
-        return None;
+        return Err("IPv4 only".into());
     };
     let a = sin(src, 0);
     let b = sin(dip, dst.port());
@@ -1216,24 +1287,34 @@ fn socket2_connect(src: std::net::IpAddr, dst: SocketAddr) -> Option<std::net::T
     // SAFETY: `a` is a valid sockaddr_in of `len` bytes, alive across the call.
     let r = unsafe { libc::bind(fd, std::ptr::from_ref(&a).cast(), len) };
     if r != 0 {
-        return None;
+        return Err(format!("bind: {}", std::io::Error::last_os_error()));
     }
     // Bounded: a server that stops accepting fills its backlog, and a blocking connect would
     // then wait for SYN retries (minutes) instead of failing the test.
-    s.set_nonblocking(true).ok()?;
+    s.set_nonblocking(true).map_err(|e| e.to_string())?;
     // SAFETY: `b` is a valid sockaddr_in of `len` bytes, alive across the call.
     let r = unsafe { libc::connect(fd, std::ptr::from_ref(&b).cast(), len) };
-    if r != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINPROGRESS) {
-        return None;
+    if r != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINPROGRESS) {
+            return Err(format!("connect: {e}"));
+        }
     }
     let mut pfd = libc::pollfd {
         fd,
         events: libc::POLLOUT,
         revents: 0,
     };
+    let ms = i32::try_from(wait.as_millis()).unwrap_or(i32::MAX);
     // SAFETY: one valid pollfd, alive across the call.
-    let n = unsafe { libc::poll(&mut pfd, 1, 300) };
-    (n == 1 && s.take_error().ok()?.is_none()).then_some(s)
+    let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+    if n != 1 {
+        return Err(format!("not established within {wait:?}"));
+    }
+    match s.take_error() {
+        Ok(None) => Ok(s),
+        Ok(Some(e)) | Err(e) => Err(format!("connect: {e}")),
+    }
 }
 
 /// A record with quotes added through the API is served, and after a restart it is

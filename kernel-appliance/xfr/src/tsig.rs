@@ -28,7 +28,8 @@ use crate::wire::{self, WireError, be16};
 pub const TSIG_TYPE: u16 = 250;
 /// Class ANY, which a TSIG record carries.
 pub const CLASS_ANY: u16 = 255;
-/// The fudge skuad signs with and the window it accepts: 300 s (RFC 8945 §10).
+/// The fudge skuad signs with and the widest window it accepts: 300 s (RFC 8945 §10
+/// recommends it). See [`in_window`].
 pub const FUDGE: u16 = 300;
 /// Consecutive unsigned messages a stream may carry between signed ones (§5.3.1).
 pub const MAX_UNSIGNED_RUN: usize = 99;
@@ -394,6 +395,16 @@ fn sign_with(msg: &mut Vec<u8>, key: &Key, prior: Option<&[u8]>, vars: Vars<'_>)
     mac
 }
 
+/// Whether a message signed at `time_signed` with `fudge` is timely at `now`: within
+/// `min(fudge, FUDGE)` seconds either side. RFC 8945 §5.2.3 requires BADTIME outside Time
+/// Signed ± the message's own Fudge, and leaves a narrower window to the receiver: the
+/// signer's fudge cannot widen ours, so a captured request stays replayable for 300 s at
+/// most, not the 18 hours a fudge of 65,535 would allow (BIND and Knot accept whatever
+/// fudge the message carries; here the bound docs/zone-transfer.md states holds).
+pub fn in_window(now: u64, time_signed: u64, fudge: u16) -> bool {
+    now.abs_diff(time_signed) <= u64::from(fudge.min(FUDGE))
+}
+
 /// Signs a request (a NOTIFY, a transfer request): returns its MAC, which the response's
 /// MAC covers (§5.1).
 pub fn sign_request(msg: &mut Vec<u8>, key: &Key, now: u64) -> Vec<u8> {
@@ -492,7 +503,7 @@ pub fn check_request(msg: &[u8], keys: &[Key], now: u64) -> Result<Checked, Wire
         key: idx,
         mac: t.mac.clone(),
     };
-    if now.abs_diff(t.time_signed) > u64::from(t.fudge) {
+    if !in_window(now, t.time_signed, t.fudge) {
         return reject(error::BADTIME, Some(signed));
     }
     if t.mac.len() < full {
@@ -695,7 +706,7 @@ impl<'k> StreamVerifier<'k> {
         if t.error != error::NOERROR {
             return Err(VerifyError::Error(t.error));
         }
-        if now.abs_diff(t.time_signed) > u64::from(t.fudge) {
+        if !in_window(now, t.time_signed, t.fudge) {
             return Err(VerifyError::BadTime);
         }
         self.first = false;
@@ -836,6 +847,67 @@ mod tests {
         let t = find(&resp).unwrap().unwrap();
         assert_eq!((t.error, t.mac.len()), (error::BADKEY, 0));
         assert_eq!(t.key_name.to_string(), "nope.");
+    }
+
+    /// The window is min(the message's fudge, 300 s): a request claiming a fudge of 65,535
+    /// s is timely exactly 300 s either side of its time and BADTIME one second past; one
+    /// claiming 10 s keeps its own narrower window (RFC 8945 §5.2.3). Responses alike.
+    #[test]
+    fn the_time_window_is_300_s_whatever_the_fudge_says() {
+        let k = key("xfr.example.", b"secret-secret-secret");
+        let keys = [k.clone()];
+        let now = 1_700_000_000u64;
+        let signed = |id: u16, skew: i64, fudge: u16| {
+            let mut q = query(id);
+            let vars = Vars::Full {
+                time: now.wrapping_add_signed(skew),
+                fudge,
+                error: error::NOERROR,
+                other: &[],
+            };
+            let mac = sign_with(&mut q, &k, None, vars);
+            (q, mac)
+        };
+        for (fudge, bound) in [(u16::MAX, 300i64), (FUDGE, 300), (10, 10)] {
+            for (skew, timely) in [
+                (-bound, true),
+                (bound, true),
+                (-bound - 1, false),
+                (bound + 1, false),
+            ] {
+                let (q, _) = signed(7, skew, fudge);
+                let got = check_request(&q, &keys, now).unwrap();
+                match got {
+                    Checked::Signed(_) => assert!(timely, "fudge {fudge}, skew {skew}: accepted"),
+                    Checked::Rejected(r) => {
+                        assert!(!timely, "fudge {fudge}, skew {skew}: {r:?}");
+                        assert_eq!(r.error, error::BADTIME, "fudge {fudge}, skew {skew}");
+                    }
+                    Checked::Unsigned => panic!("unsigned"),
+                }
+                // A response signed that way, for a request of ours.
+                let (_, req_mac) = signed(8, 0, FUDGE);
+                let mut r = query(8);
+                r[2] |= 0x80;
+                let vars = Vars::Full {
+                    time: now.wrapping_add_signed(skew),
+                    fudge,
+                    error: error::NOERROR,
+                    other: &[],
+                };
+                sign_with(&mut r, &k, Some(&req_mac), vars);
+                let want = if timely {
+                    Ok(true)
+                } else {
+                    Err(VerifyError::BadTime)
+                };
+                assert_eq!(
+                    StreamVerifier::new(&k, &req_mac).verify(&r, now),
+                    want,
+                    "response, fudge {fudge}, skew {skew}"
+                );
+            }
+        }
     }
 
     #[test]

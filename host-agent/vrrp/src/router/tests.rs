@@ -732,21 +732,36 @@ fn unicast_sends_to_each_peer_and_drops_strangers() {
     assert_eq!(r.state(), State::Backup);
 }
 
+/// RFC 9568 §7.1 requires TTL 255 of unicast adverts too: one forged from off the link
+/// (here TTL 64, a peer's address and a higher priority) is dropped and does not move a
+/// Master to Backup, unless the check is relaxed for routed peers.
 #[test]
-fn unicast_ttl_unchecked_unless_strict() {
+fn unicast_ttl_255_required_unless_relaxed() {
     let mut c = cfg(100, v4(1));
     c.unicast_peers = vec![v4(2)];
-    let mut r = started(c, 0);
+    let mut r = master(c.clone());
     let b = advert_to(v4(2), v4(1), 150, 100);
-    r.handle_advert(S, v4(2), v4(1), 64, &b).unwrap();
-    assert_eq!(r.poll_timeout(), Some(S + 3_609_375_000));
-    r.set_strict_unicast_ttl(true);
     assert_eq!(
-        r.handle_advert(2 * S, v4(2), v4(1), 64, &b),
+        r.handle_advert(10 * S, v4(2), v4(1), 64, &b),
         Err(Drop::BadTtl)
     );
-    r.handle_advert(2 * S, v4(2), v4(1), 255, &b).unwrap();
-    assert_eq!(r.poll_timeout(), Some(2 * S + 3_609_375_000));
+    assert_eq!(r.stats().dropped.bad_ttl, 1);
+    assert_eq!(r.state(), State::Master);
+    assert_eq!(r.foreign_master(), None);
+    r.handle_advert(10 * S, v4(2), v4(1), 255, &b).unwrap();
+    assert_eq!(r.state(), State::Backup);
+
+    // Relaxed (peers across routers, keepalived's IPv6 unicast hop limit 64): accepted.
+    let mut r = started(c, 0);
+    r.set_strict_unicast_ttl(false);
+    r.handle_advert(S, v4(2), v4(1), 64, &b).unwrap();
+    assert_eq!(r.poll_timeout(), Some(S + 3_609_375_000));
+    assert_eq!(r.stats().dropped.total(), 0);
+    // Multicast mode requires 255 whatever the setting.
+    let mut r = started(cfg(100, v4(1)), 0);
+    r.set_strict_unicast_ttl(false);
+    let b = advert(v4(2), 150, 100);
+    assert_eq!(r.handle_advert(S, v4(2), GRP4, 64, &b), Err(Drop::BadTtl));
 }
 
 #[test]

@@ -195,6 +195,11 @@ impl Tracker {
         })
     }
 
+    /// Connections admitted since start.
+    pub fn admitted(&self) -> u64 {
+        self.next.load(Ordering::Relaxed)
+    }
+
     /// (refused, evicted) since start.
     pub fn counts(&self) -> (u64, u64) {
         (

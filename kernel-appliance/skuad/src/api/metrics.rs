@@ -664,6 +664,23 @@ pub fn prometheus(ctl: &Control) -> String {
         r(&ctl.writes_failed),
     );
 
+    p.head(
+        "skua_xfr_refused_total",
+        "counter",
+        "Zone transfer and NOTIFY requests refused (access, TSIG, zone); the audit log records the first of a source and actor per minute and a summary of the rest.",
+    );
+    p.line("skua_xfr_refused_total", &[], r(&ctl.xfr_refused));
+    p.head(
+        "skua_xfr_events_dropped_total",
+        "counter",
+        "Zone transfer events (refusals, transfers served) not logged nor audited because their queue to the control core was full.",
+    );
+    p.line(
+        "skua_xfr_events_dropped_total",
+        &[],
+        r(&ctl.serving.xfr.dropped),
+    );
+
     p.head("skua_queries_total", "counter", "Queries received, by path (socket: kernel sockets UDP+TCP; xdp: AF_XDP workers; xdp_program: answered inside the XDP program).");
     p.line("skua_queries_total", &[("path", "socket")], sock.queries);
     p.line("skua_queries_total", &[("path", "xdp")], xdp_sum(|s| &s.rx));

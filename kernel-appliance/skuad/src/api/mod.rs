@@ -625,9 +625,30 @@ async fn metrics(State(ctl): Ctl) -> Response {
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        metrics::prometheus(&ctl) + &acme_prometheus(&ctl),
+        metrics::prometheus(&ctl) + &acme_prometheus(&ctl) + &connections_prometheus(&ctl),
     )
         .into_response()
+}
+
+/// The API's own connections: open, admitted and refused at the caps, evicted to make
+/// room (docs/api.md, "Connections").
+fn connections_prometheus(api: &Api) -> String {
+    let t = &api.conns;
+    let (refused, evicted) = t.counts();
+    format!(
+        "# HELP skua_api_connections_open API connections open now.\n\
+         # TYPE skua_api_connections_open gauge\n\
+         skua_api_connections_open {}\n\
+         # HELP skua_api_connections_total API connections accepted, by result (admitted; refused: at a cap with every connection busy).\n\
+         # TYPE skua_api_connections_total counter\n\
+         skua_api_connections_total{{result=\"admitted\"}} {}\n\
+         skua_api_connections_total{{result=\"refused\"}} {refused}\n\
+         # HELP skua_api_connections_evicted_total Idle API connections closed to make room for a new one at a cap.\n\
+         # TYPE skua_api_connections_evicted_total counter\n\
+         skua_api_connections_evicted_total {evicted}\n",
+        t.open(),
+        t.admitted(),
+    )
 }
 
 /// The certificate in force (whoever renews it): its remaining lifetime; with ACME, the

@@ -123,6 +123,41 @@ pub fn load_default() -> Result<Loaded, LoadError> {
     load_config(cfg, None)
 }
 
+/// Unbound's default local zones (lower-cased) that the configuration leaves in place: a
+/// `local-zone:` of the same name, of any type (`nodefault` included), replaces one
+/// (unbound.conf(5); [`EngineBuilder::build`] does the same).
+fn effective_default_zones(configured: &[(WireName, Loc)]) -> Vec<(WireName, LocalZoneType)> {
+    skua_engine::localzone::default_zones()
+        .into_iter()
+        .filter_map(|dz| {
+            let n = WireName::parse(&dz.name, None).ok()?.to_lowercase();
+            (!configured.iter().any(|(c, _)| c.to_lowercase() == n)).then_some((n, dz.zone_type))
+        })
+        .collect()
+}
+
+/// The default local zone that answers for `apex` and everything under it before the
+/// auth-zone can: the closest local zone enclosing the apex, when that is a default one
+/// (local zones are looked up before auth zones, as in Unbound's worker, and a static or
+/// redirect zone answers every name under it). A configured local zone at least as close
+/// is the operator's own choice: none then.
+fn shadowing_default_zone<'d>(
+    apex: &WireName,
+    configured: &[(WireName, Loc)],
+    defaults: &'d [(WireName, LocalZoneType)],
+) -> Option<(&'d WireName, LocalZoneType)> {
+    let apex = apex.to_lowercase();
+    let (dz, ty) = defaults
+        .iter()
+        .filter(|(d, _)| apex.is_subdomain_of(d))
+        .max_by_key(|(d, _)| d.len())?;
+    let closer = configured.iter().any(|(c, _)| {
+        let c = c.to_lowercase();
+        apex.is_subdomain_of(&c) && c.len() >= dz.len()
+    });
+    (!closer).then_some((dz, *ty))
+}
+
 /// Loads a configuration given as text (tests, bench).
 pub fn load_str(text: &str, name: &str) -> Result<Loaded, LoadError> {
     let cfg = skua_config::parse_str(text, name).map_err(|e| LoadError(e.to_string()))?;
@@ -341,6 +376,7 @@ pub fn load_config_after(
     let base_dir = base.clone();
     let mut loader = FileLoader { base };
     let mut auth_names: Vec<WireName> = Vec::new();
+    let defaults = effective_default_zones(&zone_names);
     for z in &cfg.auth_zones {
         let name = WireName::parse(&z.name.value, None).map_err(|e| {
             at(
@@ -361,6 +397,17 @@ pub fn load_config_after(
         if !z.for_downstream {
             warnings.push(format!("{}: auth-zone '{}' has for-downstream: no; only downstream service is implemented, so it is not served", z.loc, z.name.value));
             continue;
+        }
+        if let Some((dz, ty)) = shadowing_default_zone(&name, &zone_names, &defaults) {
+            warnings.push(format!(
+                "{}: auth-zone '{}' is inside Unbound's default local zone '{dz}' ({}), which is \
+                 answered first: every name in the auth-zone gets that zone's answer \
+                 (NXDOMAIN), as in Unbound, while transfers and NOTIFY go on; add \
+                 'local-zone: \"{dz}\" nodefault' to serve the auth-zone",
+                z.name.loc,
+                z.name.value,
+                ty.as_str(),
+            ));
         }
         if !z.primaries.is_empty() {
             let sec = secondary_zone(
@@ -1687,6 +1734,91 @@ forward-zone:
         assert_eq!(id("ns.example"), id("NS.example."));
         assert_ne!(id("ns.example"), id("ns2.example"));
         assert_ne!(id("ns.example"), id("ns.example@5353"));
+    }
+
+    /// An auth-zone inside one of Unbound's default local zones is answered NXDOMAIN by
+    /// that zone (local zones first, as in Unbound): the load says so with the auth-zone's
+    /// file:line and the `nodefault` line that fixes it; with that line, or a configured
+    /// local zone of its own, nothing is said.
+    #[test]
+    fn an_auth_zone_under_a_default_local_zone_is_warned() {
+        let dir = std::env::temp_dir().join(format!("skuad-shadow-load-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let zone = |apex: &str| {
+            let f = dir.join(format!("{apex}zone"));
+            std::fs::write(
+                &f,
+                format!("{apex} 300 IN SOA ns.{apex} a.{apex} 1 3600 600 86400 300\nwww.{apex} 300 IN A 198.18.0.7\n"),
+            )
+            .unwrap();
+            format!(
+                "auth-zone:\n  name: \"{apex}\"\n  zonefile: {}\n",
+                f.display()
+            )
+        };
+        let shadow = |l: &Loaded| -> Vec<String> {
+            l.warnings
+                .iter()
+                .filter(|w| w.contains("default local zone"))
+                .cloned()
+                .collect()
+        };
+        for (apex, dz, ty) in [
+            ("example.test.", "test.", "static"),
+            ("test.", "test.", "static"),
+            ("lab.home.arpa.", "home.arpa.", "static"),
+            ("10.in-addr.arpa.", "10.in-addr.arpa.", "static"),
+            ("5.168.192.in-addr.arpa.", "168.192.in-addr.arpa.", "static"),
+            ("x.localhost.", "localhost.", "redirect"),
+        ] {
+            let l = load_str(
+                &format!("server:\n  verbosity: 1\n{}", zone(apex)),
+                "t.conf",
+            )
+            .unwrap();
+            let w = shadow(&l);
+            assert_eq!(w.len(), 1, "{apex}: {:?}", l.warnings);
+            assert!(
+                w[0].starts_with(&format!(
+                    "t.conf:4: auth-zone '{apex}' is inside Unbound's default local zone '{dz}' ({ty})"
+                )),
+                "{}",
+                w[0]
+            );
+            assert!(
+                w[0].contains(&format!("add 'local-zone: \"{dz}\" nodefault'")),
+                "{}",
+                w[0]
+            );
+        }
+        // The fix the warning names: no warning.
+        let l = load_str(
+            &format!(
+                "server:\n  local-zone: \"test.\" nodefault\n{}",
+                zone("example.test.")
+            ),
+            "t.conf",
+        )
+        .unwrap();
+        assert!(shadow(&l).is_empty(), "{:?}", l.warnings);
+        // A local zone of the operator's own, as close or closer: not a default's doing.
+        for lz in ["test. transparent", "example.test. static"] {
+            let (n, t) = lz.split_once(' ').unwrap();
+            let l = load_str(
+                &format!(
+                    "server:\n  local-zone: \"{n}\" {t}\n{}",
+                    zone("example.test.")
+                ),
+                "t.conf",
+            )
+            .unwrap();
+            assert!(shadow(&l).is_empty(), "{lz}: {:?}", l.warnings);
+        }
+        // Outside every default zone: nothing.
+        let l = load_str(&format!("server:\n{}", zone("example.com.")), "t.conf").unwrap();
+        assert!(shadow(&l).is_empty(), "{:?}", l.warnings);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

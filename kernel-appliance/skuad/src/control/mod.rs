@@ -391,6 +391,9 @@ pub struct Control {
     refusals: RefusalLog,
     /// Refused zone transfer requests, likewise (`xfr-refused`).
     xfr_refusals: RefusalLog,
+    /// Refused zone transfer and NOTIFY requests handled (logged or counted in
+    /// `xfr_refusals`), for `skua_xfr_refused_total`: the audit log aggregates them.
+    pub xfr_refused: AtomicU64,
     /// Failed refreshes and transfers of secondary zones, likewise (`xfr-in-failed`), per
     /// primary.
     xfr_in_failures: RefusalLog,
@@ -691,6 +694,7 @@ impl Control {
             writes_failed: AtomicU64::new(0),
             refusals: RefusalLog::new(REFUSAL_WINDOW),
             xfr_refusals: RefusalLog::new(REFUSAL_WINDOW),
+            xfr_refused: AtomicU64::new(0),
             xfr_in_failures: RefusalLog::new(REFUSAL_WINDOW),
             leases: ha::LeaseBook::default(),
             sync,

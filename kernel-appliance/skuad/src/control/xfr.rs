@@ -262,6 +262,10 @@ impl super::Control {
                     self.xfr_refusals
                         .note(client, &actor, qtype, &zone, &reason, Instant::now());
                 self.record_xfr_refusals(due);
+                // Counted once logged or held for the minute's summary, so a reader of the
+                // metric knows the audit log has seen the refusal.
+                self.xfr_refused
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
         }
     }
