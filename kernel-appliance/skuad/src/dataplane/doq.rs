@@ -259,17 +259,12 @@ async fn connection(connecting: quinn::Connecting, c: Conn, pad: Option<u16>) {
     let hs = &c.shared.tls.doq_handshakes;
     let limit = c.idle.min(HANDSHAKE_TIMEOUT);
     // Nothing is owed to a client still in its handshake: asked to make room, it goes.
-    let handshake = tokio::time::timeout(limit, connecting);
-    tokio::pin!(handshake);
-    let done = loop {
-        tokio::select! {
-            r = &mut handshake => break r,
-            () = c.slot.asked() => {
-                if c.slot.answer_ask(true) {
-                    return;
-                }
-            }
-        }
+    let Some(done) = c
+        .slot
+        .unless_asked(tokio::time::timeout(limit, connecting))
+        .await
+    else {
+        return;
     };
     let conn = match done {
         Ok(Ok(conn)) => conn,

@@ -333,6 +333,22 @@ impl SlotHandle {
         self.state.evict.notified().await
     }
 
+    /// Runs a phase in which nothing is owed to the client yet (a TLS or QUIC handshake):
+    /// `None` when the connection was asked to make room meanwhile and goes.
+    pub async fn unless_asked<F: std::future::Future>(&self, phase: F) -> Option<F::Output> {
+        tokio::pin!(phase);
+        loop {
+            tokio::select! {
+                r = &mut phase => return Some(r),
+                () = self.asked() => {
+                    if self.answer_ask(true) {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
     /// Resolves when the pressure rises (the idle deadline is to be read again).
     pub fn rose(&self) -> Notified<'_> {
         self.slots.rose.notified()

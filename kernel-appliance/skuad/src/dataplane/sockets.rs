@@ -430,17 +430,12 @@ async fn tls_conn(stream: TcpStream, c: Conn, https: bool) {
     // a connection slot for nothing. Nothing is owed to it yet: asked to make room for a
     // new connection, it goes.
     let limit = c.idle.min(HANDSHAKE_TIMEOUT);
-    let handshake = tokio::time::timeout(limit, acceptor.accept(stream));
-    tokio::pin!(handshake);
-    let done = loop {
-        tokio::select! {
-            r = &mut handshake => break r,
-            () = c.slot.asked() => {
-                if c.slot.answer_ask(true) {
-                    return;
-                }
-            }
-        }
+    let Some(done) = c
+        .slot
+        .unless_asked(tokio::time::timeout(limit, acceptor.accept(stream)))
+        .await
+    else {
+        return;
     };
     let stream = match done {
         Ok(Ok(t)) => t,

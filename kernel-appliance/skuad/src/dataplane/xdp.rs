@@ -1085,14 +1085,7 @@ fn check_veth_peer(a: &Attached, frame: &[u8]) -> Result<(), String> {
         return Ok(());
     }
     let (prog, ifname) = (&a.program, a.ifname.as_str());
-    let xmit = || -> u64 {
-        skua_netio::ethtool::stats(ifname)
-            .unwrap_or_default()
-            .iter()
-            .filter(|(k, _)| k.starts_with("tx_queue_") && k.ends_with("_xdp_xmit"))
-            .map(|(_, v)| *v)
-            .sum()
-    };
+    let xmit = || veth_peer_xmit(ifname);
     let Some(ifindex) = prog.ifindex() else {
         return Ok(());
     };
@@ -1119,6 +1112,17 @@ fn check_veth_peer(a: &Attached, frame: &[u8]) -> Result<(), String> {
          the peer), so replies sent with XDP_TX would be lost; enable them with \
          `ethtool -K PEER gro on` in the peer's namespace (or attach an XDP program there)"
     ))
+}
+
+/// The frames a veth's peer took from this side's XDP program (`ethtool -S`:
+/// `tx_queue_N_xdp_xmit`, summed); 0 when unreadable.
+fn veth_peer_xmit(ifname: &str) -> u64 {
+    skua_netio::ethtool::stats(ifname)
+        .unwrap_or_default()
+        .iter()
+        .filter(|(k, _)| k.starts_with("tx_queue_") && k.ends_with("_xdp_xmit"))
+        .map(|(_, v)| *v)
+        .sum()
 }
 
 /// Runs the program (not live) on a query for one precompiled answer from an allowed client
@@ -1347,14 +1351,7 @@ fn watch_paths(
     let received = |stats: &[Arc<QueueStats>]| -> u64 {
         stats.iter().map(|s| s.rx.load(Ordering::Relaxed)).sum()
     };
-    let xmit = |ifname: &str| -> u64 {
-        skua_netio::ethtool::stats(ifname)
-            .unwrap_or_default()
-            .iter()
-            .filter(|(k, _)| k.starts_with("tx_queue_") && k.ends_with("_xdp_xmit"))
-            .map(|(_, v)| *v)
-            .sum()
-    };
+    let xmit = veth_peer_xmit;
     let counters = |a: &Attached| -> Option<(u64, u64)> {
         let st = a.program.stats().ok()?;
         Some((
