@@ -1002,7 +1002,12 @@ start_server() { # start_server NAME TAG
     local ready=0 t_end=$((SECONDS + 15))
     while (( SECONDS < t_end )); do
         if [[ -n $SERVER_PID ]] && ! kill -0 "$SERVER_PID" 2>/dev/null; then
-            cat "$log" >&2; SERVER_PID=""; die "$name exited during start-up (log above)"
+            cat "$log" >&2; SERVER_PID=""
+            # knotd's XDP program is libknot's, the one kxdpgun loads: refused the same way.
+            if [[ $name == knotd-xdp ]] && grep -q "cannot use helper bpf_xdp_adjust_meta" "$log"; then
+                die "knotd-xdp: this kernel refuses knotd's XDP program (bpf_xdp_adjust_meta, as kxdpgun's): leave knotd-xdp out of --servers here"
+            fi
+            die "$name exited during start-up (log above)"
         fi
         if [[ $name == skuad-x* ]] && grep -q "xdp: not used\|xdp: disabled" "$log"; then
             cat "$log" >&2; die "skuad did not start its XDP plane (log above)"
