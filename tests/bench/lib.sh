@@ -131,3 +131,55 @@ prom_sum() {
 rss_kib() {
     awk '/^VmRSS:/ {print $2; f = 1} END {if (!f) print 0}' "/proc/$1/status" 2>/dev/null || echo 0
 }
+
+# ---------------------------------------------------------------- the AF_XDP load generator
+# The XDP benchmarks (xdp.sh, xdp-cache.sh) send with Knot's kxdpgun when it starts on this
+# machine, else with the project's own skua-xdpgun (kernel-appliance/xdp/src/bin/): kxdpgun
+# 3.2.6 cannot start on kernel 6.18 (its XDP program is refused: "program of this type cannot
+# use helper bpf_xdp_adjust_meta"). skua-xdpgun takes kxdpgun's flags (-t -Q -i -I -l -L -R -F)
+# and prints its summary lines ('total queries: N (P pps)', 'total replies: N (P pps)'), so the
+# scripts run and parse either alike.
+
+# build_xdpgun DEST: `cargo build --release -p skua-xdp --bin skua-xdpgun` in the work tree
+# (even with --rev: the generator is not what is measured) and copies the binary to DEST.
+build_xdpgun() {
+    local dest=$1 tdir
+    tdir=$(cd "$BENCH_ROOT" && cargo metadata --format-version 1 --no-deps 2>/dev/null | jq -r .target_directory) ||
+        die "cargo metadata failed in $BENCH_ROOT"
+    log "cargo build --release -p skua-xdp --bin skua-xdpgun (in $BENCH_ROOT; target directory $tdir)"
+    (cd "$BENCH_ROOT" && cargo build --release -q -p skua-xdp --bin skua-xdpgun) || die "cargo build of skua-xdpgun failed"
+    cp "$tdir/release/skua-xdpgun" "$dest"
+    chmod +x "$dest"
+}
+
+# choose_generator WANT WORKDIR NS IF LOCAL_IP LOCAL_MAC REMOTE_MAC TARGET QUERYFILE: sets GEN
+# (kxdpgun or skua-xdpgun), GEN_BIN (what to run) and GEN_DESC (for machine.txt). WANT is
+# kxdpgun, skua or auto: auto probes kxdpgun once (1 s at 1000 qps from namespace NS against
+# TARGET; it must exit 0 and print 'total queries: N' with N > 0; no server needs to answer)
+# and takes skua-xdpgun if that fails. Whatever the probe attached to IF is detached.
+choose_generator() {
+    local want=$1 work=$2 ns=$3 ifc=$4 lip=$5 lmac=$6 rmac=$7 target=$8 qfile=$9 out rc=0
+    if [[ $want != skua ]]; then
+        if ! command -v kxdpgun >/dev/null; then
+            [[ $want == auto ]] || die "--generator kxdpgun: kxdpgun not found (knot-dnsutils; --deps)"
+            log "generator: kxdpgun not installed: skua-xdpgun"
+        else
+            out=$(timeout 15 ip netns exec "$ns" kxdpgun -t 1 -Q 1000 -i "$qfile" -I "$ifc" -l "$lip" \
+                -L "$lmac" -R "$rmac" "$target" 2>&1) || rc=$?
+            ip netns exec "$ns" ip link set dev "$ifc" xdp off 2>/dev/null || true
+            if [[ $rc == 0 ]] && awk '/^total queries:/ && $3 > 0 {ok = 1} END {exit !ok}' <<< "$out"; then
+                GEN=kxdpgun GEN_BIN=kxdpgun
+                GEN_DESC="kxdpgun $(dpkg-query -W -f '${Version}' knot-dnsutils 2>/dev/null || echo ?) (probe passed)"
+                log "generator: kxdpgun (a 1 s probe sent queries)"
+                return 0
+            fi
+            [[ $want == auto ]] ||
+                die "--generator kxdpgun: kxdpgun does not work here (rc $rc): $(grep -v '^$' <<< "$out" | head -3 | tr '\n' ' ')"
+            log "generator: kxdpgun does not start here (rc $rc: $(grep -iE 'error|fail|cannot' <<< "$out" | head -1 | cut -c1-160)): skua-xdpgun"
+        fi
+    fi
+    build_xdpgun "$work/skua-xdpgun"
+    GEN=skua-xdpgun GEN_BIN=$work/skua-xdpgun
+    GEN_DESC="skua-xdpgun $(cd "$BENCH_ROOT" && git rev-parse --short HEAD 2>/dev/null || echo ?), sha256 $(sha256sum "$GEN_BIN" | cut -c1-12)$([[ $want == skua ]] && echo ' (--generator skua)' || echo ' (kxdpgun failed its probe)')"
+    log "generator: skua-xdpgun ($GEN_BIN)"
+}

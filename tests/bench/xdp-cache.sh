@@ -14,7 +14,7 @@
 #   (each + ~1.5 min to build; --quick: hits ~10 min, misses ~2 min, memory ~1 min)
 #   (or: just bench-cache [--misses | --memory] [options]; --quick for a short run)
 #
-#   server ns 198.18.0.1 (xcs0) <--veth--> client ns 198.18.0.2 (xcc0): kxdpgun / dnsperf, CPU1
+#   server ns 198.18.0.1 (xcs0) <--veth--> client ns 198.18.0.2 (xcc0): the generator / dnsperf, CPU1
 #   server ns 198.18.1.1 (xcu0) <--veth--> upstream ns 198.18.1.2 (xcu1): knotd, CPU1
 #
 # Topology as in tests/bench/xdp.sh: the server and the threaded NAPI kthreads of its two veth
@@ -44,7 +44,7 @@
 # global, not per namespace, and which the script leaves alone.)
 # Every measurement: start the server; warm its cache (dnsperf, --warm-passes passes over the
 # 10,000 names, each twice in a row, at <= --warm-rate qps); --settle-secs (skuad-xdp-cache:
-# then until its program holds the names, at most 15 s); then kxdpgun at the offered rate for
+# then until its program holds the names, at most 15 s); then the generator at the offered rate for
 # --step-secs from the same names; stop the server. The warm-up is checked on every step: the
 # upstream's UDP InDatagrams must not move during the measured step (column 'up_q'), and the
 # server's own counters are kept (skuad: /metrics over its control socket: cache hits and
@@ -72,7 +72,13 @@
 # msg.cache.count, mem.cache.rrset and mem.cache.message (extended-statistics), and both
 # processes' RSS growth (VmRSS after the fill minus after the start): bytes per cached RRset.
 #
-# Output (--out, default /tmp/skua-xdp-cache-DATE): summary.txt, raw.tsv (hits: every kxdpgun
+# The AF_XDP load generator of mode 1 (--generator, default auto), as in xdp.sh: Knot's kxdpgun
+# when a 1 s probe works on this machine, else skua-xdpgun (kernel-appliance/xdp/src/bin/,
+# built with cargo; kxdpgun's flags and summary lines). kxdpgun 3.2.6 cannot start on kernel
+# 6.18 (its XDP program is refused for bpf_xdp_adjust_meta). The log and machine.txt say which
+# one ran; compare servers within one run, not figures of two generators.
+#
+# Output (--out, default /tmp/skua-xdp-cache-DATE): summary.txt, raw.tsv (hits: every generator
 # run), misses.tsv, memory.tsv, ratios.tsv, xdp-cache.png, machine.txt, logs/.
 # Usage: tests/bench/xdp-cache.sh [--deps] [--quick] [--misses | --memory] [options] (root; --help)
 
@@ -120,6 +126,8 @@ usage: tests/bench/xdp-cache.sh [options]            (as root)
   --wait-quiet S       before each repetition, wait up to S s for other jobs to use < 10 % of
                        the CPUs (default 30; 0 with --quick)
   --wait-other S       wait up to S s for another benchmark of tests/bench to finish (2400)
+  --generator G        hits: the AF_XDP load generator: kxdpgun, skua (skua-xdpgun, built
+                       from the work tree) or auto (default: kxdpgun if a 1 s probe works)
   --no-plot            no PNG (without matplotlib in the venv there is none anyway)
   --out DIR            results directory (default /tmp/skua-xdp-cache-DATE)
   --skuad BIN          use this skuad binary instead of building one
@@ -139,7 +147,7 @@ REPS="" RATES="50000,100000,200000,400000,700000,1000000" STEP_SECS=5 CPU_RATE=5
 OVERLOAD_RATE=400000 WARM_PASSES=3 WARM_RATE=20000 SETTLE_SECS=1
 T_LOCAL=0.9 T_PEERS=2 T_XSK=1.5
 MISS_RATES="5000,20000,0" MISS_WINDOW=500 MEM_NAMES=1000000 MEM_CACHE=1g
-WAIT_QUIET=30 QUIET_PCT=10 WAIT_OTHER=2400 BG_SECS=0.5
+WAIT_QUIET=30 QUIET_PCT=10 WAIT_OTHER=2400 BG_SECS=0.5 GENERATOR=auto
 while [[ $# -gt 0 ]]; do
     case $1 in
         --misses) MODE=misses ;;
@@ -166,6 +174,7 @@ while [[ $# -gt 0 ]]; do
         --wait-quiet) WAIT_QUIET=$2; shift ;;
         --wait-other) WAIT_OTHER=$2; shift ;;
         --no-plot) PLOT=0 ;;
+        --generator) GENERATOR=$2; shift ;;
         --out) OUT=$2; shift ;;
         --skuad) SKUAD_BIN=$2; shift ;;
         --rev) REV=$2; shift ;;
@@ -200,6 +209,8 @@ done
     die "--reps, --step-secs, --warm-*, --miss-window and --mem-names must be >= 1"
 [[ $MODE != hits || $REPS -ge 3 ]] || log "warning: --reps $REPS: with fewer than 3 repetitions the min-max says little"
 [[ -z $REV || -z ${SKUAD_BIN:-} ]] || die "--rev and --skuad exclude each other"
+[[ $GENERATOR == auto || $GENERATOR == kxdpgun || $GENERATOR == skua ]] ||
+    die "--generator must be 'auto', 'kxdpgun' or 'skua' (got '$GENERATOR')"
 IFS=, read -r -a SERVER_LIST <<< "$SERVERS"
 IFS=, read -r -a RATE_LIST <<< "$RATES"
 IFS=, read -r -a MISS_RATE_LIST <<< "$MISS_RATES"
@@ -551,7 +562,7 @@ if plot and plot_data:
     fmt = FuncFormatter(lambda v, _: f"{v / 1e6:g}M" if v >= 1e6 else f"{v / 1e3:g}k")
     ax.set_xticks(rates); ax.xaxis.set_major_formatter(fmt); ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
     ax.yaxis.set_major_formatter(fmt)
-    ax.set_xlabel("offered qps (kxdpgun -Q)"); ax.set_ylabel("answered qps (client veth rx)")
+    ax.set_xlabel("offered qps (generator -Q)"); ax.set_ylabel("answered qps (client veth rx)")
     ax.set_title(f"cache hits: answered vs offered ({len(reps)} interleaved repetitions, median, min-max)")
     ax.grid(True, which="both", alpha=0.3); ax.legend(fontsize=8)
     names = [s for s in servers if stats(vals(s, "capacity"))]
@@ -564,7 +575,7 @@ if plot and plot_data:
     ax2.set_xlabel(f"replies per second of server CPU, offered >= {overload / 1000:g}k")
     ax2.set_title("capacity: what one core of its own would answer")
     ax2.grid(True, axis="x", alpha=0.3)
-    fig.suptitle("a caching forwarder over one veth pair: server on CPU0, kxdpgun and the upstream on CPU1")
+    fig.suptitle("a caching forwarder over one veth pair: server on CPU0, the AF_XDP generator and the upstream on CPU1")
     fig.tight_layout()
     fig.savefig(os.path.join(out, "xdp-cache.png"))
     print(f"plot: {os.path.join(out, 'xdp-cache.png')}")
@@ -635,7 +646,7 @@ fi
 for t in ip ethtool taskset kdig knotd dnsperf jq curl timeout flock ss; do
     command -v "$t" >/dev/null || die "'$t' not found: run 'just bench-cache --deps' (or tests/bench/xdp-cache.sh --deps)"
 done
-[[ $MODE != hits ]] || command -v kxdpgun >/dev/null || die "kxdpgun not found: run with --deps (knot-dnsutils)"
+[[ $MODE != hits || $GENERATOR != kxdpgun ]] || command -v kxdpgun >/dev/null || die "kxdpgun not found: run with --deps (knot-dnsutils)"
 [[ $(knotd --version 2>&1) == *"version 3."* ]] || die "knotd 3.x needed (the upstream), found: $(knotd --version 2>&1 | head -1)"
 for s in "${SERVER_LIST[@]}"; do
     case $s in
@@ -932,6 +943,11 @@ pin_napi() {
     NAPI_S=$s NAPI_SU=$su NAPI_PINNED="$s $su $c $u"
 }
 pin_napi
+# Mode 1's load generator: kxdpgun if it works here, else skua-xdpgun (lib.sh, choose_generator).
+GEN=none GEN_BIN="" GEN_DESC="none (mode $MODE)"
+if [[ $MODE == hits ]]; then
+    choose_generator "$GENERATOR" "$WORK" "$NS_C" "$IF_C" "$IP_C" "$MAC_C" "$MAC_S" "$IP_S" "$WORK/queries.txt"
+fi
 
 # The upstream, for the whole run: knotd on CPU1.
 ip netns exec "$NS_U" taskset -c "$UP_CPU" knotd -c "$WORK/knot-up.conf" > "$OUT/logs/upstream-knotd.log" 2>&1 &
@@ -1175,10 +1191,10 @@ wait_prog_cache() {
 }
 
 # ---------------------------------------------------------------- mode 1: one hits step
-# raw.tsv: one row per kxdpgun run (as in xdp.sh). dur = kxdpgun's sending time; sent/answers =
+# raw.tsv: one row per generator run (as in xdp.sh). dur = the generator's sending time; sent/answers =
 # client veth (tx_packets + tx_dropped) / rx_packets; up_q = UDP datagrams the upstream received
 # during the step; cpu_us_per_ans = (server threads + its client link's NAPI kthread) CPU time /
-# answers; cpu0_pct / cpu1_pct = share of the CPU busy over the snapshot window (kxdpgun's
+# answers; cpu0_pct / cpu1_pct = share of the CPU busy over the snapshot window (the generator's
 # start-up included); srv_* / prog_* / xsk_* / sock_* = the server's own counters (NA: none);
 # warm_* = the warm-up's dnsperf (completed, lost, seconds); prog_resident = cached answers in
 # skuad-xdp-cache's XDP program before the step (NA: none logged).
@@ -1189,9 +1205,9 @@ measure_hits() {
     t0=$(date +%s)
     f="$OUT/logs/$SERVER_TAG.kx.log"
     a=$(snapshot)
-    timeout $((secs + 30)) ip netns exec "$NS_C" taskset -c "$GEN_CPU" kxdpgun -t "$secs" -Q "$rate" \
+    timeout $((secs + 30)) ip netns exec "$NS_C" taskset -c "$GEN_CPU" "$GEN_BIN" -t "$secs" -Q "$rate" \
         -i "$WORK/queries.txt" -I "$IF_C" -l "$IP_C" -L "$MAC_C" -R "$MAC_S" -F "$GEN_CPU" "$IP_S" > "$f" 2>&1 ||
-        log "warning: kxdpgun exited with an error (log $f)"
+        log "warning: $GEN exited with an error (log $f)"
     sleep 0.2   # late replies
     b=$(snapshot)
     in_c ip link set dev "$IF_C" xdp off 2>/dev/null || true
@@ -1343,7 +1359,7 @@ ROUND=0 STEP_N=0 BG=0
     echo "skuad: $SKUAD_DESC; $XSK_NOTE"
     echo "upstream: $(knotd --version 2>&1 | head -1), one UDP worker, CPU$UP_CPU"
     echo "unbound: $(unbound -V 2>/dev/null | head -1 || echo -); kresd: $(kresd --version 2>/dev/null | head -1 || echo -); dnsdist: $(dnsdist --version 2>/dev/null | head -1 || echo -)"
-    echo "kxdpgun: $(dpkg-query -W -f '${Version}' knot-dnsutils 2>/dev/null || echo ?); dnsperf: $(dnsperf -h 2>&1 | awk '/^Version/ {print $2}')"
+    echo "generator: $GEN_DESC; dnsperf: $(dnsperf -h 2>&1 | awk '/^Version/ {print $2}')"
     echo "args: reps=$REPS servers=$SERVERS rates=$RATES step_secs=$STEP_SECS cpu_rate=$CPU_RATE overload_rate=$OVERLOAD_RATE warm_passes=$WARM_PASSES warm_rate=$WARM_RATE settle_secs=$SETTLE_SECS miss_rates=$MISS_RATES miss_window=$MISS_WINDOW mem_names=$MEM_NAMES mem_cache_size=$MEM_CACHE quick=$QUICK targets: local>=$T_LOCAL peers>=$T_PEERS xsk-peers>=$T_XSK"
     echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg); top processes: $(ps -eo pcpu=,comm= --sort=-pcpu | head -4 | awk '{printf "%s %s%%; ", $2, $1}')"
 } > "$OUT/machine.txt"

@@ -5,7 +5,8 @@
 #   server namespace 198.18.0.1 (xbs0) <--veth--> client namespace 198.18.0.2 (xbc0)
 #
 # Topology (as in tests/bench/veth.sh and docs of the peer figures, shared/guides/bench.md):
-# the server runs pinned to CPU0, kxdpgun (AF_XDP sender) to CPU1; threaded NAPI on both veth
+# the server runs pinned to CPU0, the load generator (an AF_XDP sender: kxdpgun, or
+# skua-xdpgun where kxdpgun cannot start, see below) to CPU1; threaded NAPI on both veth
 # ends with the kthread of xbs0 (receives the queries) pinned to CPU0 and that of xbc0
 # (receives the replies) pinned to CPU1, so that the kernel receive work of the queries is
 # charged to the server's core; GRO on and TX checksum offload off on both ends; IPv6 off in
@@ -50,7 +51,7 @@
 #   (b) server CPU per answer at --cpu-rate (default 50k, 10 s): CPU time (schedstat, ns) of
 #       the server's threads + its NAPI kthread (CPU0), divided by the answers; also CPU0's
 #       total busy time (/proc/stat) per answer;
-#   (c) with --ladder: kxdpgun 3 s steps at rising offered rates, highest rate answered with
+#   (c) with --ladder: generator 3 s steps at rising offered rates, highest rate answered with
 #       < 1 % loss (a failed step is tried twice; then two bisection steps; all servers climb
 #       in lockstep, one round per step), then a confirmation run at that rate.
 # Every figure is reported as the median over the repetitions with its min-max, and the spread
@@ -61,19 +62,28 @@
 # min-max straddles the target, and which XDP path of skuad (program or AF_XDP-only) is faster
 # here. The script always exits 0 once it has measured: the verdicts are for reading.
 # Answers are counted at the RECEIVER: rx_packets of the client veth (every reply that crossed
-# the pair), with kxdpgun's own count, the server's counters (skuad: SIGUSR1 dump, ceiling:
+# the pair), with the generator's own count, the server's counters (skuad: SIGUSR1 dump, ceiling:
 # its per-CPU map) and the veth drops in each direction alongside. Loss is against the
 # queries that entered the veth (client tx_packets + tx_dropped), and a step where the
 # generator could not send 95 % of the offered rate is marked generator-bound ('G').
 # Every XDP program is detached after each server and at exit ('ip link set dev X xdp off').
 #
 # Output (OUT, default /tmp/skua-xdp-DATE): summary.txt (tables and verdicts), xdp-bench.csv
-# (medians with min and max), raw.tsv (every kxdpgun run, with its repetition, round and
+# (medians with min and max), raw.tsv (every generator run, with its repetition, round and
 # start time), ratios.tsv (every per-repetition ratio), xdp-bench.png (answered vs offered
 # qps, median with the min-max band), logs.
 #
+# The load generator (--generator, default auto): Knot's kxdpgun when it starts on this
+# machine (probed once: 1 s at 1000 qps against the server address must send queries), else
+# skua-xdpgun (kernel-appliance/xdp/src/bin/skua-xdpgun.rs, built with cargo): the same flags,
+# the same summary lines, its own AF_XDP socket on queue 0 and a receive program assembled in
+# the tool. kxdpgun 3.2.6 cannot start on kernel 6.18 ("program of this type cannot use helper
+# bpf_xdp_adjust_meta"). The log and machine.txt say which one ran; the columns kx_* of
+# raw.tsv hold its own counts either way. Figures of one generator are not comparable with
+# another's: compare servers within one run.
+#
 # Usage: tests/bench/xdp.sh [--deps] [--quick] [options]     (root; see --help)
-# Needs: ip (iproute2 with libbpf), ethtool, taskset, kxdpgun and kdig (knot-dnsutils), knotd
+# Needs: ip (iproute2 with libbpf), ethtool, taskset, kdig and (preferably) kxdpgun (knot-dnsutils), knotd
 # (knot), clang, bpftool, jq, python3, cargo; matplotlib in a venv (/tmp/skua-bench-venv) for
 # the plot. `--deps` installs the missing ones (apt-get and pip, each command printed).
 
@@ -103,7 +113,9 @@ usage: tests/bench/xdp.sh [options]                 (as root)
   --interleave MODE    step (default): each measurement is one round over all servers, each
                        started for it and stopped after it (A B C A B C); server: all of a
                        server's measurements of a repetition under one start (A A B B)
-  --sources NET        kxdpgun sends from every address of NET (e.g. 198.18.128.0/17, outside
+  --generator G        the AF_XDP load generator: kxdpgun, skua (skua-xdpgun, built from
+                       the work tree) or auto (default: kxdpgun if a 1 s probe works here)
+  --sources NET        the generator sends from every address of NET (e.g. 198.18.128.0/17, outside
                        198.18.0.0/24; the server routes NET via the client) instead of from
                        198.18.0.2 alone: many clients, for rate limiting
   --rates LIST         fixed offered rates, qps (default 25000,50000,100000,200000,400000,
@@ -127,7 +139,7 @@ usage: tests/bench/xdp.sh [options]                 (as root)
   --wait-other S       wait up to S s (polling every 30 s) for another benchmark of
                        tests/bench (veth.sh, bigzone.sh, inprocess.sh) to finish (default 2400)
   --client-napi-fifo   run the client's NAPI kthread (receives the replies, CPU1) SCHED_FIFO 50,
-                       so that kxdpgun cannot delay it: fewer replies lost in the client's veth
+                       so that the generator cannot delay it: fewer replies lost in the client's veth
                        ring (off by default, as in tests/bench/veth.sh and the guide)
   --no-plot            no PNG (no matplotlib needed)
   --out DIR            results directory (default /tmp/skua-xdp-DATE)
@@ -143,7 +155,7 @@ EOF2
 
 DEFAULT_SERVERS="skuad-xdp,skuad-xsk,skuad-sock,knotd-xdp,ceiling"
 ALL_SERVERS="$DEFAULT_SERVERS,skuad-xsk-rrl,skuad-sock-rrl"
-SOURCES="" REV="" SUMMARIZE="" INTERLEAVE=step LADDER=0
+SOURCES="" REV="" SUMMARIZE="" INTERLEAVE=step LADDER=0 GENERATOR=auto
 REPS=5 SERVERS=$DEFAULT_SERVERS QUICK=0 DEPS=0 DEPS_ONLY=0 PLOT=1 OUT=""
 RATES="25000,50000,100000,200000,400000,800000,1600000"
 LADDER_SECS=3 STEP_SECS=5 CPU_RATE=50000 CPU_SECS=10 CONFIRM_SECS=10
@@ -159,6 +171,7 @@ while [[ $# -gt 0 ]]; do
         --servers) SERVERS=$2; shift ;;
         --interleave) INTERLEAVE=$2; shift ;;
         --sources) SOURCES=$2; shift ;;
+        --generator) GENERATOR=$2; shift ;;
         --rates) RATES=$2; RATES_GIVEN=1; shift ;;
         --step-secs) STEP_SECS=$2; STEP_GIVEN=1; shift ;;
         --cpu-rate) CPU_RATE=$2; shift ;;
@@ -199,6 +212,8 @@ for v in T_KNOT T_CEIL T_SOCK T_CPU; do
 done
 [[ $REPS -ge 1 && $STEP_SECS -ge 1 && $CPU_SECS -ge 1 && $CONFIRM_SECS -ge 1 ]] || die "--reps and durations must be >= 1"
 [[ $REPS -ge 3 ]] || log "warning: --reps $REPS: with fewer than 3 repetitions the min-max says little, and no verdict is UNSTABLE-proof"
+[[ $GENERATOR == auto || $GENERATOR == kxdpgun || $GENERATOR == skua ]] ||
+    die "--generator must be 'auto', 'kxdpgun' or 'skua' (got '$GENERATOR')"
 [[ $INTERLEAVE == step || $INTERLEAVE == server ]] || die "--interleave must be 'step' or 'server' (got '$INTERLEAVE')"
 [[ -z $REV || -z ${SKUAD_BIN:-} ]] || die "--rev and --skuad exclude each other"
 IFS=, read -r -a SERVER_LIST <<< "$SERVERS"
@@ -408,7 +423,7 @@ grid("replies emitted by the server per second (received + refused by the veth o
 grid("replies emitted per second of server CPU", "cap", lambda x: f"{x / 1000:.0f}k")
 grid("CPU us per answer at the fixed offered rates (server threads + its NAPI kthread, per received answer)", "cpu", lambda x: f"{x:.2f}")
 p("")
-p("per fixed rate, medians: loss % | veth drops queries/replies | kxdpgun's own replies/s | server-counted answers/s | cpu us/answer")
+p("per fixed rate, medians: loss % | veth drops queries/replies | the generator's own replies/s | server-counted answers/s | cpu us/answer")
 for s in servers:
     for r in rates:
         sel = [x for x in rows if x["server"] == s and x["phase"] == "fixed" and int(x["offered"]) == r]
@@ -549,7 +564,7 @@ if plot:
     fmt = FuncFormatter(lambda v, _: f"{v / 1e6:g}M" if v >= 1e6 else f"{v / 1e3:g}k")
     ax.set_xticks(rates); ax.xaxis.set_major_formatter(fmt); ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
     ax.yaxis.set_major_formatter(fmt)
-    ax.set_xlabel("offered qps (kxdpgun -Q)"); ax.set_ylabel("answered qps (client veth rx)")
+    ax.set_xlabel("offered qps (generator -Q)"); ax.set_ylabel("answered qps (client veth rx)")
     ax.set_title(f"answered vs offered ({nreps} interleaved repetitions)")
     ax.grid(True, which="both", alpha=0.3); ax.legend(fontsize=8)
     names = [s for s in servers if stats(vals(s, "capacity"))]
@@ -562,7 +577,7 @@ if plot:
     ax2.set_xlabel(f"replies per second of server CPU, offered >= {k(overload, 0)} (median, min-max)")
     ax2.set_title("capacity: what one core of its own would answer")
     ax2.grid(True, axis="x", alpha=0.3)
-    fig.suptitle("DNS over one veth pair, server on CPU0, kxdpgun on CPU1")
+    fig.suptitle("DNS over one veth pair, server on CPU0, the AF_XDP generator on CPU1")
     fig.tight_layout()
     fig.savefig(os.path.join(out, "xdp-bench.png"))
     print(f"plot: {os.path.join(out, 'xdp-bench.png')}")
@@ -628,7 +643,7 @@ if [[ $DEPS == 1 ]]; then
     if [[ $DEPS_ONLY == 1 ]]; then log "--deps-only: done"; exit 0; fi
 fi
 
-for t in ip ethtool taskset kdig kxdpgun jq bpftool timeout flock; do
+for t in ip ethtool taskset kdig jq bpftool timeout flock; do
     command -v "$t" >/dev/null || die "'$t' not found: run 'just bench-xdp --deps' (or tests/bench/xdp.sh --deps)"
 done
 [[ -n $SYS_PY ]] || die "python3 not found: run with --deps"
@@ -846,6 +861,8 @@ pin_napi() {
     NAPI_S=$s NAPI_C=$c
 }
 pin_napi
+# The load generator: kxdpgun if it works here, else skua-xdpgun (lib.sh, choose_generator).
+choose_generator "$GENERATOR" "$WORK" "$NS_C" "$IF_C" "$IP_C" "$MAC_C" "$MAC_S" "$IP_S" "$WORK/queries.txt"
 
 # ---------------------------------------------------------------- counters
 # sum_runtime PIDS...: ns on CPU (schedstat) of every thread of these processes.
@@ -976,7 +993,7 @@ start_server() { # start_server NAME TAG
             [[ -n $CEIL_MAP ]] || die "ceiling: program $prog has no map"
             in_s ip -d link show dev "$IF_S" | grep -o 'xdp.*prog/xdp id [0-9]* name [^ ]*' >> "$log" || true
             # veth wakes the client's NAPI after XDP_TX only if the client end runs an XDP
-            # program (kxdpgun's, during the runs): a pass-all one for the kdig check.
+            # program (the generator's, during the runs): a pass-all one for the kdig check.
             in_c ip link set dev "$IF_C" xdpdrv obj "$WORK/xdp_tx_ceiling.bpf.o" sec xdp_pass >> "$log" 2>&1 ||
                 { cat "$log" >&2; die "cannot attach the pass-all program to $IF_C"; }
             SERVER_PID="" want=198.18.0.42 ;;   # the ceiling answers 198.18.0.42 to every name
@@ -985,7 +1002,12 @@ start_server() { # start_server NAME TAG
     local ready=0 t_end=$((SECONDS + 15))
     while (( SECONDS < t_end )); do
         if [[ -n $SERVER_PID ]] && ! kill -0 "$SERVER_PID" 2>/dev/null; then
-            cat "$log" >&2; SERVER_PID=""; die "$name exited during start-up (log above)"
+            cat "$log" >&2; SERVER_PID=""
+            # knotd's XDP program is libknot's, the one kxdpgun loads: refused the same way.
+            if [[ $name == knotd-xdp ]] && grep -q "cannot use helper bpf_xdp_adjust_meta" "$log"; then
+                die "knotd-xdp: this kernel refuses knotd's XDP program (bpf_xdp_adjust_meta, as kxdpgun's): leave knotd-xdp out of --servers here"
+            fi
+            die "$name exited during start-up (log above)"
         fi
         if [[ $name == skuad-x* ]] && grep -q "xdp: not used\|xdp: disabled" "$log"; then
             cat "$log" >&2; die "skuad did not start its XDP plane (log above)"
@@ -1013,10 +1035,10 @@ start_server() { # start_server NAME TAG
 }
 
 # ---------------------------------------------------------------- one measurement
-# raw.tsv: one row per kxdpgun run. dur = kxdpgun's sending time; sent/answers = client veth
+# raw.tsv: one row per generator run. dur = the generator's sending time; sent/answers = client veth
 # (tx_packets + tx_dropped) / rx_packets deltas; cpu_us_per_ans = (server threads + server
 # NAPI kthread) CPU time / answers; cpu0_us_per_ans = CPU0 busy time / answers; cpu0_pct /
-# cpu1_pct = busy time of the CPU over the whole window (kxdpgun start-up included) / dur;
+# cpu1_pct = busy time of the CPU over the whole window (generator start-up included) / dur;
 # round = the measurement round of the whole run (one per server and measurement with
 # --interleave step: the rows of one round ran seconds apart), t_start = its Unix time;
 # s_tx, s_txdrop, c_rxdrop = veth counters of the replies' direction (server tx_packets and
@@ -1025,19 +1047,19 @@ RAW=$OUT/raw.tsv
 RAW_FIELDS="rep server phase offered secs dur kx_sent kx_sent_pps kx_replies kx_replies_pps sent answers sent_rate ans_rate loss_pct gen_bound q_drops r_drops udp_in rcvbuf srv_answers srv_received cpu_us_per_ans cpu0_us_per_ans srv_ms napi_s_ms napi_c_ms cpu0_pct cpu1_pct xdp_tx_full xsk_rx_dropped xsk_fill_empty xsk_rx_ring_full sock_queries xdp_hot xdp_dropped ceil_bare background_pct round t_start s_tx s_txdrop c_rxdrop"
 tr ' ' '\t' <<< "$RAW_FIELDS" > "$RAW"
 
-# measure PHASE RATE SECS: one kxdpgun run; appends a raw row and sets M_* (ok, rates, loss).
+# measure PHASE RATE SECS: one generator run (GEN_BIN: kxdpgun or skua-xdpgun, same flags); appends a raw row and sets M_* (ok, rates, loss).
 M_LOSS=100 M_GEN=0
 measure() {
     local phase=$1 rate=$2 secs=$3 f a b row t0
     t0=$(date +%s)
     f="$OUT/logs/$SERVER_TAG.$phase-$rate-${secs}s.$((++MEASURE_N)).kx.log"
     a=$(snapshot)
-    timeout $((secs + 30)) ip netns exec "$NS_C" taskset -c "$GEN_CPU" kxdpgun -t "$secs" -Q "$rate" \
+    timeout $((secs + 30)) ip netns exec "$NS_C" taskset -c "$GEN_CPU" "$GEN_BIN" -t "$secs" -Q "$rate" \
         -i "$WORK/queries.txt" -I "$IF_C" -l "${SOURCES:-$IP_C}" -L "$MAC_C" -R "$MAC_S" -F "$GEN_CPU" "$IP_S" > "$f" 2>&1 ||
-        log "warning: kxdpgun exited with an error (log $f)"
+        log "warning: $GEN exited with an error (log $f)"
     sleep 0.2   # late replies
     b=$(snapshot)
-    # kxdpgun leaves its XDP program on the generator's interface.
+    # kxdpgun leaves its XDP program on the generator's interface (skua-xdpgun's leaves with it).
     in_c ip link set dev "$IF_C" xdp off 2>/dev/null || true
     local kx
     kx=$(awk '/^total queries:/ {s = $3; sp = $4} /^total replies:/ {r = $3; rp = $4}
@@ -1196,7 +1218,7 @@ measurements() {
     echo "kernel: $(uname -r)"
     echo "cpu: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo) x $(nproc)"
     echo "knotd: $(knotd --version 2>&1 | head -1)"
-    echo "kxdpgun: $(dpkg-query -W -f '${Version}' knot-dnsutils 2>/dev/null || echo ?)"
+    echo "generator: $GEN_DESC"
     echo "clang: $(clang --version 2>/dev/null | head -1)"
     echo "skuad: ${SKUAD_DESC:-not measured}"
     echo "args: reps=$REPS servers=$SERVERS interleave=$INTERLEAVE rates=$RATES step_secs=$STEP_SECS cpu_rate=$CPU_RATE cpu_secs=$CPU_SECS overload_rate=$OVERLOAD_RATE ladder=$LADDER$([[ $LADDER == 1 ]] && echo " ladder_rates=${LADDER_RATES[*]} ladder_secs=$LADDER_SECS confirm_secs=$CONFIRM_SECS") quick=$QUICK client_napi_fifo=$CLIENT_FIFO sources=${SOURCES:-$IP_C} targets: knotd>=$T_KNOT ceiling>=$T_CEIL sock>=$T_SOCK cpu/knotd<=$T_CPU"
