@@ -1373,7 +1373,14 @@ fn watch_paths(
                 Some((
                     ifname.clone(),
                     Watch::new(redirected, received(stats)),
-                    veth.then(|| Watch::new(answered, xmit(ifname))),
+                    veth.then(|| {
+                        Watch::with_bounds(
+                            answered,
+                            xmit(ifname),
+                            watch::TX_MIN_LOST,
+                            watch::TX_STILL_MS,
+                        )
+                    }),
                 ))
             })
             .collect()

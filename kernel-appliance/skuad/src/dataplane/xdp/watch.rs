@@ -15,12 +15,20 @@
 //! Pure logic on counter samples and a millisecond clock the caller supplies, so that it
 //! is unit-tested here without a NIC.
 
-/// Frames handed on with nothing received before the path is called broken: a few lost
-/// queries are no proof (the kernel may have dropped them for a full ring), dozens are.
+/// Frames handed to the AF_XDP sockets with nothing received before that path is called
+/// broken: a few lost queries are no proof (the kernel may have dropped them for a full
+/// ring), dozens are.
 pub const MIN_LOST: u64 = 32;
-/// How long the receiving counter must stand still while [`MIN_LOST`] frames were handed
+/// How long the workers' counter must stand still while [`MIN_LOST`] frames were handed
 /// on: longer than any scheduling stall of a worker (seconds under QEMU's TCG emulation).
 pub const STILL_MS: u64 = 5_000;
+/// For answers sent to a veth's peer: its `xdp_xmit` counter moves in the same softirq as
+/// the program's redirect (`veth_xdp_xmit`), no thread has to run for it, so a few answers
+/// and one sampling period without it are proof enough, and every answer lost costs a
+/// client a retry.
+pub const TX_MIN_LOST: u64 = 4;
+/// See [`TX_MIN_LOST`]: one sampling period.
+pub const TX_STILL_MS: u64 = 250;
 
 /// What one sample showed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +49,8 @@ pub enum Seen {
 /// One watched pair of counters: `sent` (the program's) and `received` (the far side's).
 #[derive(Clone, Debug)]
 pub struct Watch {
+    min_lost: u64,
+    still_ms: u64,
     proven: bool,
     last_sent: u64,
     last_received: u64,
@@ -49,9 +59,18 @@ pub struct Watch {
 }
 
 impl Watch {
-    /// Starts from the counters as they are now (frames before this are not judged).
+    /// Starts from the counters as they are now (frames before this are not judged), for
+    /// the path to the AF_XDP sockets ([`MIN_LOST`], [`STILL_MS`]).
     pub fn new(sent: u64, received: u64) -> Self {
+        Self::with_bounds(sent, received, MIN_LOST, STILL_MS)
+    }
+
+    /// The same with other bounds: `min_lost` frames handed on over `still_ms` with
+    /// nothing received is a broken path.
+    pub fn with_bounds(sent: u64, received: u64, min_lost: u64, still_ms: u64) -> Self {
         Self {
+            min_lost,
+            still_ms,
             proven: false,
             last_sent: sent,
             last_received: received,
@@ -70,7 +89,7 @@ impl Watch {
         if sent < self.last_sent || received < self.last_received {
             *self = Self {
                 proven: self.proven,
-                ..Self::new(sent, received)
+                ..Self::with_bounds(sent, received, self.min_lost, self.still_ms)
             };
             return Seen::Nothing;
         }
@@ -90,7 +109,7 @@ impl Watch {
         }
         let (from, since) = *self.suspect.get_or_insert((sent_before, now_ms));
         let (lost, still_ms) = (sent - from, now_ms.saturating_sub(since));
-        if lost >= MIN_LOST && still_ms >= STILL_MS {
+        if lost >= self.min_lost && still_ms >= self.still_ms {
             return Seen::Broken { lost, still_ms };
         }
         Seen::Nothing
@@ -163,6 +182,24 @@ mod tests {
             assert_eq!(w.sample(t * 1_000, 5, 5), Seen::Nothing);
         }
         assert!(!w.proven());
+    }
+
+    #[test]
+    fn a_veth_peer_that_takes_nothing_is_found_within_a_sampling_period() {
+        let mut w = Watch::with_bounds(0, 0, TX_MIN_LOST, TX_STILL_MS);
+        assert_eq!(w.sample(250, 2, 0), Seen::Nothing);
+        assert_eq!(w.sample(500, 3, 0), Seen::Nothing);
+        assert_eq!(
+            w.sample(750, 9, 0),
+            Seen::Broken {
+                lost: 9,
+                still_ms: 500
+            }
+        );
+        // A peer that takes them is proven at once, whatever was in flight between reads.
+        let mut w = Watch::with_bounds(0, 0, TX_MIN_LOST, TX_STILL_MS);
+        assert_eq!(w.sample(250, 40, 36), Seen::Proven);
+        assert_eq!(w.sample(500, 80, 76), Seen::Nothing);
     }
 
     #[test]
