@@ -40,7 +40,10 @@ usage: tests/bench/veth.sh [options]
                        for reference; skuad and skuad-rcvbuf always run with --no-xdp
   --skuad-rcvbuf SIZE  so-rcvbuf of the skuad-rcvbuf variant (default 4m; knotd and plain
                        skuad use the kernel default, net.core.rmem_default)
-  --no-kxdpgun         dnsperf only
+  --no-kxdpgun         dnsperf only (no open-loop phases)
+  --generator G        open-loop sender: auto (kxdpgun when a 1 s probe works here, else
+                       skua-xdpgun, the project's own: kxdpgun 3.2.6 cannot start on kernel
+                       6.18), kxdpgun or skua
   --no-ladder          kxdpgun overload run only
   --no-threaded-napi   leave veth NAPI in softirq context (then the receive work of the
                        queries is charged to the generator's CPU)
@@ -54,7 +57,7 @@ usage: tests/bench/veth.sh [options]
 EOF
 }
 
-REPS=3 DUR=10 SERVERS="skuad,knotd" KX=1 LADDER=1 THREADED=1 NAPI_FIFO=0 QUICK=0 XDP_REF=0
+REPS=3 DUR=10 SERVERS="skuad,knotd" KX=1 GENERATOR=auto LADDER=1 THREADED=1 NAPI_FIFO=0 QUICK=0 XDP_REF=0
 WAIT_QUIET=60 QUIET_PCT=10
 SKUAD_RCVBUF=4m OUT=""
 while [[ $# -gt 0 ]]; do
@@ -67,6 +70,7 @@ while [[ $# -gt 0 ]]; do
         --with-xdp|--with-knot-xdp) XDP_REF=1 ;;
         --skuad-rcvbuf) SKUAD_RCVBUF=$2; shift ;;
         --no-kxdpgun) KX=0 ;;
+        --generator) GENERATOR=$2; shift ;;
         --no-ladder) LADDER=0 ;;
         --no-threaded-napi) THREADED=0 ;;
         --napi-fifo) NAPI_FIFO=1 ;;
@@ -89,9 +93,8 @@ done
 for t in ip ethtool taskset dnsperf kdig knotd timeout; do
     command -v "$t" >/dev/null || die "'$t' not found (apt-get install iproute2 ethtool dnsperf knot knot-dnsutils)"
 done
-if [[ $KX == 1 ]] && ! command -v kxdpgun >/dev/null; then
-    log "kxdpgun not found (knot-dnsutils): dnsperf only"; KX=0
-fi
+# The open-loop phases send with kxdpgun where it starts, else with skua-xdpgun (lib.sh,
+# choose_generator, after the pair is up).
 [[ $(nproc) -ge 2 ]] || die "needs 2 CPUs (server on CPU0, generator on CPU1)"
 
 SRV_CPU=0 GEN_CPU=1
@@ -311,7 +314,7 @@ run_dnsperf() {
 # run_kx TAG RATE SECONDS -> prints 'sent_pps replies_pps loss_percent'
 run_kx() {
     local f="$OUT/$1.kx-$2-$3s.log"
-    timeout $((${3%.*} + 20)) ip netns exec "$NS_C" kxdpgun -t "$3" -Q "$2" -i "$WORK/queries.txt" \
+    timeout $((${3%.*} + 20)) ip netns exec "$NS_C" "$GEN_BIN" -t "$3" -Q "$2" -i "$WORK/queries.txt" \
         -I "$IF_C" -l "$IP_C" -L "$MAC_C" -R "$MAC_S" -F "$GEN_CPU" "$IP_S" > "$f" 2>&1 || true
     # kxdpgun leaves its XDP program on the generator's interface.
     in_c ip link set dev "$IF_C" xdp off 2>/dev/null || true
@@ -369,7 +372,11 @@ dnsperf_phase() { run_dnsperf "$1"; }
 kx_phase() { local r; r=$(run_kx "$1" "$2" "$DUR"); set -- $r; echo "$2 $3 sent_pps=$1"; }
 ladder_phase() { echo "$(ladder "$1") <1% (3 s steps)"; }
 
-log "results in $OUT (servers: ${SERVER_LIST[*]}; reps $REPS; ${DUR} s phases; kxdpgun $KX, ladder $LADDER, threaded NAPI $THREADED, NAPI FIFO $NAPI_FIFO)"
+GEN=none GEN_DESC=none
+if [[ $KX == 1 ]]; then
+    choose_generator "$GENERATOR" "$WORK" "$NS_C" "$IF_C" "$IP_C" "$MAC_C" "$MAC_S" "$IP_S" "$WORK/queries.txt"
+fi
+log "results in $OUT (servers: ${SERVER_LIST[*]}; reps $REPS; ${DUR} s phases; open loop $KX ($GEN), ladder $LADDER, threaded NAPI $THREADED, NAPI FIFO $NAPI_FIFO)"
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "kernel: $(uname -r)"
@@ -378,6 +385,7 @@ log "results in $OUT (servers: ${SERVER_LIST[*]}; reps $REPS; ${DUR} s phases; k
     echo "dnsperf: $(dpkg-query -W -f '${Version}' dnsperf 2>/dev/null || echo ?)"
     echo "skuad: $(cd "$BENCH_ROOT" && git rev-parse --short HEAD 2>/dev/null || echo ?)$(cd "$BENCH_ROOT" && git diff --quiet HEAD -- kernel-appliance 2>/dev/null || echo ' (work tree modified)')"
     echo "net.core.rmem_default: $(sysctl -n net.core.rmem_default)  rmem_max: $(sysctl -n net.core.rmem_max)"
+    echo "generator: $GEN_DESC"
     echo "args: reps=$REPS duration=$DUR servers=$SERVERS kxdpgun=$KX ladder=$LADDER threaded_napi=$THREADED napi_fifo=$NAPI_FIFO skuad_rcvbuf=$SKUAD_RCVBUF"
 } > "$OUT/machine.txt"
 
