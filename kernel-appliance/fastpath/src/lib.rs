@@ -3,9 +3,10 @@
 //! What it does: parse Ethernet (one 802.1Q/802.1ad tag), IPv4 or IPv6, and UDP from a raw
 //! frame, **verify the IPv4 header checksum and the UDP checksum** (peers skip this; a
 //! corrupted query is dropped and counted, never answered), hand the DNS payload to the
-//! [`skua_engine::Engine`], and turn the same frame into the reply: MACs, addresses and
-//! ports swapped, lengths and checksums rewritten. Used by the AF_XDP workers and, later,
-//! the unikernel's virtio-net loop.
+//! front door ([`skua_serve::Door`]: NOTIFY, TSIG, local data and the resolver's cache
+//! through the engine, a miss read once), and turn the same frame into the reply: MACs,
+//! addresses and ports swapped, lengths and checksums rewritten. Used by the AF_XDP workers
+//! and, later, the unikernel's virtio-net loop.
 //!
 //! What it does not do: IPv4 options, fragments, IPv6 extension headers, TCP (the XDP
 //! program passes those to the kernel; should one arrive here it is handed back as
@@ -17,15 +18,20 @@
 //! Ethernet source with the group bit, an IPv4 source of 0.0.0.0, 224/4 or 240/4, an IPv6
 //! source of `::` or ff00::/8): the reply would go to that address.
 //!
-//! `#![no_std]`, no allocation, `#![forbid(unsafe_code)]`. No input makes it panic.
+//! `#![no_std]`, `#![forbid(unsafe_code)]`; it allocates only off the hot path (a miss's
+//! question, the answer to a NOTIFY or a signed query, built by the door). No input makes
+//! it panic.
 
 #![no_std]
 #![forbid(unsafe_code)]
 
+extern crate alloc;
+
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use skua_engine::engine::DropReason as EngineDrop;
-use skua_engine::{Engine, Outcome, Request, Transport};
+use skua_engine::{Engine, Transport};
+use skua_serve::{Ask, Door, Event, Kind, Miss, Step, Zones};
 
 const ETH_HLEN: usize = 14;
 const VLAN_HLEN: usize = 4;
@@ -105,14 +111,15 @@ impl Drop {
 }
 
 /// What to do with a frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
     /// The frame now holds the reply, `len` bytes long: transmit it on the same queue.
     Reply {
         /// Frame length.
         len: usize,
-        /// From the engine (hot path, RCODE, TC, inform, QTYPE, rate limiting, cache).
-        info: skua_engine::engine::ReplyInfo,
+        /// From the engine (hot path, RCODE, TC, inform, QTYPE, rate limiting, cache);
+        /// `None` for the door's own answers (NOTIFY, a signed query).
+        info: Option<skua_engine::engine::ReplyInfo>,
         /// Length of the query, still in the scratch buffer (for a refresh, see
         /// [`handle_frame_with`]).
         query_len: usize,
@@ -123,6 +130,8 @@ pub enum Verdict {
     /// the scratch buffer) to the resolver, whose answer leaves through the kernel socket of
     /// `server`.
     Resolve {
+        /// The question, read once by the door.
+        miss: Miss,
         /// Query length in the scratch buffer.
         query_len: usize,
         /// The client.
@@ -356,21 +365,31 @@ pub fn handle_frame(
     len: usize,
     scratch: &mut [u8],
 ) -> Verdict {
-    handle_frame_with(engine, &skua_engine::NoCache, now, frame, len, scratch)
+    handle_frame_with(
+        &Door::engine(engine),
+        now,
+        0,
+        frame,
+        len,
+        scratch,
+        &mut |_, _| {},
+    )
 }
 
-/// [`handle_frame`] with the resolver's cache: a name outside local data that the cache
-/// holds is answered in the frame like local data (TTLs counted down); one it does not
-/// hold is [`Verdict::Resolve`]. A cache hit that asks for a refresh (prefetch, stale)
-/// says so in its [`Verdict::Reply`]'s `info.refresh`, with the query still in
-/// `scratch[..query_len]`.
-pub fn handle_frame_with<C: skua_engine::AnswerCache>(
-    engine: &Engine,
-    cache: &C,
+/// [`handle_frame`] through the whole door: the resolver's cache (a name outside local data
+/// that the cache holds is answered in the frame like local data, TTLs counted down; one it
+/// does not hold is [`Verdict::Resolve`]; a hit that asks for a refresh says so in its
+/// [`Verdict::Reply`]'s `info.refresh`, with the query still in `scratch[..query_len]`), a
+/// NOTIFY for a secondary zone and a TSIG-signed query (`unix`: seconds since the epoch,
+/// TSIG's clock), whose events `events` hears with the client they came from.
+pub fn handle_frame_with<C: skua_engine::AnswerCache, Z: Zones + ?Sized>(
+    door: &Door<'_, C, Z>,
     now: u32,
+    unix: u64,
     frame: &mut [u8],
     len: usize,
     scratch: &mut [u8],
+    events: &mut dyn FnMut(SocketAddr, Event),
 ) -> Verdict {
     let len = len.min(frame.len());
     let u = match parse(&frame[..len]) {
@@ -411,51 +430,51 @@ pub fn handle_frame_with<C: skua_engine::AnswerCache>(
         return Verdict::Drop(Drop::NoRoom);
     };
     q.copy_from_slice(&frame[payload_off..payload_off + qlen]);
-    let req = Request {
-        src: client.ip(),
-        transport: Transport::Udp,
-        now,
-    };
     let room = frame.len() - payload_off;
+    let ask = Ask {
+        kind: Kind::Udp,
+        peer: client,
+        now,
+        unix,
+        pad: None,
+        query: &scratch[..qlen],
+    };
+    let kernel = Verdict::Kernel {
+        query_len: qlen,
+        client: Some(client),
+        server: Some(server),
+    };
     let (dns_len, info) =
-        match engine.handle_query_with(&req, &scratch[..qlen], &mut frame[payload_off..], cache) {
-            Outcome::Reply { len, info } => (len, info),
-            Outcome::Resolve => {
+        match door.handle(&ask, &mut frame[payload_off..], &mut |e| events(client, e)) {
+            Step::Reply { len, info } => (len, info),
+            Step::Resolve(miss) => {
                 return Verdict::Resolve {
+                    miss,
                     query_len: qlen,
                     client,
                     server,
                 };
             }
             // Too large for the frame: the caller's kernel path.
-            Outcome::Drop {
+            Step::Drop {
                 reason: EngineDrop::Buffer,
                 ..
-            } => {
-                return Verdict::Kernel {
-                    query_len: qlen,
-                    client: Some(client),
-                    server: Some(server),
-                };
-            }
-            Outcome::Drop {
+            } => return kernel,
+            Step::Drop {
                 reason: EngineDrop::RateLimited,
                 ..
             } => return Verdict::Drop(Drop::RateLimited),
-            Outcome::Drop { .. } => return Verdict::Drop(Drop::Engine),
+            Step::Drop { .. } => return Verdict::Drop(Drop::Engine),
         };
     // A reply truncated only because the frame is small goes out through the kernel,
     // whole: the engine's limit for this client may be larger than the frame. (A slipped
     // reply is truncated on purpose: it goes out here.)
-    if info.truncated
-        && !info.slipped
-        && engine.reply_limit(&scratch[..qlen], Transport::Udp) > room
+    if let Some(i) = info
+        && i.truncated
+        && !i.slipped
+        && door.engine.reply_limit(&scratch[..qlen], Transport::Udp) > room
     {
-        return Verdict::Kernel {
-            query_len: qlen,
-            client: Some(client),
-            server: Some(server),
-        };
+        return kernel;
     }
     Verdict::Reply {
         len: rewrite(frame, &u, dns_len),

@@ -7,6 +7,7 @@ use std::vec::Vec;
 
 use super::*;
 use skua_engine::testing::fuzz_engine;
+use skua_engine::{Outcome, Request};
 
 const CLIENT_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
 const SERVER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
@@ -81,7 +82,7 @@ fn ipv4_query_answered_in_place() {
     let Verdict::Reply { len: rl, info, .. } = run(&mut buf, len) else {
         panic!()
     };
-    assert!(info.hot);
+    assert!(info.unwrap().hot);
     check_reply(&buf, rl, &orig, &q);
     assert_eq!(buf[12..14], [0x08, 0x00]);
 }
@@ -214,7 +215,7 @@ fn engine_drops_and_refusals() {
     let Verdict::Reply { len, info, .. } = run(&mut b, l) else {
         panic!()
     };
-    assert_eq!(info.rcode, 5);
+    assert_eq!(info.unwrap().rcode, 5);
     assert_eq!(len, 14 + 20 + 8 + 12, "bare 12-byte REFUSED");
     assert!(parse(&b[..len]).is_ok());
 }
@@ -239,7 +240,7 @@ fn replies_larger_than_the_frame_go_to_the_kernel() {
     let Verdict::Reply { info, .. } = run(&mut small, len) else {
         panic!()
     };
-    assert!(info.truncated);
+    assert!(info.unwrap().truncated);
 }
 
 #[test]
@@ -296,7 +297,7 @@ fn rate_limited_replies_are_dropped_or_slipped_in_the_frame() {
     let Verdict::Reply { len: rl, info, .. } = verdicts[1].0 else {
         panic!("{:?}", verdicts[1].0)
     };
-    assert!(info.slipped && info.truncated);
+    assert!(info.unwrap().slipped && info.unwrap().truncated);
     let frame_out = &verdicts[1].1;
     let u = parse(&frame_out[..rl]).unwrap();
     let dns = &frame_out[u.udp_off + UDP_HLEN..rl];

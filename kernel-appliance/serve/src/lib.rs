@@ -137,8 +137,8 @@ impl Zones for NoZones {
 pub enum Event {
     /// A NOTIFY was accepted: the zone is due for a check of its primary's SOA.
     Notified {
-        /// The zone's lower-cased apex (wire form).
-        zone: Vec<u8>,
+        /// The zone's apex, lower case.
+        zone: skua_engine::name::WireName,
         /// The serial the primary announced, if it sent its SOA.
         serial: Option<u32>,
     },
@@ -368,7 +368,7 @@ impl<C: AnswerCache, Z: Zones + ?Sized> Door<'_, C, Z> {
         );
         events(match a.outcome {
             Ok(acc) => Event::Notified {
-                zone: acc.zone.as_bytes().to_vec(),
+                zone: acc.zone,
                 serial: acc.serial,
             },
             Err(refusal) => Event::NotifyRefused(refusal),
@@ -414,8 +414,7 @@ impl<C: AnswerCache, Z: Zones + ?Sized> Door<'_, C, Z> {
                     transport: ask.kind.transport(),
                     now: ask.now,
                 };
-                let Outcome::Reply { len, .. } = self.engine.handle_query(&req, &query, out)
-                else {
+                let Outcome::Reply { len, .. } = self.engine.handle_query(&req, &query, out) else {
                     return Step::drop(DropReason::Malformed);
                 };
                 let Some(k) = self.zones.keys().get(key) else {

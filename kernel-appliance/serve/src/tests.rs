@@ -51,12 +51,19 @@ fn engine() -> Engine {
     b.config_mut().resolve = true;
     // `max-udp-size: 65535`: UDP answers as large as the client accepts.
     b.config_mut().max_udp_size = 65535;
-    b.acl_mut()
-        .insert(Netblock::new(ip("198.18.0.0"), 15).unwrap(), AclAction::Allow);
-    b.acl_mut()
-        .insert(Netblock::new(ip("198.19.99.0"), 24).unwrap(), AclAction::Deny);
+    b.acl_mut().insert(
+        Netblock::new(ip("198.18.0.0"), 15).unwrap(),
+        AclAction::Allow,
+    );
+    b.acl_mut().insert(
+        Netblock::new(ip("198.19.99.0"), 24).unwrap(),
+        AclAction::Deny,
+    );
     b.local_zone(name("example."), LocalZoneType::Static);
-    b.local_data(parse_rr("www.example. 300 IN A 198.18.1.1", None, 300).unwrap(), 0);
+    b.local_data(
+        parse_rr("www.example. 300 IN A 198.18.1.1", None, 300).unwrap(),
+        0,
+    );
     b.build().unwrap()
 }
 
@@ -93,7 +100,11 @@ impl Zones for TestZones {
 }
 
 fn key() -> Key {
-    Key::new(&name("xfr.example."), Algorithm::HmacSha256, SECRET.to_vec())
+    Key::new(
+        &name("xfr.example."),
+        Algorithm::HmacSha256,
+        SECRET.to_vec(),
+    )
 }
 
 /// A query: `id`, RD, one question; with `edns` an OPT (1232 octets), with `pad` a
@@ -283,13 +294,8 @@ impl Pair {
                 FwdEvent::Transmit(t) => {
                     self.upstream_queries += 1;
                     let r = upstream_reply(&t.bytes);
-                    self.fwd.reply(
-                        t.token,
-                        t.to,
-                        &r,
-                        u64::from(self.now) * 1000,
-                        &mut self.rng,
-                    );
+                    self.fwd
+                        .reply(t.token, t.to, &r, u64::from(self.now) * 1000, &mut self.rng);
                 }
                 FwdEvent::Answer(a) => {
                     let cached = a.rendered.as_cached(a.fixed_ttl);
@@ -313,7 +319,8 @@ impl Pair {
             query: &w.query,
         };
         if let Some(len) = self.door().answer_waiting(&ask, cached, &mut out) {
-            self.delivered.push_back((w.kind, message(w.kind, &out, len)));
+            self.delivered
+                .push_back((w.kind, message(w.kind, &out, len)));
         }
     }
 }
@@ -354,7 +361,10 @@ fn miss_then_hit_counting_down_in_virtual_time_on_every_transport() {
         assert_eq!((m.question.qtype, m.flags & 0x0100), (1, 0x0100));
         assert_eq!(m.edns.map(|e| e.udp_size), Some(1232));
         // The waiting client got the upstream's answer, its own ID and letter case.
-        let (k, a) = p.delivered.pop_front().expect("answered after the upstream");
+        let (k, a) = p
+            .delivered
+            .pop_front()
+            .expect("answered after the upstream");
         assert_eq!((k, &a[..2], rcode(&a), ancount(&a)), (kind, &q[..2], 0, 1));
         assert_eq!(&a[12..12 + qname.len() + 1], &q[12..12 + qname.len() + 1]);
         // Ten seconds later: a hit, TTL 50, no upstream query.
@@ -390,7 +400,10 @@ fn oversized_hit_is_answered_with_room_and_never_resolved_again() {
     // larger than the room (the fast path then hands the query to its slow path).
     let room = 4096 - 42;
     let (step, _) = p.ask(Kind::Udp, &q, None, room);
-    let Step::Reply { info: Some(info), .. } = step else {
+    let Step::Reply {
+        info: Some(info), ..
+    } = step
+    else {
         panic!("{step:?}");
     };
     assert!(info.truncated && info.cached);
@@ -420,7 +433,7 @@ fn notify_for_a_secondary_zone_is_answered_and_reported_on_every_transport() {
         assert_eq!(((m[2] >> 3) & 0xf, rcode(&m)), (4, 0), "{kind:?}: NOERROR");
         assert!(matches!(
             &p.events[..],
-            [Event::Notified { zone, serial: None }] if zone == name("example.org.").as_bytes()
+            [Event::Notified { zone, serial: None }] if zone.as_bytes() == name("example.org.").as_bytes()
         ));
         // Unsigned: the zone wants the key. Refused and reported.
         p.events.clear();
@@ -482,7 +495,10 @@ fn no_zone_is_refused_and_over_the_limit_is_servfail_framed_for_the_transport() 
         let (step, _) = p.ask(kind, &q, None, 65537);
         assert!(matches!(step, Step::Resolve(_)));
         let (k, a) = p.delivered.pop_front().expect("REFUSED");
-        assert_eq!((k, &a[..2], rcode(&a), a[2] & 0x80), (kind, &q[..2], 5, 0x80));
+        assert_eq!(
+            (k, &a[..2], rcode(&a), a[2] & 0x80),
+            (kind, &q[..2], 5, 0x80)
+        );
     }
     // No waiter allowed: Busy, SERVFAIL.
     let mut p = Pair::new(Some(Limits {

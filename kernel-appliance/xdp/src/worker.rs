@@ -5,14 +5,15 @@
 //! when the kernel asks for it (NEED_WAKEUP), replies too large for a frame sent through the
 //! kernel socket, and a `poll` when there was nothing to do.
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use skua_engine::engine::{DropReason, ReplyInfo};
 use skua_engine::rrl::Limit;
-use skua_engine::{Engine, Outcome, Request, Transport};
+use skua_engine::{Engine, Outcome};
 use skua_fastpath::{Drop, Verdict, handle_frame_with};
+use skua_serve::{Ask, Door, Event, Kind, Miss, NoZones, Step, Zones};
 
 use crate::queue::RxAction;
 use crate::socket::XskSocket;
@@ -107,6 +108,18 @@ pub trait EngineSource: Send + Sync {
     fn current(&self) -> Arc<Engine>;
     /// Increases whenever the engine is replaced.
     fn generation(&self) -> u64;
+    /// The zone-transfer tables in force (TSIG keys, secondary zones), read once per batch:
+    /// the door answers NOTIFYs and signed queries with them.
+    fn zones(&self) -> Arc<dyn Zones + Send + Sync> {
+        Arc::new(NoZones)
+    }
+    /// What the door reports (a NOTIFY accepted or refused, a signed query refused), with
+    /// the client it came from; called off the receive loop.
+    fn report(&self, _client: IpAddr, _event: Event) {}
+    /// Seconds since the Unix epoch (TSIG's clock), read once per batch when keys exist.
+    fn unix(&self) -> u64 {
+        0
+    }
 }
 
 /// The resolver as an AF_XDP worker sees it (skuad implements it): its cache, read for
@@ -118,8 +131,9 @@ pub trait Resolution {
     type Cache: skua_engine::AnswerCache;
     /// The cache in force, if a resolver runs (read once per batch).
     fn cache(&self) -> Option<Arc<Self::Cache>>;
-    /// A query that missed: resolve it and answer `client` from `server`.
-    fn resolve(&self, query: &[u8], client: SocketAddr, server: SocketAddr);
+    /// A query that missed (`miss`: its question, read once): resolve it and answer
+    /// `client` from `server`.
+    fn resolve(&self, query: &[u8], miss: Miss, client: SocketAddr, server: SocketAddr);
     /// A hit asks for its question to be resolved again (prefetch, stale).
     fn refresh(&self, query: &[u8]);
     /// Whether [`Resolution::promote`] wants to hear of names asked often.
@@ -216,7 +230,7 @@ impl Resolution for NoResolution {
     fn cache(&self) -> Option<Arc<Self::Cache>> {
         None
     }
-    fn resolve(&self, _: &[u8], _: SocketAddr, _: SocketAddr) {}
+    fn resolve(&self, _: &[u8], _: Miss, _: SocketAddr, _: SocketAddr) {}
     fn refresh(&self, _: &[u8]) {}
 }
 
@@ -288,7 +302,8 @@ pub fn run<R: Resolution>(
     let mut scratch = vec![0u8; 65536];
     let mut big = vec![0u8; 65535];
     let mut slow_queue: Vec<(Vec<u8>, SocketAddr, SocketAddr)> = Vec::new();
-    let mut resolve_queue: Vec<(Vec<u8>, SocketAddr, SocketAddr)> = Vec::new();
+    let mut resolve_queue: Vec<(Vec<u8>, Miss, SocketAddr, SocketAddr)> = Vec::new();
+    let mut events: Vec<(IpAddr, Event)> = Vec::new();
     let mut refresh_queue: Vec<Vec<u8>> = Vec::new();
     let mut promote_queue: Vec<Vec<u8>> = Vec::new();
     let mut admission = Admission::default();
@@ -308,6 +323,17 @@ pub fn run<R: Resolution>(
         }
         let now = clock();
         let cache = resolution.cache();
+        let zones = engines.zones();
+        let unix = if zones.keys().is_empty() {
+            0
+        } else {
+            engines.unix()
+        };
+        let door = Door {
+            engine: &engine,
+            cache: cache.as_deref(),
+            zones: &*zones,
+        };
         let q = sock.queue();
         q.reap_completions();
         q.refill();
@@ -315,31 +341,30 @@ pub fn run<R: Resolution>(
         let full_before = q.counters.tx_ring_full;
         let t0 = std::time::Instant::now();
         let n = q.process_rx(|buf, len| {
-            match match cache.as_deref() {
-                Some(c) => handle_frame_with(&engine, c, now, buf, len, &mut scratch),
-                None => {
-                    handle_frame_with(&engine, &skua_engine::NoCache, now, buf, len, &mut scratch)
-                }
-            } {
+            let mut report = |c: SocketAddr, e| events.push((c.ip(), e));
+            match handle_frame_with(&door, now, unix, buf, len, &mut scratch, &mut report) {
                 Verdict::Reply {
                     len,
                     info,
                     query_len,
                 } => {
-                    if info.refresh {
-                        refresh_queue.push(scratch[..query_len].to_vec());
-                    } else if info.cached && promotions && admission.hit(&scratch[..query_len], now)
-                    {
-                        promote_queue.push(scratch[..query_len].to_vec());
-                    }
                     stats.answered.fetch_add(1, Ordering::Relaxed);
-                    if info.hot {
-                        stats.hot.fetch_add(1, Ordering::Relaxed);
+                    // The door's own answers (NOTIFY, a signed query) carry no engine facts.
+                    if let Some(info) = info {
+                        if info.refresh {
+                            refresh_queue.push(scratch[..query_len].to_vec());
+                        } else if info.cached
+                            && promotions
+                            && admission.hit(&scratch[..query_len], now)
+                        {
+                            promote_queue.push(scratch[..query_len].to_vec());
+                        }
+                        if info.hot {
+                            stats.hot.fetch_add(1, Ordering::Relaxed);
+                        }
+                        stats.count_rrl(&info);
+                        stats.replies.record(&Outcome::Reply { len, info });
                     }
-                    stats.count_rrl(&info);
-                    stats
-                        .replies
-                        .record(&skua_engine::Outcome::Reply { len, info });
                     RxAction::Transmit(len)
                 }
                 Verdict::Drop(d) => {
@@ -355,11 +380,12 @@ pub fn run<R: Resolution>(
                     RxAction::Release
                 }
                 Verdict::Resolve {
+                    miss,
                     query_len,
                     client,
                     server,
                 } => {
-                    resolve_queue.push((scratch[..query_len].to_vec(), client, server));
+                    resolve_queue.push((scratch[..query_len].to_vec(), miss, client, server));
                     stats.resolve.fetch_add(1, Ordering::Relaxed);
                     RxAction::Release
                 }
@@ -389,8 +415,8 @@ pub fn run<R: Resolution>(
                 .record_latency(t0.elapsed().as_nanos() as u64, n as u64);
         }
         // Off the RX loop: misses to the resolver, refreshes too.
-        for (query, client, server) in resolve_queue.drain(..) {
-            resolution.resolve(&query, client, server);
+        for (query, miss, client, server) in resolve_queue.drain(..) {
+            resolution.resolve(&query, miss, client, server);
         }
         for query in refresh_queue.drain(..) {
             resolution.refresh(&query);
@@ -398,15 +424,26 @@ pub fn run<R: Resolution>(
         for query in promote_queue.drain(..) {
             resolution.promote(&query);
         }
+        // Replies too large for a frame: through the same door (with the cache: a hit too
+        // large for a frame is still a hit), sent by the kernel socket of the address asked.
         for (query, client, server) in slow_queue.drain(..) {
-            let req = Request {
-                src: client.ip(),
-                transport: Transport::Udp,
+            let ask = Ask {
+                kind: Kind::Udp,
+                peer: client,
                 now,
+                unix,
+                pad: None,
+                query: &query,
             };
-            match engine.handle_query(&req, &query, &mut big) {
-                Outcome::Reply { len, info } => {
-                    stats.count_rrl(&info);
+            let mut report = |e| events.push((client.ip(), e));
+            match door.handle(&ask, &mut big, &mut report) {
+                Step::Reply { len, info } => {
+                    if let Some(info) = info {
+                        stats.count_rrl(&info);
+                        if info.refresh {
+                            resolution.refresh(&query);
+                        }
+                    }
                     match slow.socket_for(server) {
                         Some(s) if s.send_to(&big[..len], client).is_ok() => {
                             stats.slow_path.fetch_add(1, Ordering::Relaxed);
@@ -416,16 +453,23 @@ pub fn run<R: Resolution>(
                         }
                     }
                 }
-                Outcome::Drop {
+                Step::Resolve(miss) => {
+                    stats.resolve.fetch_add(1, Ordering::Relaxed);
+                    resolution.resolve(&query, miss, client, server);
+                }
+                Step::Drop {
                     reason: DropReason::RateLimited,
                     ..
                 } => {
                     stats.dropped[Drop::RateLimited as usize].fetch_add(1, Ordering::Relaxed);
                 }
-                // Only with `EngineConfig::resolve`, which no AF_XDP configuration sets
-                // until the workers hand misses to the resolver.
-                Outcome::Drop { .. } | Outcome::Resolve => {}
+                Step::Drop { .. } => {
+                    stats.dropped[Drop::Engine as usize].fetch_add(1, Ordering::Relaxed);
+                }
             }
+        }
+        for (client, event) in events.drain(..) {
+            engines.report(client, event);
         }
         if n == 0 {
             // Nothing received: sleep in poll (which also wakes the kernel's RX side when

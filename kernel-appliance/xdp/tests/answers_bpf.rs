@@ -884,13 +884,19 @@ fn cached_answers_are_the_engines_at_every_age() {
                     let (action, out) = p.test_run_output(&f).unwrap();
                     let mut reference = vec![0u8; 2048];
                     reference[..f.len()].copy_from_slice(&f);
+                    let door = skua_serve::Door {
+                        engine: &engine,
+                        cache: Some(cache.as_ref()),
+                        zones: &skua_serve::NoZones,
+                    };
                     let verdict = skua_fastpath::handle_frame_with(
-                        &engine,
-                        cache.as_ref(),
+                        &door,
                         now,
+                        0,
                         &mut reference,
                         f.len(),
                         &mut scratch,
+                        &mut |_, _| {},
                     );
                     if action == XDP_TX {
                         tx_here += 1;

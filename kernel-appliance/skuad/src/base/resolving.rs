@@ -69,14 +69,17 @@ pub enum Route {
         /// again when the answer is ready (the lease may have ended while resolving).
         gate: crate::base::lease::Gate,
     },
-    /// A TCP query: the connection's writer takes the reply (length prefix added there).
+    /// A query over a stream (TCP, TLS, HTTPS, QUIC): the connection's writer takes the
+    /// reply, framed as the transport wants it ([`skua_serve::Kind::framed`]).
     Tcp {
+        /// Which stream transport.
+        kind: skua_serve::Kind,
         /// The writer of the connection.
         tx: mpsc::Sender<Vec<u8>>,
         /// The client.
         peer: SocketAddr,
-        /// Pad the answer to this block length (DNS over TLS, a client that asked: RFC
-        /// 7830, RFC 8467 §4.1).
+        /// Pad the answer to this block length when the client asked (the encrypted
+        /// transports: RFC 7830, RFC 8467 §4.1).
         pad: Option<u16>,
     },
 }
@@ -93,6 +96,22 @@ impl Route {
     pub fn src(&self) -> IpAddr {
         self.peer().ip()
     }
+
+    /// How the client asked.
+    pub fn kind(&self) -> skua_serve::Kind {
+        match self {
+            Route::Udp { .. } => skua_serve::Kind::Udp,
+            Route::Tcp { kind, .. } => *kind,
+        }
+    }
+
+    /// The padding block the client's transport asks for.
+    pub fn pad(&self) -> Option<u16> {
+        match self {
+            Route::Udp { .. } => None,
+            Route::Tcp { pad, .. } => *pad,
+        }
+    }
 }
 
 /// A question for the resolver.
@@ -100,8 +119,31 @@ impl Route {
 pub struct Job {
     /// The client's query as received.
     pub query: Vec<u8>,
+    /// Its question, read once by the front door.
+    pub question: skua_resolver::forward::Question,
     /// The way back; `None` for a refresh (prefetch or stale), which no client waits on.
     pub route: Option<Route>,
+}
+
+impl Job {
+    /// A client's question that missed the cache, as the front door read it.
+    pub fn miss(query: &[u8], miss: skua_serve::Miss, route: Route) -> Job {
+        Job {
+            query: query.to_vec(),
+            question: miss.question,
+            route: Some(route),
+        }
+    }
+
+    /// A question the cache answered asks to be resolved again (prefetch, stale): no
+    /// client waits on it. `None` when the query has no question to read.
+    pub fn refresh(query: &[u8]) -> Option<Job> {
+        Some(Job {
+            query: query.to_vec(),
+            question: skua_serve::Miss::of(query)?.question,
+            route: None,
+        })
+    }
 }
 
 /// The forwarder's counters and what it knows of each upstream, as the resolver's task

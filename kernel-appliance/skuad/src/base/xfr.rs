@@ -261,7 +261,46 @@ impl Default for Xfr {
     }
 }
 
+/// The door reads keys and the secondary zones' `allow-notify:` from the tables in force.
+impl skua_serve::Zones for Transfers {
+    fn keys(&self) -> &[Key] {
+        &self.keys
+    }
+    fn has_secondaries(&self) -> bool {
+        !self.secondaries.is_empty()
+    }
+    fn allow_notify(&self, apex: &[u8]) -> Option<&[Allow]> {
+        self.secondaries
+            .get(apex)
+            .map(|s| s.allow_notify.as_slice())
+    }
+}
+
 impl Xfr {
+    /// What the front door reports from `client` (any dataplane, any thread): an accepted
+    /// NOTIFY makes the zone due for the secondary's task and is reported; refusals are
+    /// reported to the control core.
+    pub fn door_event(&self, client: IpAddr, e: skua_serve::Event) {
+        let client = client.to_canonical();
+        match e {
+            skua_serve::Event::Notified { zone, serial } => {
+                self.notified(NotifyIn {
+                    zone: zone.as_bytes().to_vec(),
+                    serial,
+                });
+                self.report(Event::Notified {
+                    client,
+                    zone: zone.to_string(),
+                    serial,
+                });
+            }
+            skua_serve::Event::NotifyRefused(refusal) => {
+                self.report(Event::NotifyRefused { client, refusal })
+            }
+            skua_serve::Event::Refused(refusal) => self.report(Event::Refused { client, refusal }),
+        }
+    }
+
     /// Queues an event; a full queue drops it (counted): a flood of refused requests must
     /// not hold the dataplane.
     pub fn report(&self, e: Event) {

@@ -551,12 +551,12 @@ fn unavailable(ctx: &Ctx, reason: &'static str) -> Reply {
     Reply::plain(StatusCode::SERVICE_UNAVAILABLE, reason)
 }
 
-/// The 200 response carrying the framed DNS answer `framed` (RFC 8484 §4.2), with its
+/// The 200 response carrying the DNS answer `msg` (RFC 8484 §4.2: HTTP gives its length), with its
 /// freshness lifetime (§5.1).
-fn answer(ctx: &Ctx, framed: Vec<u8>) -> Reply {
+fn answer(ctx: &Ctx, msg: Vec<u8>) -> Reply {
     let shared = &ctx.conn.shared;
     let params = shared.tls.doh.load();
-    let msg = Bytes::from(framed).slice(2..);
+    let msg = Bytes::from(msg);
     let Some(held) = reserve(
         &shared.tls.response_bytes,
         msg.len(),
@@ -652,15 +652,24 @@ fn resolve(query: &[u8], ctx: &Ctx) -> Resolved {
     inc(&shared.tls.doh_queries);
     let pad = shared.tls.doh.load().pad_block;
     let mut rx = None;
-    let step = answer_stream(shared, &ctx.conn.stats, ctx.conn.peer, query, pad, || {
-        // The resolver holds the only sender: when it gives the query up, the channel
-        // closes.
-        let (tx, r) = mpsc::channel(1);
-        rx = Some(r);
-        tx
-    });
+    let kind = skua_serve::Kind::Https;
+    let step = answer_stream(
+        shared,
+        &ctx.conn.stats,
+        kind,
+        ctx.conn.peer,
+        query,
+        pad,
+        || {
+            // The resolver holds the only sender: when it gives the query up, the channel
+            // closes.
+            let (tx, r) = mpsc::channel(1);
+            rx = Some(r);
+            tx
+        },
+    );
     Resolved::Now(match step {
-        Step::Reply(framed) => answer(ctx, framed),
+        Step::Reply(msg) => answer(ctx, msg),
         Step::Resolving => match rx {
             Some(rx) => return Resolved::Later(rx),
             None => unavailable(ctx, "no answer from the resolver in time"),
@@ -689,7 +698,7 @@ fn resolve(query: &[u8], ctx: &Ctx) -> Resolved {
 async fn wait(mut rx: mpsc::Receiver<Vec<u8>>, ctx: &Ctx) -> Reply {
     let wait = ctx.conn.idle.max(RESOLVE_WAIT);
     match tokio::time::timeout(wait, rx.recv()).await {
-        Ok(Some(framed)) if framed.len() > 2 => answer(ctx, framed),
+        Ok(Some(msg)) if !msg.is_empty() => answer(ctx, msg),
         _ => unavailable(ctx, "no answer from the resolver in time"),
     }
 }

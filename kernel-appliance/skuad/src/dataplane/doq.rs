@@ -378,7 +378,15 @@ async fn stream(
     }
     inc(&shared.tls.doq_queries);
     let (tx, mut rx) = mpsc::channel(1);
-    let step = answer_stream(shared, &c.stats, c.peer, q, pad, || tx.clone());
+    let step = answer_stream(
+        shared,
+        &c.stats,
+        skua_serve::Kind::Quic,
+        c.peer,
+        q,
+        pad,
+        || tx.clone(),
+    );
     drop(tx);
     let framed = match step {
         Step::Reply(f) => f,

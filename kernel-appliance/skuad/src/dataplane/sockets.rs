@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use skua_engine::{Outcome, Request, Transport};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -19,11 +18,10 @@ use crate::base::lease::{self, Gate};
 use crate::base::log;
 use crate::base::resolving::Route;
 
-use super::answer::{
-    Conn, Step, answer_stream, hand_over, inform, notify_in, refresh, signed_reply,
-};
+use super::answer::{Conn, Step, after, answer_stream, hand_over, with_door};
 use super::slots::{Slots, Wake};
 use crate::base::serving::{Serving, WorkerStats};
+use skua_serve::{Ask, Kind, Step as DoorStep};
 
 /// TCP parameters read at each accept.
 pub struct TcpParams {
@@ -98,71 +96,37 @@ pub(crate) fn udp_worker(
             continue;
         }
         let t0 = Instant::now();
-        // One clock read per batch (rate limiting counts whole seconds).
+        // One clock read per batch (rate limiting counts whole seconds); the door in force
+        // once per batch too.
         let now = crate::base::clock::now_secs();
-        let engine = shared.engine.load();
-        let resolver = shared.resolver.load();
-        // TSIG keys (zone transfers): signed queries are checked and answered signed.
-        let xfr = shared.xfr.state.load();
-        let unix = if xfr.keys.is_empty() {
-            0
-        } else {
-            crate::base::clock::unix_secs()
-        };
-        for i in 0..n {
-            let Some((q, peer)) = rx.get(i) else { continue };
-            let Some(out) = tx.next_buf() else { break };
-            let req = Request {
-                src: peer.ip(),
-                transport: Transport::Udp,
-                now,
-            };
-            if !xfr.secondaries.is_empty() && skua_xfr::notify::is_notify(q) {
-                let resp = notify_in(&shared, &xfr, q, peer);
-                if let Some(dst) = out.get_mut(..resp.len())
-                    && !resp.is_empty()
-                {
-                    dst.copy_from_slice(&resp);
-                    tx.push(resp.len(), peer);
-                }
-                continue;
-            }
-            if !xfr.keys.is_empty()
-                && q.len() >= 12
-                && q[10..12] != [0, 0]
-                && let Some(sq) = skua_xfr::server::check_signed_query(q, &xfr.keys, unix)
-            {
-                if let Some(len) =
-                    signed_reply(&engine, &req, sq, out, &xfr.keys, unix, &shared, peer)
-                {
-                    tx.push(len, peer);
-                }
-                continue;
-            }
-            let o = match resolver.as_deref() {
-                Some(r) => engine.handle_query_with(&req, q, out, &*r.cache),
-                None => engine.handle_query(&req, q, out),
-            };
-            stats.record(&o);
-            inform(&o, peer, q);
-            match o {
-                Outcome::Reply { len, info } => {
-                    if info.refresh {
-                        refresh(resolver.as_deref(), q);
+        with_door(&shared, |door, resolver, unix| {
+            for i in 0..n {
+                let Some((q, peer)) = rx.get(i) else { continue };
+                let Some(out) = tx.next_buf() else { break };
+                let ask = Ask {
+                    kind: Kind::Udp,
+                    peer,
+                    now,
+                    unix,
+                    pad: None,
+                    query: q,
+                };
+                let step = door.handle(&ask, out, &mut |e| shared.xfr.door_event(peer.ip(), e));
+                after(&step, stats, resolver, peer, q);
+                match step {
+                    DoorStep::Reply { len, .. } => tx.push(len, peer),
+                    DoorStep::Resolve(miss) => {
+                        let route = Route::Udp {
+                            sock: sock.clone(),
+                            peer,
+                            gate: gate.clone(),
+                        };
+                        hand_over(resolver, q, miss, route);
                     }
-                    tx.push(len, peer);
+                    DoorStep::Drop { .. } => {}
                 }
-                Outcome::Resolve => {
-                    let route = Route::Udp {
-                        sock: sock.clone(),
-                        peer,
-                        gate: gate.clone(),
-                    };
-                    hand_over(resolver.as_deref(), q, route);
-                }
-                Outcome::Drop { .. } => {}
             }
-        }
+        });
         if !tx.is_empty()
             && let Err(e) = tx.send(&sock)
         {
@@ -317,7 +281,8 @@ where
         if dot {
             crate::base::tls::inc(&shared.tls.dot_queries);
         }
-        let step = answer_stream(&shared, stats, peer, &q, pad, || tx.clone());
+        let kind = if dot { Kind::Tls } else { Kind::Tcp };
+        let step = answer_stream(&shared, stats, kind, peer, &q, pad, || tx.clone());
         match step {
             Step::Reply(framed) => match tokio::time::timeout(idle, tx.send(framed)).await {
                 Ok(Ok(())) => {}

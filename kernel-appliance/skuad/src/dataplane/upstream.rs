@@ -30,13 +30,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rustls_pki_types::pem::PemObject;
-use skua_engine::rrl::ResponseClass;
-use skua_engine::{Cached, Engine, Outcome, Request, Transport as EngineTransport};
+use skua_engine::{Cached, Engine};
 use skua_resolver::forward::{
-    Answer, Entropy, Event, Forwarder, HostPlan, HostStatus, Question, Start, Transmit, Transport,
-    ZoneKind,
+    Answer, Entropy, Event, Forwarder, HostPlan, HostStatus, Start, Transmit, Transport, ZoneKind,
 };
-use skua_resolver::msg::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
 use tokio::sync::mpsc;
@@ -299,7 +296,8 @@ async fn run(
         udp: HashMap::new(),
         conns: HashMap::new(),
         on_conn: HashMap::new(),
-        buf: vec![0u8; 65535],
+        // Two octets of a stream's length, then the largest DNS message.
+        buf: vec![0u8; 2 + 65535],
     };
     // The counters the control core and metrics read: copied about once a second (a few
     // integers per upstream), never read from the forwarder by another task.
@@ -374,22 +372,15 @@ async fn run(
 
 impl Task {
     fn job(&mut self, job: Job) {
-        let Ok(m) = Message::parse(&job.query) else {
-            return;
-        };
-        let Some(q) = m.question else {
-            return;
-        };
-        let question = Question {
-            name: q.name.to_ascii_lowercase(),
-            qtype: q.qtype,
-            qclass: q.qclass,
-        };
+        // The question was read once, by the front door.
         let client = job.route.map(|route| Client {
             query: job.query.into(),
             route,
         });
-        match self.fwd.resolve(question, client, now_ms(), &mut self.rng) {
+        match self
+            .fwd
+            .resolve(job.question, client, now_ms(), &mut self.rng)
+        {
             Start::Pending => {}
             Start::NoZone(c) => self.error(&c, 5),
             Start::Busy(c) => self.error(&c, 2),
@@ -397,21 +388,10 @@ impl Task {
     }
 
     /// Answers a client with a bare error (REFUSED: no zone resolves the name; SERVFAIL:
-    /// over a limit), through the engine like any answer.
+    /// over a limit), through the door like any answer.
     fn error(&mut self, c: &Client, rcode: u16) {
-        let cached = Cached {
-            flags: 0x8080 | rcode,
-            counts: &[0; 6],
-            bounds: &[],
-            tail: &[],
-            ttls: &[],
-            fixed_ttl: None,
-            ede: None,
-            refresh: false,
-            class: ResponseClass::Error,
-        };
         let engine = self.serving.engine.load_full();
-        send(&engine, c, &cached, &mut self.buf);
+        send(&engine, c, &skua_serve::bare_error(rcode), &mut self.buf);
     }
 
     fn io(&mut self, io: Io) {
@@ -597,24 +577,19 @@ fn log_hosts(fwd: &Fwd, before: &[HostStatus], now: u64) -> Vec<HostStatus> {
     hosts
 }
 
-/// Builds the reply for one waiting client through the engine and sends it on the
-/// client's route.
+/// Builds the reply for one waiting client through the front door (the client's ID, case,
+/// EDNS, size limit, padding, framing) and sends it on the client's route.
 fn send(engine: &Engine, c: &Client, cached: &Cached<'_>, buf: &mut [u8]) {
-    let transport = match c.route {
-        Route::Udp { .. } => EngineTransport::Udp,
-        Route::Tcp { .. } => EngineTransport::Tcp,
-    };
-    let req = Request {
-        src: c.route.src(),
-        transport,
+    let ask = skua_serve::Ask {
+        kind: c.route.kind(),
+        peer: c.route.peer(),
         now: clock::now_secs(),
+        unix: 0,
+        pad: c.route.pad(),
+        query: &c.query,
     };
-    let Outcome::Reply { len, .. } = engine.answer_cached(&req, &c.query, buf, cached) else {
+    let Some(len) = skua_serve::Door::engine(engine).answer_waiting(&ask, cached, buf) else {
         return;
-    };
-    let len = match c.route {
-        Route::Tcp { pad: Some(b), .. } => skua_engine::padding::pad_response(buf, len, b),
-        _ => len,
     };
     match &c.route {
         Route::Udp { sock, peer, gate } => {
@@ -623,10 +598,7 @@ fn send(engine: &Engine, c: &Client, cached: &Cached<'_>, buf: &mut [u8]) {
             }
         }
         Route::Tcp { tx, .. } => {
-            let mut framed = Vec::with_capacity(len + 2);
-            framed.extend_from_slice(&(len as u16).to_be_bytes());
-            framed.extend_from_slice(&buf[..len]);
-            let _ = tx.try_send(framed);
+            let _ = tx.try_send(buf[..len].to_vec());
         }
     }
 }

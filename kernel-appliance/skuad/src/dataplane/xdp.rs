@@ -153,7 +153,13 @@ impl skua_xdp::worker::Resolution for Resolving {
             .map(|r| r.cache.clone())
     }
 
-    fn resolve(&self, query: &[u8], client: SocketAddr, server: SocketAddr) {
+    fn resolve(
+        &self,
+        query: &[u8],
+        miss: skua_serve::Miss,
+        client: SocketAddr,
+        server: SocketAddr,
+    ) {
         let guard = self.serving.resolver.load();
         let (Some(r), Some((_, sock, gate))) = (
             guard.as_ref(),
@@ -161,22 +167,17 @@ impl skua_xdp::worker::Resolution for Resolving {
         ) else {
             return;
         };
-        let _ = r.submit(Job {
-            query: query.to_vec(),
-            route: Some(Route::Udp {
-                sock: sock.clone(),
-                peer: client,
-                gate: gate.clone(),
-            }),
-        });
+        let route = Route::Udp {
+            sock: sock.clone(),
+            peer: client,
+            gate: gate.clone(),
+        };
+        let _ = r.submit(Job::miss(query, miss, route));
     }
 
     fn refresh(&self, query: &[u8]) {
-        if let Some(r) = self.serving.resolver.load().as_ref() {
-            let _ = r.submit(Job {
-                query: query.to_vec(),
-                route: None,
-            });
+        if let (Some(r), Some(job)) = (self.serving.resolver.load().as_ref(), Job::refresh(query)) {
+            let _ = r.submit(job);
         }
     }
 
@@ -200,6 +201,18 @@ impl EngineSource for Engines {
 
     fn generation(&self) -> u64 {
         self.0.generation.load(Ordering::Acquire)
+    }
+
+    fn zones(&self) -> Arc<dyn skua_serve::Zones + Send + Sync> {
+        self.0.xfr.state.load_full()
+    }
+
+    fn report(&self, client: std::net::IpAddr, event: skua_serve::Event) {
+        self.0.xfr.door_event(client, event);
+    }
+
+    fn unix(&self) -> u64 {
+        crate::base::clock::unix_secs()
     }
 }
 

@@ -332,13 +332,19 @@ impl Publisher {
                 let run = a.program.test_run_output(&frame[..len]);
                 let mut reference = frame;
                 let mut scratch = [0u8; 1024];
-                let verdict = skua_fastpath::handle_frame_with(
+                let door = skua_serve::Door {
                     engine,
-                    cache,
+                    cache: Some(cache),
+                    zones: &skua_serve::NoZones,
+                };
+                let verdict = skua_fastpath::handle_frame_with(
+                    &door,
                     before,
+                    0,
                     &mut reference,
                     len,
                     &mut scratch,
+                    &mut |_, _| {},
                 );
                 if clock::now_secs() != before {
                     continue;
