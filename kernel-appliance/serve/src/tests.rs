@@ -587,3 +587,25 @@ fn hostile_bytes_never_panic_on_any_transport() {
         }
     }
 }
+
+/// The fast path sends a reply truncated only for want of room to its slow path when the
+/// client's limit is larger than the frame: that limit must be read from queries with EDNS
+/// options too (a cookie, RFC 7873, as dig and most resolvers send), not only from the hot
+/// path's form (which read as 512: the client got TC over AF_XDP, the whole answer over
+/// the kernel sockets).
+#[test]
+fn reply_limit_reads_the_edns_size_of_a_query_with_a_cookie() {
+    let p = Pair::new(None);
+    let mut q = query(0x8888, "big.net.", 16, true, false);
+    let n = q.len();
+    q[n - 8..n - 6].copy_from_slice(&65000u16.to_be_bytes());
+    assert_eq!(p.engine.reply_limit(&q, Transport::Udp), 65000);
+    // The same with a client cookie: OPT RDLEN 12, COOKIE (10) of 8 octets.
+    q.truncate(n - 2);
+    q.extend_from_slice(&[0, 12, 0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(p.engine.reply_limit(&q, Transport::Udp), 65000);
+    assert_eq!(p.engine.reply_limit(&q, Transport::Tcp), 65535);
+    // Without EDNS: 512 (RFC 1035 §4.2.1).
+    let plain = query(0x8889, "big.net.", 16, false, false);
+    assert_eq!(p.engine.reply_limit(&plain, Transport::Udp), 512);
+}

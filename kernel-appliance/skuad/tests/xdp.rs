@@ -2546,3 +2546,267 @@ fn wildcard_listener_answers_only_own_unicast_addresses() {
     let st = d.stop();
     assert!(st.success(), "SIGTERM exit {st}:\n{}", d.log());
 }
+
+// ---------------------------------------------------------------------------------------
+// The front door over AF_XDP: NOTIFY, TSIG, a cache hit too large for a frame.
+
+const XFR_KEY: &str = "xfr.example.";
+const XFR_SECRET: &[u8; 32] = b"0123456789abcdef0123456789abcdef";
+
+fn xfr_key() -> skua_xfr::tsig::Key {
+    skua_xfr::tsig::Key::new(
+        &skua_engine::name::WireName::parse(XFR_KEY, None).unwrap(),
+        skua_xfr::tsig::Algorithm::HmacSha256,
+        XFR_SECRET.to_vec(),
+    )
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// Sends `msg` over UDP from the client namespace to `server`:53 and returns the reply
+/// (none within two seconds: `None`).
+fn udp_exchange(ns: &Netns, server: Ipv4Addr, msg: Vec<u8>) -> Option<Vec<u8>> {
+    in_netns(ns, move || {
+        let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        s.send_to(&msg, (server, 53)).unwrap();
+        let mut b = vec![0u8; 65535];
+        let (n, _) = s.recv_from(&mut b).ok()?;
+        b.truncate(n);
+        Some(b)
+    })
+}
+
+/// example.org. with serial `serial` and the records given (SOA REFRESH one hour: only a
+/// NOTIFY makes the secondary look before then).
+fn org_zone(serial: u32, records: &str) -> String {
+    format!(
+        "$ORIGIN example.org.\n$TTL 300\n@ IN SOA ns.example.org. admin.example.org. {serial} 3600 600 86400 60\n\
+         @ IN NS ns.example.org.\nns IN A 198.18.91.53\n{records}"
+    )
+}
+
+/// With AF_XDP up, UDP to the served address goes to the XSK, and the AF_XDP worker asks
+/// the front door: a NOTIFY for a secondary zone is answered NOERROR and the secondary
+/// refreshes from its primary within a second (the zone's REFRESH is an hour), and a
+/// TSIG-signed query gets a signed answer that verifies, both counted by the XSK queue
+/// (before the door, the worker handed both to the engine alone: REFUSED, and an unsigned
+/// answer).
+#[test]
+fn notify_and_tsig_over_af_xdp() {
+    require_root();
+    let pair = Pair::with_addresses("notifyxdp", 91);
+    ip(&["-n", pair.srv.name(), "link", "set", "lo", "up"]);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("skx-{}-notifyxdp", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let keyfile = dir.join("xfr.key");
+    std::fs::write(&keyfile, data_encoding::BASE64.encode(XFR_SECRET)).unwrap();
+    std::fs::set_permissions(
+        &keyfile,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let tsig = format!(
+        "tsig-key:\n    name: {XFR_KEY}\n    secret: file:{}\n",
+        keyfile.display()
+    );
+    let primary_zone = dir.join("primary.zone");
+    std::fs::write(&primary_zone, org_zone(1, "www IN A 198.18.91.10\n")).unwrap();
+    // The primary: kernel sockets on the server namespace's loopback.
+    let primary_conf = Conf(dir.join("primary.conf"));
+    std::fs::write(
+        &primary_conf.0,
+        format!(
+            "server:\n    interface: 127.0.0.1@5391\n    num-threads: 1\n    \
+             access-control: 127.0.0.0/8 allow\n{tsig}auth-zone:\n    name: example.org.\n    \
+             zonefile: {}\n    provide-xfr: 127.0.0.0/8 {XFR_KEY}\n",
+            primary_zone.display()
+        ),
+    )
+    .unwrap();
+    let mut primary = Skuad::start(&pair.srv, &primary_conf, &["--no-xdp"]);
+    // The secondary, AF_XDP on the veth.
+    let conf = Conf::with_extra(
+        "notifyxdp",
+        &[pair.srv_v4()],
+        &format!(
+            "{tsig}auth-zone:\n    name: example.org.\n    zonefile: {}\n    \
+             primary: 127.0.0.1@5391 {XFR_KEY}\n    allow-notify: 198.18.91.0/24 {XFR_KEY}\n",
+            dir.join("secondary.zone").display()
+        ),
+    );
+    let mut d = Skuad::start(&pair.srv, &conf, &[]);
+    d.assert_xdp_serving(SRV_IF);
+    let srv: Ipv4Addr = pair.srv_v4().parse().unwrap();
+    let mut got = (String::new(), String::new());
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            got = dig_status(&pair.cli, &pair.srv_v4(), "www.example.org.", "A");
+            got.1 == "198.18.91.10"
+        }),
+        "the first transfer: {got:?}\nsecondary:\n{}\nprimary:\n{}",
+        d.log(),
+        primary.log()
+    );
+
+    // A new serial on the primary; the secondary learns of it only by NOTIFY.
+    std::fs::write(
+        &primary_zone,
+        org_zone(2, "www IN A 198.18.91.10\nnew IN A 198.18.91.11\n"),
+    )
+    .unwrap();
+    primary.signal(libc::SIGHUP);
+    assert!(
+        wait_until(Duration::from_secs(10), || primary
+            .log()
+            .contains("reloaded:")),
+        "primary reloaded:\n{}",
+        primary.log()
+    );
+    let before = d.counters(&[]);
+    let mut notify = skua_xfr::notify::message(
+        0x4e4e,
+        &skua_engine::name::WireName::parse("example.org.", None).unwrap(),
+        None,
+    );
+    skua_xfr::tsig::sign_request(&mut notify, &xfr_key(), unix_now());
+    let reply = udp_exchange(&pair.cli, srv, notify).expect("an answer to the NOTIFY");
+    let sent = Instant::now();
+    assert_eq!(
+        ((reply[2] >> 3) & 0xf, reply[3] & 0xf),
+        (4, 0),
+        "NOTIFY answered NOERROR: {reply:?}\n{}",
+        d.log()
+    );
+    let mut new = (String::new(), String::new());
+    let refreshed = wait_until(Duration::from_secs(5), || {
+        new = dig_status(&pair.cli, &pair.srv_v4(), "new.example.org.", "A");
+        new.1 == "198.18.91.11"
+    });
+    assert!(
+        refreshed && sent.elapsed() < Duration::from_secs(3),
+        "the secondary refreshed after the NOTIFY ({:?}): {new:?}\n{}",
+        sent.elapsed(),
+        d.log()
+    );
+
+    // A TSIG-signed query over AF_XDP: a signed answer that verifies with the key.
+    let mut q = dns_query(0x5151, "www.example.org.", 1);
+    let key = xfr_key();
+    let now = unix_now();
+    let mac = skua_xfr::tsig::sign_request(&mut q, &key, now);
+    let reply = udp_exchange(&pair.cli, srv, q).expect("an answer to the signed query");
+    assert_eq!(reply[3] & 0xf, 0, "NOERROR: {reply:?}");
+    let mut v = skua_xfr::tsig::StreamVerifier::new(&key, &mac);
+    assert_eq!(
+        v.verify(&reply, unix_now()),
+        Ok(true),
+        "the answer is signed with the key: {reply:?}"
+    );
+    let after = d.counters(&[]);
+    // The NOTIFY, the signed query and the digs came over the XSK; none over the kernel
+    // sockets.
+    let xsk = after.queue(SRV_IF, "answered") - before.queue(SRV_IF, "answered");
+    assert!(
+        xsk >= 3 && after.socket_queries == before.socket_queries,
+        "want everything answered by the XSK queue (+{xsk}), none by the kernel sockets \
+         ({} -> {}):\n{}",
+        before.socket_queries,
+        after.socket_queries,
+        d.log()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A cache hit too large for a frame goes to the AF_XDP worker's slow path, which asks the
+/// door with the cache and answers through the kernel socket (before, the slow path asked
+/// the engine without the cache: the hit came back as a miss and was dropped uncounted).
+/// `max-udp-size: 65535` and a client accepting 16000 octets (dig sends 1232 for any
+/// `+bufsize` over 32767): 40 TXT records of 200 octets (about 8 KiB) fit no 4 KiB frame
+/// and need no TCP.
+#[test]
+fn oversized_cache_hit_answered_over_af_xdp() {
+    require_root();
+    let pair = Pair::with_addresses("bighit", 92);
+    ip(&["-n", pair.srv.name(), "link", "set", "lo", "up"]);
+    let records: Vec<String> = (0..40)
+        .map(|i| format!("big.example.net. 300 IN TXT {i:02}{}", "x".repeat(198)))
+        .collect();
+    let refs: Vec<&str> = records.iter().map(String::as_str).collect();
+    let mut upstream = Upstream::start(&pair.srv, "bighit", 5392, &refs);
+    let conf = Conf::with_extra(
+        "bighit",
+        &[pair.srv_v4()],
+        "    max-udp-size: 65535\n    do-not-query-localhost: no\nforward-zone:\n    \
+         name: \"example.net.\"\n    forward-addr: 127.0.0.1@5392\n",
+    );
+    let mut d = Skuad::start(&pair.srv, &conf, &["--xdp-cache-answers", "0"]);
+    d.assert_xdp_serving(SRV_IF);
+    let ask = |ns: &Netns| {
+        let at = format!("@{}", pair.srv_v4());
+        in_ns(
+            ns,
+            "dig",
+            &[
+                "+noall",
+                "+answer",
+                "+time=2",
+                "+tries=1",
+                "+bufsize=16000",
+                "+ignore",
+                &at,
+                "big.example.net.",
+                "TXT",
+            ],
+        )
+        .stdout
+    };
+    let mut first = String::new();
+    let resolved = wait_until(Duration::from_secs(10), || {
+        first = ask(&pair.cli);
+        first.lines().count() == 40
+    });
+    if !resolved {
+        let c = d.counters(&[SRV_IF]);
+        panic!(
+            "resolved through the upstream: {first:?} (dig without +bufsize: {:?}), {c:?}\n{}",
+            in_ns(
+                &pair.cli,
+                "dig",
+                &[
+                    &format!("@{}", pair.srv_v4()),
+                    "+bufsize=16000",
+                    "+ignore",
+                    "big.example.net.",
+                    "TXT"
+                ]
+            )
+            .stdout,
+            d.log()
+        );
+    }
+    upstream.stop();
+    let before = d.counters(&[]);
+    let second = ask(&pair.cli);
+    let after = d.counters(&[]);
+    assert_eq!(
+        second.lines().count(),
+        40,
+        "the hit, whole, from the cache: {second:?}\n{}",
+        d.log()
+    );
+    let slow = after.queue(SRV_IF, "slow_path") - before.queue(SRV_IF, "slow_path");
+    assert!(
+        slow >= 1 && after.socket_queries == before.socket_queries,
+        "want the hit sent by the XSK worker's slow path (+{slow}), not asked of the kernel \
+         sockets:\n{}",
+        d.log()
+    );
+}
