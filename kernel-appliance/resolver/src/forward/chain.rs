@@ -4,8 +4,7 @@
 
 use alloc::vec::Vec;
 
-use super::flight::{Begin, Done, Waiter};
-use super::{Entropy, Forwarder, Question, secs};
+use super::{Begin, Done, Entropy, Forwarder, Question, Waiter, secs};
 use crate::cache::{Kind, MsgShard, SetShard, ShardLock};
 use crate::render::Section;
 use crate::rrset::RrSet;

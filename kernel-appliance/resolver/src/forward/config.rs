@@ -1,5 +1,6 @@
-//! Forwarding settings: the zones and their upstreams, the limits, and which addresses
-//! can be upstreams at all.
+//! Forwarding settings: the zones and their upstreams, the limits, how each upstream given
+//! by name is to be resolved (decided from the settings alone), and which addresses can be
+//! upstreams at all.
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -59,6 +60,21 @@ pub struct HostConfig {
     pub port: u16,
     /// The name its TLS certificate must carry when the zone uses TLS; `None` without TLS.
     pub tls_name: Option<Arc<str>>,
+}
+
+/// How a host's name is resolved, decided from the configuration alone ([`plan_hosts`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostPlan {
+    /// By zone `.0` (an index of [`ForwardConfig::zones`]): the most specific zone that
+    /// contains the name, which has an address that does not depend on this host.
+    Via(usize),
+    /// Its name is in zone `.0`, which has no address that does not depend on this very
+    /// host (directly, or through other hosts): it cannot be resolved.
+    Loop(usize),
+    /// No forward or stub zone contains its name (and there is no recursion).
+    Outside,
+    /// [`HostConfig::zone`] names no configured zone.
+    NoZone,
 }
 
 /// Bounds on work.
@@ -144,6 +160,56 @@ pub(super) fn zone_for_name(zones: &[ZoneConfig], name: &[u8]) -> Option<usize> 
         }
     }
     best
+}
+
+/// How each of `config.hosts` is resolved (in order): by the most specific zone that
+/// contains its name, as any question for the name would be, provided that zone can get
+/// an address without this host. A zone can when it has an address of its own or a host
+/// that can be resolved without it: found by closure from the zones with addresses, so a
+/// host inside its own zone (or two zones whose hosts are in each other) with no other
+/// address is a [`HostPlan::Loop`].
+pub fn plan_hosts(config: &ForwardConfig) -> Vec<HostPlan> {
+    let zones = &config.zones;
+    let own: Vec<Option<usize>> = config
+        .hosts
+        .iter()
+        .map(|h| zones.iter().position(|z| z.name == h.zone))
+        .collect();
+    let via: Vec<Option<usize>> = config
+        .hosts
+        .iter()
+        .map(|h| zone_for_name(zones, &h.name))
+        .collect();
+    let mut usable: Vec<bool> = zones.iter().map(|z| !z.upstreams.is_empty()).collect();
+    let mut ok = alloc::vec![false; config.hosts.len()];
+    loop {
+        let mut grew = false;
+        for i in 0..config.hosts.len() {
+            if ok[i] || own[i].is_none() {
+                continue;
+            }
+            if let Some(v) = via[i]
+                && usable[v]
+            {
+                ok[i] = true;
+                grew = true;
+                if let Some(z) = own[i] {
+                    usable[z] = true;
+                }
+            }
+        }
+        if !grew {
+            break;
+        }
+    }
+    (0..config.hosts.len())
+        .map(|i| match (own[i], via[i]) {
+            (None, _) => HostPlan::NoZone,
+            (_, None) => HostPlan::Outside,
+            (_, Some(v)) if ok[i] => HostPlan::Via(v),
+            (_, Some(v)) => HostPlan::Loop(v),
+        })
+        .collect()
 }
 
 /// Why an address cannot be an upstream ([`upstream_addr`]).

@@ -1,5 +1,5 @@
-//! Questions in flight: who waits on each, the upstream queries sent for it, replies
-//! matched, scrubbed and cached, and the answers handed to the waiters.
+//! Questions in flight: a question started or joined, its upstream queries sent, replies
+//! matched, scrubbed and cached, and the answers handed to its waiters.
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -9,91 +9,14 @@ use skua_engine::rr::rtype;
 use skua_engine::wire::{HEADER_LEN, flags, rcode};
 
 use super::{
-    Answer, Entropy, Event, Forwarder, Question, Transmit, Transport, ZoneKind, ede, secs,
+    Answer, Begin, Done, Entropy, Event, Flight, Forwarder, Outstanding, Question, Transmit,
+    Transport, Waiter, ZoneKind, ede, secs,
 };
 use crate::cache::{Kind, MsgShard, Rendered, SetShard, ShardLock};
 use crate::msg::Message;
 use crate::render::{Section, render};
 use crate::rrset::RrSet;
 use crate::scrub::{self, Asked, Bailiwick, Verdict};
-
-/// Who waits on a question.
-#[derive(Clone, Debug)]
-pub(super) enum Waiter<C> {
-    Client(C),
-    /// Another question whose CNAME chain leads here.
-    Chain(Question),
-    /// The hosts ([`HostConfig`](super::HostConfig)) with this name, for this address type.
-    Host,
-}
-
-/// What [`Forwarder::begin`] did.
-pub(super) enum Begin<C> {
-    Pending,
-    NoZone(Option<Waiter<C>>),
-    Busy(Option<Waiter<C>>),
-}
-
-pub(super) struct Outstanding {
-    pub(super) question: Question,
-    pub(super) to: SocketAddr,
-    pub(super) transport: Transport,
-    pub(super) id: u16,
-    /// The name as sent (with 0x20 letter case).
-    pub(super) sent_name: Vec<u8>,
-    pub(super) edns: bool,
-    pub(super) sent_ms: u64,
-    pub(super) deadline_ms: u64,
-    /// The upstream's timeout when the query left (what a timeout doubles).
-    pub(super) rto: u32,
-}
-
-pub(super) struct Flight<C> {
-    pub(super) zone: usize,
-    pub(super) waiters: Vec<Waiter<C>>,
-    pub(super) tried: Vec<SocketAddr>,
-    pub(super) attempts: u32,
-    pub(super) deadline_ms: u64,
-    /// CNAMEs followed so far, with their expiry (seconds), for the answer section.
-    pub(super) chain: Vec<(RrSet, u32)>,
-    /// Whether any upstream answered at all (timeouts only: EDE 22; errors: 23).
-    pub(super) errors: u32,
-    pub(super) outstanding: Option<u64>,
-    /// Earlier queries of this question that timed out: their replies are still taken
-    /// (a reply that was merely late is as good as the retry's, and a resolver that fell
-    /// behind must not lose the answers waiting in its queue), until the question ends.
-    pub(super) late: Vec<u64>,
-    /// When waiting clients get a stale answer (serve-expired-client-timeout), ms.
-    pub(super) stale_at: Option<u64>,
-    /// Retry without EDNS on this upstream (it answered FORMERR/NOTIMP to EDNS).
-    pub(super) no_edns: Vec<SocketAddr>,
-    /// Waiting for the zone's first address: its upstreams are all hosts being resolved.
-    pub(super) parked: bool,
-    /// Restarts at a chain target between the question a client (or a host, or a
-    /// refresh) asked and this one: 0 for that question, one more for each target
-    /// ([`MAX_RESTARTS`](super::MAX_RESTARTS)). A target's flight also has the deadline
-    /// of the question whose chain started it: a chain ends within the first question's
-    /// budget.
-    pub(super) restarts: u32,
-    /// The chain target this question waits on (its [`Waiter::Chain`] is there).
-    pub(super) target: Option<Question>,
-    /// Started for a chain: dropped when no question waits on it any more.
-    pub(super) for_chain: bool,
-}
-
-/// What to do with a finished question.
-#[derive(Clone)]
-pub(super) struct Done {
-    pub(super) rcode: u16,
-    pub(super) kind: Kind,
-    /// (RRset, section, expiry seconds).
-    pub(super) sets: Vec<(RrSet, Section, u32)>,
-    pub(super) ede: Option<u16>,
-    pub(super) cache: bool,
-    /// Restarts at chain targets the answer took ([`MAX_RESTARTS`](super::MAX_RESTARTS)
-    /// at most).
-    pub(super) restarts: u32,
-}
 
 impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S> {
     /// Starts resolving `q` for `waiter` (or joins the flight of `q` in progress). `chain`
@@ -431,6 +354,19 @@ impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S
             _ => Vec::new(),
         };
         self.accept(&q, verdict, glue, now, rng);
+    }
+
+    fn unwanted(&mut self) {
+        self.stats.unwanted += 1;
+        self.unwanted_run += 1;
+        let t = self.config.unwanted_reply_threshold;
+        if t != 0 && self.unwanted_run >= t {
+            // Unbound's defence: a flood of mismatched replies may be a spoofing attempt
+            // that succeeded somewhere; drop what we cached.
+            self.unwanted_run = 0;
+            self.stats.defences += 1;
+            self.cache.flush(crate::cache::Flush::All);
+        }
     }
 
     /// A scrubbed, usable verdict for `q`; `glue` goes to the additional section of an

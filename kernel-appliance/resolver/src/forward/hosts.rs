@@ -1,6 +1,6 @@
-//! Upstreams given by name (`forward-host:`/`stub-host:`): how each name is resolved
-//! (through the zone that holds it), what it resolved to, and the questions parked on a
-//! zone until its hosts give it an address.
+//! Upstreams given by name (`forward-host:`/`stub-host:`): their resolution through the
+//! zone that holds the name, what they resolved to, and the questions parked on a zone
+//! until its hosts give it an address.
 
 use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
@@ -9,35 +9,19 @@ use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use skua_engine::rr::rtype;
 use skua_engine::wire::rcode;
 
-use super::flight::{Begin, Done, Waiter};
 use super::{
-    Entropy, ForwardConfig, Forwarder, HostConfig, Question, Refused, Upstream, ZoneConfig, secs,
-    upstream_addr, zone_for_name,
+    Begin, Done, Entropy, Family, Forwarder, HostPlan, HostState, Question, Refused, Upstream, Via,
+    Waiter, plan_hosts, secs, upstream_addr,
 };
 use crate::cache::{Kind, MsgShard, SetShard, ShardLock};
 use crate::render::Section;
 
-/// How a host's name is resolved, decided from the configuration alone ([`plan_hosts`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HostPlan {
-    /// By zone `.0` (an index of [`ForwardConfig::zones`]): the most specific zone that
-    /// contains the name, which has an address that does not depend on this host.
-    Via(usize),
-    /// Its name is in zone `.0`, which has no address that does not depend on this very
-    /// host (directly, or through other hosts): it cannot be resolved.
-    Loop(usize),
-    /// No forward or stub zone contains its name (and there is no recursion).
-    Outside,
-    /// [`HostConfig::zone`] names no configured zone.
-    NoZone,
-}
-
 /// What the forwarder knows of a host ([`Forwarder::hosts`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostStatus {
-    /// The zone it serves ([`HostConfig::zone`]).
+    /// The zone it serves ([`HostConfig::zone`](super::HostConfig::zone)).
     pub zone: Vec<u8>,
-    /// Its name ([`HostConfig::name`]).
+    /// Its name ([`HostConfig::name`](super::HostConfig::name)).
     pub name: Vec<u8>,
     /// The port its addresses are asked on.
     pub port: u16,
@@ -70,56 +54,6 @@ pub const HOST_MIN_REFRESH_MS: u64 = 5_000;
 /// each failure in a row up to this, ms.
 pub const HOST_MAX_RETRY_MS: u64 = 60_000;
 
-/// How each of `config.hosts` is resolved (in order): by the most specific zone that
-/// contains its name, as any question for the name would be, provided that zone can get
-/// an address without this host. A zone can when it has an address of its own or a host
-/// that can be resolved without it: found by closure from the zones with addresses, so a
-/// host inside its own zone (or two zones whose hosts are in each other) with no other
-/// address is a [`HostPlan::Loop`].
-pub fn plan_hosts(config: &ForwardConfig) -> Vec<HostPlan> {
-    let zones = &config.zones;
-    let own: Vec<Option<usize>> = config
-        .hosts
-        .iter()
-        .map(|h| zones.iter().position(|z| z.name == h.zone))
-        .collect();
-    let via: Vec<Option<usize>> = config
-        .hosts
-        .iter()
-        .map(|h| zone_for_name(zones, &h.name))
-        .collect();
-    let mut usable: Vec<bool> = zones.iter().map(|z| !z.upstreams.is_empty()).collect();
-    let mut ok = alloc::vec![false; config.hosts.len()];
-    loop {
-        let mut grew = false;
-        for i in 0..config.hosts.len() {
-            if ok[i] || own[i].is_none() {
-                continue;
-            }
-            if let Some(v) = via[i]
-                && usable[v]
-            {
-                ok[i] = true;
-                grew = true;
-                if let Some(z) = own[i] {
-                    usable[z] = true;
-                }
-            }
-        }
-        if !grew {
-            break;
-        }
-    }
-    (0..config.hosts.len())
-        .map(|i| match (own[i], via[i]) {
-            (None, _) => HostPlan::NoZone,
-            (_, None) => HostPlan::Outside,
-            (_, Some(v)) if ok[i] => HostPlan::Via(v),
-            (_, Some(v)) => HostPlan::Loop(v),
-        })
-        .collect()
-}
-
 /// The address in an A or AAAA record's RDATA.
 fn ip_of(rdata: &[u8]) -> Option<IpAddr> {
     match rdata.len() {
@@ -143,59 +77,6 @@ pub(super) enum HostOutcome {
     Negative(u32),
     /// SERVFAIL, no upstream answered, over a limit.
     Failed,
-}
-
-/// One address type of a host.
-#[derive(Clone, Debug)]
-pub(super) struct Family {
-    pub(super) qtype: u16,
-    /// Asked at all (`do-ip4`, `do-ip6`).
-    pub(super) on: bool,
-    /// In use.
-    pub(super) addrs: Vec<IpAddr>,
-    /// Left out ([`upstream_addr`]), and why.
-    pub(super) refused: Vec<(IpAddr, Refused)>,
-    /// When to resolve next, ms.
-    pub(super) due: u64,
-    /// A resolution is under way.
-    pub(super) pending: bool,
-    pub(super) failures: u32,
-    pub(super) answered: bool,
-}
-
-impl Family {
-    fn new(qtype: u16, on: bool) -> Self {
-        Family {
-            qtype,
-            on,
-            addrs: Vec::new(),
-            refused: Vec::new(),
-            due: 0,
-            pending: false,
-            failures: 0,
-            answered: false,
-        }
-    }
-}
-
-pub(super) struct HostState {
-    pub(super) cfg: HostConfig,
-    pub(super) plan: HostPlan,
-    /// The index of the zone it serves.
-    pub(super) zone: Option<usize>,
-    /// The zone its name is resolved through ([`HostPlan::Via`]), as configured: the
-    /// addresses in `fams` came from it. A reload that changes it drops them.
-    pub(super) via: Option<Via>,
-    /// A, then AAAA.
-    pub(super) fams: [Family; 2],
-}
-
-/// A zone that resolves hosts' names, as configured: its settings and own addresses
-/// ([`ZoneConfig`], without its hosts' addresses) and its hosts.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Via {
-    pub(super) zone: ZoneConfig,
-    pub(super) hosts: Vec<HostConfig>,
 }
 
 impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S> {

@@ -28,13 +28,14 @@
 //! and are resolved again when their TTL runs out. See [`Forwarder::hosts`].
 //!
 //! The parts, one file each under `forward/`: `config` (the settings: zones, upstreams,
-//! limits, and which addresses can be upstreams), `hosts` (upstreams given by name,
-//! resolved through the forwarder), `flight` (questions in flight: upstream queries sent,
-//! replies matched and scrubbed, answers cached and handed to the waiters), `chain`
-//! (CNAME/DNAME chains that go on in another zone), `stale` (RFC 8767 stale answers) and
-//! `stats` (the counters, and the defence they trigger). This file holds the [`Forwarder`]
-//! itself, its events and its entry points; the public items of the parts are re-exported
-//! here, so their paths stay `skua_resolver::forward::X`.
+//! limits, how hosts are to be resolved, and which addresses can be upstreams), `hosts`
+//! (upstreams given by name, resolved through the forwarder), `flight` (questions in
+//! flight: upstream queries sent, replies matched and scrubbed, answers cached and handed to
+//! the waiters), `chain` (CNAME/DNAME chains that go on in another zone), `stale` (RFC 8767
+//! stale answers) and `stats` (the counters). This file holds the [`Forwarder`] itself with
+//! the state it keeps (each part's methods read and write the same fields, and no part
+//! depends on another), its events and its entry points; the public items of the parts are
+//! re-exported here, so their paths stay `skua_resolver::forward::X`.
 
 mod chain;
 mod config;
@@ -45,26 +46,25 @@ mod stats;
 
 pub use self::chain::MAX_RESTARTS;
 pub use self::config::{
-    ForwardConfig, HostConfig, Limits, Refused, Upstream, ZoneConfig, ZoneKind, upstream_addr,
+    ForwardConfig, HostConfig, HostPlan, Limits, Refused, Upstream, ZoneConfig, ZoneKind,
+    plan_hosts, upstream_addr,
 };
 pub use self::flight::build_query;
-pub use self::hosts::{
-    HOST_MAX_RETRY_MS, HOST_MIN_REFRESH_MS, HostPlan, HostStatus, MAX_HOST_ADDRS, plan_hosts,
-};
+pub use self::hosts::{HOST_MAX_RETRY_MS, HOST_MIN_REFRESH_MS, HostStatus, MAX_HOST_ADDRS};
 pub use self::stats::ForwardStats;
 
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::net::SocketAddr;
+use core::net::{IpAddr, SocketAddr};
 
 use skua_engine::rr::rtype;
 
 use self::config::zone_for_name;
-use self::flight::{Begin, Done, Flight, Outstanding, Waiter};
-use self::hosts::HostState;
-use crate::cache::{Cache, Key, MsgShard, Rendered, SetShard, ShardLock};
+use crate::cache::{Cache, Key, Kind, MsgShard, Rendered, SetShard, ShardLock};
 use crate::infra::Infra;
+use crate::render::Section;
+use crate::rrset::RrSet;
 
 /// Random numbers, from the caller.
 pub trait Entropy {
@@ -157,6 +157,135 @@ pub enum Start<C> {
     NoZone(C),
     /// Over a limit: the caller answers SERVFAIL.
     Busy(C),
+}
+
+/// Who waits on a question.
+#[derive(Clone, Debug)]
+enum Waiter<C> {
+    Client(C),
+    /// Another question whose CNAME chain leads here.
+    Chain(Question),
+    /// The hosts ([`HostConfig`]) with this name, for this address type.
+    Host,
+}
+
+/// One address type of a host.
+#[derive(Clone, Debug)]
+struct Family {
+    qtype: u16,
+    /// Asked at all (`do-ip4`, `do-ip6`).
+    on: bool,
+    /// In use.
+    addrs: Vec<IpAddr>,
+    /// Left out ([`upstream_addr`]), and why.
+    refused: Vec<(IpAddr, Refused)>,
+    /// When to resolve next, ms.
+    due: u64,
+    /// A resolution is under way.
+    pending: bool,
+    failures: u32,
+    answered: bool,
+}
+
+impl Family {
+    fn new(qtype: u16, on: bool) -> Self {
+        Family {
+            qtype,
+            on,
+            addrs: Vec::new(),
+            refused: Vec::new(),
+            due: 0,
+            pending: false,
+            failures: 0,
+            answered: false,
+        }
+    }
+}
+
+struct HostState {
+    cfg: HostConfig,
+    plan: HostPlan,
+    /// The index of the zone it serves.
+    zone: Option<usize>,
+    /// The zone its name is resolved through ([`HostPlan::Via`]), as configured: the
+    /// addresses in `fams` came from it. A reload that changes it drops them.
+    via: Option<Via>,
+    /// A, then AAAA.
+    fams: [Family; 2],
+}
+
+/// A zone that resolves hosts' names, as configured: its settings and own addresses
+/// ([`ZoneConfig`], without its hosts' addresses) and its hosts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Via {
+    zone: ZoneConfig,
+    hosts: Vec<HostConfig>,
+}
+
+/// What [`Forwarder::begin`] did.
+enum Begin<C> {
+    Pending,
+    NoZone(Option<Waiter<C>>),
+    Busy(Option<Waiter<C>>),
+}
+
+struct Outstanding {
+    question: Question,
+    to: SocketAddr,
+    transport: Transport,
+    id: u16,
+    /// The name as sent (with 0x20 letter case).
+    sent_name: Vec<u8>,
+    edns: bool,
+    sent_ms: u64,
+    deadline_ms: u64,
+    /// The upstream's timeout when the query left (what a timeout doubles).
+    rto: u32,
+}
+
+struct Flight<C> {
+    zone: usize,
+    waiters: Vec<Waiter<C>>,
+    tried: Vec<SocketAddr>,
+    attempts: u32,
+    deadline_ms: u64,
+    /// CNAMEs followed so far, with their expiry (seconds), for the answer section.
+    chain: Vec<(RrSet, u32)>,
+    /// Whether any upstream answered at all (timeouts only: EDE 22; errors: 23).
+    errors: u32,
+    outstanding: Option<u64>,
+    /// Earlier queries of this question that timed out: their replies are still taken
+    /// (a reply that was merely late is as good as the retry's, and a resolver that fell
+    /// behind must not lose the answers waiting in its queue), until the question ends.
+    late: Vec<u64>,
+    /// When waiting clients get a stale answer (serve-expired-client-timeout), ms.
+    stale_at: Option<u64>,
+    /// Retry without EDNS on this upstream (it answered FORMERR/NOTIMP to EDNS).
+    no_edns: Vec<SocketAddr>,
+    /// Waiting for the zone's first address: its upstreams are all hosts being resolved.
+    parked: bool,
+    /// Restarts at a chain target between the question a client (or a host, or a
+    /// refresh) asked and this one: 0 for that question, one more for each target
+    /// ([`MAX_RESTARTS`]). A target's flight also has the deadline of the question
+    /// whose chain started it: a chain ends within the first question's budget.
+    restarts: u32,
+    /// The chain target this question waits on (its [`Waiter::Chain`] is there).
+    target: Option<Question>,
+    /// Started for a chain: dropped when no question waits on it any more.
+    for_chain: bool,
+}
+
+/// What to do with a finished question.
+#[derive(Clone)]
+struct Done {
+    rcode: u16,
+    kind: Kind,
+    /// (RRset, section, expiry seconds).
+    sets: Vec<(RrSet, Section, u32)>,
+    ede: Option<u16>,
+    cache: bool,
+    /// Restarts at chain targets the answer took ([`MAX_RESTARTS`] at most).
+    restarts: u32,
 }
 
 /// The forwarder.

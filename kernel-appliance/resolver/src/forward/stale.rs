@@ -4,8 +4,7 @@
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
-use super::flight::Waiter;
-use super::{Forwarder, Question, ede, secs};
+use super::{Forwarder, Question, Waiter, ede, secs};
 use crate::cache::{Kind, MsgShard, Rendered, SetShard, ShardLock};
 
 impl<C: Clone, M: ShardLock<MsgShard>, S: ShardLock<SetShard>> Forwarder<C, M, S> {
