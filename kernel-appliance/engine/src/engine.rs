@@ -653,8 +653,9 @@ impl Engine {
             .then(|| u16::from_be_bytes([a.tail[2], a.tail[3]]))
     }
 
-    /// Unbound answers what it would recurse for; Skua does not forward yet, so REFUSED
-    /// (or drop for `deny_non_local`).
+    /// A name outside local data that is not resolved here (no forward or stub zone, or a
+    /// client that may not have it resolved, [`resolvable`]): REFUSED, as from Unbound (or
+    /// drop for `deny_non_local`).
     pub(crate) fn not_local(
         &self,
         q: &Query<'_>,

@@ -126,7 +126,8 @@ pub(crate) fn handle(
     let ra = e.config().recursion_available;
     match msg.metadata.op_code {
         OpCode::Query => {}
-        // NOTIFY is for zone transfers, which are not served yet (Unbound: REFUSED).
+        // NOTIFY for a zone this server is secondary for is skua-xfr's, which the daemon
+        // calls before the engine; one that comes here is REFUSED, as by Unbound.
         OpCode::Notify if msg.queries.len() == 1 => {
             return finish(resp, ResponseCode::Refused, ra, limit, out);
         }
@@ -155,7 +156,8 @@ pub(crate) fn handle(
         return finish(resp, ResponseCode::Refused, ra, limit, out);
     }
     match qtype {
-        // Zone transfers are not served yet.
+        // Zone transfers are skua-xfr's: the daemon's TCP path takes them before the
+        // engine; one that comes here (over UDP, say) is REFUSED.
         rtype::AXFR | rtype::IXFR => return finish(resp, ResponseCode::Refused, false, limit, out),
         // Meta-types that cannot be asked for (RFC 6895 §3.1; Unbound's list).
         rtype::OPT | 249 | 250 | rtype::MAILB | rtype::MAILA => {
