@@ -23,7 +23,7 @@ fmt:
 # The sans-IO cores must build for bare metal (the unikernel target; skua-vrrp is no_std too).
 # sha2 (skua-xfr's TSIG) takes its portable backend there: see .cargo/config.toml.
 nostd:
-    cargo build -p skua-engine -p skua-fastpath -p skua-resolver -p skua-xfr -p skua-vrrp --target x86_64-unknown-none
+    cargo build -p skua-engine -p skua-fastpath -p skua-resolver -p skua-xfr -p skua-serve -p skua-vrrp --target x86_64-unknown-none
 
 # Fuzz every target for SECS seconds each.
 fuzz secs="60":

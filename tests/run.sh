@@ -78,7 +78,7 @@ echo "== fmt";     cargo fmt --all -- --check
 echo "== layers";  bash tests/layers.sh
 echo "== clippy";  cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== bpf";     bash bpf/check.sh
-echo "== no_std";  cargo build --locked -p skua-engine -p skua-fastpath -p skua-resolver -p skua-xfr -p skua-vrrp --target x86_64-unknown-none
+echo "== no_std";  cargo build --locked -p skua-engine -p skua-fastpath -p skua-resolver -p skua-xfr -p skua-serve -p skua-vrrp --target x86_64-unknown-none
 echo "== tests";   cargo test --workspace --locked
 echo "== API conformance: schemathesis against docs/openapi.json"
 bash tests/api/schemathesis.sh target/debug/skuad
