@@ -1349,36 +1349,19 @@ pub fn rrl_seed() -> u64 {
     RandomState::new().hash_one(std::process::id())
 }
 
-/// The `rrl-*:` directives as the engine's options (`None`: rate limiting off).
+/// The `rrl-*:` directives as the engine's options (`None`: rate limiting off): the same
+/// settings, the exempt netblocks parsed.
 fn rrl_config(r: &skua_config::Rrl) -> Result<Option<skua_engine::rrl::RrlConfig>, LoadError> {
     if !r.enabled() {
         return Ok(None);
     }
-    let mut exempt = Vec::new();
-    for l in &r.exempt_clients {
-        exempt.push(
+    r.clone()
+        .try_map_exempt(|l| {
             l.value
                 .parse::<Netblock>()
-                .map_err(|e| at(&l.loc, format!("rrl-exempt-clients '{}': {e}", l.value)))?,
-        );
-    }
-    Ok(Some(skua_engine::rrl::RrlConfig {
-        responses_per_second: r.responses_per_second,
-        nodata_per_second: r.nodata_per_second,
-        nxdomains_per_second: r.nxdomains_per_second,
-        referrals_per_second: r.referrals_per_second,
-        errors_per_second: r.errors_per_second,
-        all_per_second: r.all_per_second,
-        window: r.window,
-        slip: r.slip,
-        ipv4_prefix_length: r.ipv4_prefix_length,
-        ipv6_prefix_length: r.ipv6_prefix_length,
-        exempt_clients: exempt,
-        qps_scale: r.qps_scale,
-        log_only: r.log_only,
-        max_table_size: r.max_table_size,
-        min_table_size: r.min_table_size,
-    }))
+                .map_err(|e| at(&l.loc, format!("rrl-exempt-clients '{}': {e}", l.value)))
+        })
+        .map(Some)
 }
 
 fn tag(locs: &mut Vec<Loc>, loc: &Loc) -> u32 {
