@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::engine::{DropReason, Outcome, ReplyInfo, Request, Transport};
 use crate::name::WireName;
