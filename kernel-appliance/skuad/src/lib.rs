@@ -27,6 +27,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod acme;
 pub mod api;
 pub mod base;
 pub mod bench;
