@@ -37,6 +37,14 @@
 //! there is; the later of it and the back-off is taken, at most 7 days). Every issuance
 //! and failure is audited (`tls-issued`, `tls-failed`), counted, and shown in `GET /tls`
 //! and `skuactl tls status`.
+//!
+//! Where: `task` runs the loop, its state between attempts a `Phase` (planned from the
+//! certificate in force, or failing: the retry time, its reason, and a certificate written
+//! but not yet in force); `schedule` decides when (`Due`: why the next attempt is when it
+//! is); `order` is one order; `responder` (HTTP-01), `dns01` and `alpn` (TLS-ALPN-01) its
+//! challenges; `client` the HTTP client and the account; `files` what is read and written;
+//! `failure` how a failure is classified. In skuad's layers ACME sits above the control core
+//! (audited writes, reloads, certificates) and below the API, which shows its status.
 
 mod alpn;
 mod client;

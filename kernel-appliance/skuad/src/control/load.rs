@@ -450,6 +450,9 @@ fn local_data(cfg: &Config, after: &After<'_>, c: &mut Compiling) -> Result<Zone
     Ok(zone_data)
 }
 
+/// The secondary zones of a load, by lower-cased apex (see [`XfrLoaded::secondaries`]).
+type Secondaries = std::collections::HashMap<Vec<u8>, crate::base::xfr::Secondary>;
+
 /// The `auth-zone:` clauses: each served zone's records (its zone file, or a secondary
 /// zone's copy) and, for zones that are transferred, their versions; the secondary zones.
 /// `zone_data`: the API's records of transferred zones (see [`local_data`]).
@@ -461,13 +464,7 @@ fn auth_zones(
     zone_names: &[(WireName, Loc)],
     mut zone_data: ZoneData,
     c: &mut Compiling,
-) -> Result<
-    (
-        Vec<XfrZoneLoaded>,
-        std::collections::HashMap<Vec<u8>, crate::base::xfr::Secondary>,
-    ),
-    LoadError,
-> {
+) -> Result<(Vec<XfrZoneLoaded>, Secondaries), LoadError> {
     let empty = crate::base::xfr::Transfers::default();
     let prev = after.prev.unwrap_or(&empty);
     let mut xfr_zones = Vec::new();
