@@ -8,7 +8,8 @@ declare -A allowed=(
     [base]="base"
     [dataplane]="base dataplane"
     [control]="base control"
-    [api]="base control api"
+    [acme]="base control acme"
+    [api]="base control acme api"
 )
 bad=0
 for layer in "${!allowed[@]}"; do
@@ -30,4 +31,4 @@ done
 if ((bad)); then
     exit 1
 fi
-echo "skuad layers: no upward import (base < dataplane, control < api < supervisor)"
+echo "skuad layers: no upward import (base < dataplane, control < acme < api < supervisor)"

@@ -475,96 +475,11 @@ pub enum PortAction {
 /// options under unbound.conf-style names. **Not Unbound directives**: Unbound rejects them,
 /// so a configuration that uses them is skuad-only.
 ///
-/// Rates are responses per second to one client netblock (see
-/// [`ipv4_prefix_length`](Self::ipv4_prefix_length)) for one name and response kind, as in
-/// BIND. The defaults are BIND's.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rrl {
-    /// `rrl-responses-per-second:`, answers (and, unless set on their own, NODATA,
-    /// NXDOMAIN, referral and error responses). Default 0: no limit; RRL is off when every
-    /// rate is 0 (see [`enabled`](Self::enabled)).
-    pub responses_per_second: u32,
-    /// `rrl-nodata-per-second:`, NODATA responses. `None` (the default): as
-    /// [`responses_per_second`](Self::responses_per_second), as BIND.
-    pub nodata_per_second: Option<u32>,
-    /// `rrl-nxdomains-per-second:`, NXDOMAIN responses. `None` (the default): as
-    /// [`responses_per_second`](Self::responses_per_second), as BIND.
-    pub nxdomains_per_second: Option<u32>,
-    /// `rrl-referrals-per-second:`, referrals (delegations). `None` (the default): as
-    /// [`responses_per_second`](Self::responses_per_second), as BIND.
-    pub referrals_per_second: Option<u32>,
-    /// `rrl-errors-per-second:`, error responses (REFUSED, FORMERR, SERVFAIL). `None` (the
-    /// default): as [`responses_per_second`](Self::responses_per_second), as BIND.
-    pub errors_per_second: Option<u32>,
-    /// `rrl-all-per-second:`, all responses to one netblock whatever the name. Default 0: no
-    /// limit.
-    pub all_per_second: u32,
-    /// `rrl-window:` in seconds, 1-3600: the period over which rates are averaged. Default
-    /// 15.
-    pub window: u32,
-    /// `rrl-slip:`, 0-10: every `slip`-th limited UDP response is sent truncated (TC=1)
-    /// instead of dropped; 0 drops them all, 1 truncates them all. Default 2.
-    pub slip: u8,
-    /// `rrl-ipv4-prefix-length:`, 0-32: IPv4 clients are counted per netblock of this
-    /// length. Default 24.
-    pub ipv4_prefix_length: u8,
-    /// `rrl-ipv6-prefix-length:`, 0-128: IPv6 clients are counted per netblock of this
-    /// length. Default 56.
-    pub ipv6_prefix_length: u8,
-    /// `rrl-exempt-clients:` netblocks as written, in order (interpreted by the daemon):
-    /// clients never rate limited. Repeatable.
-    pub exempt_clients: Vec<Located<String>>,
-    /// `rrl-qps-scale:`: when the total query rate exceeds this many queries per second,
-    /// the rates are scaled down in proportion, as BIND. Default 0: no scaling.
-    pub qps_scale: u32,
-    /// `rrl-log-only:`. Default no; with yes, limited responses are logged and counted but
-    /// still sent.
-    pub log_only: bool,
-    /// `rrl-max-table-size:`, at least 1: the most client/name entries tracked. Default
-    /// 20000.
-    pub max_table_size: usize,
-    /// `rrl-min-table-size:`: the number of entries allocated at start. Default 500.
-    pub min_table_size: usize,
-}
-
-impl Default for Rrl {
-    fn default() -> Self {
-        Rrl {
-            responses_per_second: 0,
-            nodata_per_second: None,
-            nxdomains_per_second: None,
-            referrals_per_second: None,
-            errors_per_second: None,
-            all_per_second: 0,
-            window: 15,
-            slip: 2,
-            ipv4_prefix_length: 24,
-            ipv6_prefix_length: 56,
-            exempt_clients: Vec::new(),
-            qps_scale: 0,
-            log_only: false,
-            max_table_size: 20_000,
-            min_table_size: 500,
-        }
-    }
-}
-
-impl Rrl {
-    /// Whether rate limiting is on: some rate is not 0 (`responses`, `nodata`, `nxdomains`,
-    /// `referrals`, `errors` or `all` per second).
-    pub fn enabled(&self) -> bool {
-        self.responses_per_second != 0
-            || self.all_per_second != 0
-            || [
-                self.nodata_per_second,
-                self.nxdomains_per_second,
-                self.referrals_per_second,
-                self.errors_per_second,
-            ]
-            .iter()
-            .any(|r| r.is_some_and(|r| r != 0))
-    }
-}
+/// The engine declares these settings, with BIND's defaults and meanings
+/// ([`skua_engine::rrl::RrlConfig`]); the reader checks each value's range as it reads it and
+/// keeps `rrl-exempt-clients:` netblocks as written, with their lines (the daemon interprets
+/// them). RRL is off when every rate is 0 ([`enabled`](skua_engine::rrl::RrlConfig::enabled)).
+pub type Rrl = skua_engine::rrl::RrlConfig<Located<String>>;
 
 /// The `api:` clause: skuad's REST API. **Not an Unbound clause**: Unbound rejects it, so a
 /// configuration that uses it is skuad-only. Several `api:` clauses merge like `server:` (a

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use crate::acme;
 use crate::api::{self, Api};
 use crate::base::planes::{DataplaneState, Dataplanes};
 use crate::base::serving::Serving;
@@ -28,11 +29,11 @@ pub fn run(source: Source, xdp_opts: &XdpOptions) -> Result<(), String> {
     // socket is bound.
     let api_settings = api::settings(&boot.config).map_err(|e| format!("api: {e}"))?;
     // ACME: checked now (a clause that cannot work stops the start); read at start only.
-    let acme_settings = api::acme::AcmeSettings::from_config(&boot.config, boot.dir())?;
-    api::acme::warn_at_start(&boot.config);
+    let acme_settings = acme::AcmeSettings::from_config(&boot.config, boot.dir())?;
+    acme::warn_at_start(&boot.config);
     let acme = acme_settings
         .as_ref()
-        .map(|_| Arc::new(api::acme::Acme::default()));
+        .map(|_| Arc::new(acme::Acme::default()));
     check_descriptors(&boot.settings, &boot.config.api);
     let engine = boot
         .take_engine()
@@ -182,7 +183,7 @@ pub fn run(source: Source, xdp_opts: &XdpOptions) -> Result<(), String> {
         });
         let follower = tokio::spawn(api::sync::follow(follower));
         let acme_task = match (acme, acme_settings) {
-            (Some(a), Some(s)) => Some(tokio::spawn(api::acme::run(ctl.clone(), a, s))),
+            (Some(a), Some(s)) => Some(tokio::spawn(acme::run(ctl.clone(), a, s))),
             _ => None,
         };
         notify::notify(&format!(

@@ -853,7 +853,7 @@ fn a_certificate_with_the_requests_subject_is_accepted_by_kdig() {
     use x509_parser::prelude::*;
     let dir = Dir::new("acme-subject");
     let names = vec!["dns.example.test".to_string(), "doh.example.test".into()];
-    let (csr_der, key_pem) = skuad::api::acme::csr(&names).unwrap();
+    let (csr_der, key_pem) = skuad::acme::csr(&names).unwrap();
     let (_, req) = X509CertificationRequest::from_der(&csr_der).unwrap();
     let info = &req.certification_request_info;
     // The CA: the request's subject (its CN, the only attribute skuad puts there) and its

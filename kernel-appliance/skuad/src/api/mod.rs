@@ -13,7 +13,6 @@
 //! `conflict` (409), `invalid_config` (422: the change or reload does not compile; nothing
 //! changed), `unavailable` (503), `internal` (500).
 
-pub mod acme;
 pub mod httpd;
 pub mod local;
 pub mod metrics;
@@ -37,6 +36,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+use crate::acme;
 use crate::base::planes::DataplaneState;
 use crate::control::auth::Role;
 use crate::control::cache::FlushRequest;

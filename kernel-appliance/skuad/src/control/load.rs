@@ -19,6 +19,12 @@ use skua_engine::store::{AuthZoneSpec, BuildError};
 use skua_engine::zonefile::{self, IncludeLoader};
 use skua_engine::{Engine, EngineBuilder, text};
 
+mod forward;
+mod xfr;
+
+use forward::resolver_settings;
+use xfr::{secondary_zone, tsig_keys, xfr_entries, xfr_zone};
+
 /// The embedded default configuration: loopback port 5353, a demo zone.
 pub const DEFAULT_CONFIG: &str = include_str!("default.conf");
 
@@ -268,19 +274,70 @@ pub struct After<'a> {
     pub secondary: Option<&'a std::collections::HashMap<Vec<u8>, SecondaryData>>,
 }
 
-/// As [`load_config`], after `after` (see [`After`]).
+/// As [`load_config`], after `after` (see [`After`]). One section of the configuration
+/// after the other, in this order (the first error found is the one reported): the
+/// server's identity and EDNS, forwarding, access control, local zones, local data, TSIG
+/// keys, auth zones (then the engine is compiled), rate limiting, listeners and the
+/// process settings.
 pub fn load_config_after(
     cfg: Config,
     base: Option<PathBuf>,
     after: &After<'_>,
 ) -> Result<Loaded, LoadError> {
-    let empty = crate::base::xfr::Transfers::default();
-    let prev = after.prev.unwrap_or(&empty);
     let start = Instant::now();
+    let mut c = Compiling {
+        b: EngineBuilder::new(),
+        locs: Vec::new(),
+        records: 0,
+        warnings: cfg.warnings.iter().map(ToString::to_string).collect(),
+    };
+    let resolver = server_basics(&cfg, &mut c)?;
+    access_control(&cfg.server, &mut c)?;
+    let zone_names = local_zones(&cfg.server, &mut c)?;
+    let zone_data = local_data(&cfg, after, &mut c)?;
+    let keys = tsig_keys(&cfg.tsig_keys, base.as_deref())?;
+    let (zones, secondaries) =
+        auth_zones(&cfg, base, after, &keys, &zone_names, zone_data, &mut c)?;
+    let Compiling {
+        b,
+        locs,
+        records,
+        mut warnings,
+    } = c;
+    let engine = b.build().map_err(|e| build_error(&e, &locs))?;
+    let rrl = rrl_config(&cfg.server.rrl)?;
+    let settings = listener_settings(&cfg, &mut warnings)?;
+    Ok(Loaded {
+        engine,
+        settings,
+        warnings,
+        records,
+        elapsed: start.elapsed(),
+        rrl,
+        resolver,
+        xfr: XfrLoaded {
+            keys,
+            zones,
+            secondaries,
+        },
+    })
+}
+
+/// What the sections of one load build up: the engine, the line of each record (tags index
+/// this table, so that engine build errors can name the line), the records counted, the
+/// warnings.
+struct Compiling {
+    b: EngineBuilder,
+    locs: Vec<Loc>,
+    records: usize,
+    warnings: Vec<String>,
+}
+
+/// The server's answers about itself (`identity:`, `version:`), its EDNS sizes, and
+/// forwarding (see [`resolver_settings`]): the resolver's settings, when configured.
+fn server_basics(cfg: &Config, c: &mut Compiling) -> Result<Option<ResolverSettings>, LoadError> {
     let s = &cfg.server;
-    let mut warnings: Vec<String> = cfg.warnings.iter().map(ToString::to_string).collect();
-    let mut b = EngineBuilder::new();
-    let ec = b.config_mut();
+    let ec = c.b.config_mut();
     ec.identity = (!s.hide_identity).then(|| s.identity.clone().unwrap_or_else(hostname));
     ec.version = (!s.hide_version).then(|| {
         s.version
@@ -289,9 +346,13 @@ pub fn load_config_after(
     });
     ec.edns_buffer_size = s.edns_buffer_size;
     ec.max_udp_size = s.max_udp_size;
-    let resolver = resolver_settings(&cfg, &mut warnings)?;
-    ec.resolve = resolver.is_some();
+    let resolver = resolver_settings(cfg, &mut c.warnings)?;
+    c.b.config_mut().resolve = resolver.is_some();
+    Ok(resolver)
+}
 
+/// `access-control:` netblocks and their actions.
+fn access_control(s: &skua_config::Server, c: &mut Compiling) -> Result<(), LoadError> {
     for l in &s.access_control {
         let (nb, action) = &l.value;
         let nb: Netblock = nb
@@ -300,8 +361,17 @@ pub fn load_config_after(
         let action: AclAction = action
             .parse()
             .map_err(|e| at(&l.loc, format!("access-control action '{action}': {e}")))?;
-        b.acl_mut().insert(nb, action);
+        c.b.acl_mut().insert(nb, action);
     }
+    Ok(())
+}
+
+/// `local-zone:` entries: each name once. Returns the names with their lines (auth zones
+/// are checked against them and Unbound's default zones).
+fn local_zones(
+    s: &skua_config::Server,
+    c: &mut Compiling,
+) -> Result<Vec<(WireName, Loc)>, LoadError> {
     let mut zone_names: Vec<(WireName, Loc)> = Vec::new();
     for l in &s.local_zones {
         let (name, ty) = &l.value;
@@ -321,13 +391,21 @@ pub fn load_config_after(
         }
         zone_names.push((n.clone(), l.loc.clone()));
         if t == LocalZoneType::NoView {
-            warnings.push(format!("{}: local-zone type 'noview' only matters in views, which are not supported yet; it behaves as transparent", l.loc));
+            c.warnings.push(format!("{}: local-zone type 'noview' only matters in views, which are not supported yet; it behaves as transparent", l.loc));
         }
-        b.local_zone(n, t);
+        c.b.local_zone(n, t);
     }
-    // Tags index this table so that engine build errors can name the line.
-    let mut locs: Vec<Loc> = Vec::new();
-    let mut records = 0usize;
+    Ok(zone_names)
+}
+
+/// Records of an auth zone that came as API `local-data:`, by lower-cased apex.
+type ZoneData = std::collections::HashMap<Vec<u8>, Vec<(skua_engine::rr::Rr, u32)>>;
+
+/// `local-data:` and `local-data-ptr:` records. The state file's records under a
+/// transferred auth zone (`provide-xfr:` or `notify:`) are that zone's data: returned, not
+/// local data.
+fn local_data(cfg: &Config, after: &After<'_>, c: &mut Compiling) -> Result<ZoneData, LoadError> {
+    let s = &cfg.server;
     // Transferred auth zones (lower-cased apex): API records under one are its zone data.
     let transferred: Vec<WireName> = cfg
         .auth_zones
@@ -340,8 +418,7 @@ pub fn load_config_after(
         .filter_map(|z| WireName::parse(&z.name.value, None).ok())
         .map(|n| n.to_lowercase())
         .collect();
-    let mut zone_data: std::collections::HashMap<Vec<u8>, Vec<(skua_engine::rr::Rr, u32)>> =
-        std::collections::HashMap::new();
+    let mut zone_data = ZoneData::new();
     for l in &s.local_data {
         let rr = text::parse_rr(&l.value, None, 3600)
             .map_err(|e| at(&l.loc, format!("local-data '{}': {e}", l.value)))?;
@@ -352,31 +429,50 @@ pub fn load_config_after(
             .max_by_key(|z| z.len());
         match zone {
             Some(z) => {
-                let t = tag(&mut locs, &l.loc);
+                let t = tag(&mut c.locs, &l.loc);
                 zone_data
                     .entry(z.as_bytes().to_vec())
                     .or_default()
                     .push((rr, t));
             }
             None => {
-                b.local_data(rr, tag(&mut locs, &l.loc));
+                c.b.local_data(rr, tag(&mut c.locs, &l.loc));
             }
         }
-        records += 1;
+        c.records += 1;
     }
     for l in &s.local_data_ptr {
         let rr = text::parse_local_data_ptr(&l.value, 3600)
             .map_err(|e| at(&l.loc, format!("local-data-ptr '{}': {e}", l.value)))?;
-        b.local_data(rr, tag(&mut locs, &l.loc));
-        records += 1;
+        c.b.local_data(rr, tag(&mut c.locs, &l.loc));
+        c.records += 1;
     }
-    let keys = tsig_keys(&cfg.tsig_keys, base.as_deref())?;
+    Ok(zone_data)
+}
+
+/// The secondary zones of a load, by lower-cased apex (see [`XfrLoaded::secondaries`]).
+type Secondaries = std::collections::HashMap<Vec<u8>, crate::base::xfr::Secondary>;
+
+/// The `auth-zone:` clauses: each served zone's records (its zone file, or a secondary
+/// zone's copy) and, for zones that are transferred, their versions; the secondary zones.
+/// `zone_data`: the API's records of transferred zones (see [`local_data`]).
+fn auth_zones(
+    cfg: &Config,
+    base: Option<PathBuf>,
+    after: &After<'_>,
+    keys: &[skua_xfr::tsig::Key],
+    zone_names: &[(WireName, Loc)],
+    mut zone_data: ZoneData,
+    c: &mut Compiling,
+) -> Result<(Vec<XfrZoneLoaded>, Secondaries), LoadError> {
+    let empty = crate::base::xfr::Transfers::default();
+    let prev = after.prev.unwrap_or(&empty);
     let mut xfr_zones = Vec::new();
     let mut secondaries = std::collections::HashMap::new();
     let base_dir = base.clone();
     let mut loader = FileLoader { base };
     let mut auth_names: Vec<WireName> = Vec::new();
-    let defaults = effective_default_zones(&zone_names);
+    let defaults = effective_default_zones(zone_names);
     for z in &cfg.auth_zones {
         let name = WireName::parse(&z.name.value, None).map_err(|e| {
             at(
@@ -395,11 +491,11 @@ pub fn load_config_after(
         }
         auth_names.push(name.clone());
         if !z.for_downstream {
-            warnings.push(format!("{}: auth-zone '{}' has for-downstream: no; only downstream service is implemented, so it is not served", z.loc, z.name.value));
+            c.warnings.push(format!("{}: auth-zone '{}' has for-downstream: no; only downstream service is implemented, so it is not served", z.loc, z.name.value));
             continue;
         }
-        if let Some((dz, ty)) = shadowing_default_zone(&name, &zone_names, &defaults) {
-            warnings.push(format!(
+        if let Some((dz, ty)) = shadowing_default_zone(&name, zone_names, &defaults) {
+            c.warnings.push(format!(
                 "{}: auth-zone '{}' is inside Unbound's default local zone '{dz}' ({}), which is \
                  answered first: every name in the auth-zone gets that zone's answer \
                  (NXDOMAIN), as in Unbound, while transfers and NOTIFY go on; add \
@@ -413,22 +509,22 @@ pub fn load_config_after(
             let sec = secondary_zone(
                 z,
                 &name,
-                &keys,
+                keys,
                 &mut loader,
                 base_dir.as_deref(),
                 prev,
                 after,
-                &mut warnings,
+                &mut c.warnings,
             )?;
             let apex = name.to_lowercase().as_bytes().to_vec();
             match &sec.version {
                 Some(v) => {
-                    let tag_zone = tag(&mut locs, &z.loc);
+                    let tag_zone = tag(&mut c.locs, &z.loc);
                     let recs: Vec<(skua_engine::rr::Rr, u32)> =
                         v.iter().map(|r| (r.clone(), tag_zone)).collect();
-                    records += recs.len();
+                    c.records += recs.len();
                     // Its own secondaries (chained), and the journal a promotion keeps.
-                    let (allow, notify) = xfr_entries(z, &keys)?;
+                    let (allow, notify) = xfr_entries(z, keys)?;
                     let diffs = after
                         .secondary
                         .and_then(|m| m.get(&apex))
@@ -443,13 +539,13 @@ pub fn load_config_after(
                         ixfr_number: z.ixfr_number as usize,
                         ixfr_size: z.ixfr_size,
                     });
-                    b.auth_zone(AuthZoneSpec {
+                    c.b.auth_zone(AuthZoneSpec {
                         name,
                         records: recs,
                     });
                 }
                 None => {
-                    b.unavailable_auth_zone(name);
+                    c.b.unavailable_auth_zone(name);
                 }
             }
             secondaries.insert(apex, sec);
@@ -465,14 +561,14 @@ pub fn load_config_after(
             ));
         };
         let (display, text) = loader.load(&zf.value).map_err(|e| at(&zf.loc, e))?;
-        let tag_zone = tag(&mut locs, &zf.loc);
+        let tag_zone = tag(&mut c.locs, &zf.loc);
         let mut recs = Vec::new();
         let n = zonefile::parse_zone(&text, &display, &name, &mut loader, &mut |rr| {
             recs.push((rr, tag_zone));
             Ok(())
         })
         .map_err(|e| LoadError(e.to_string()))?;
-        records += n;
+        c.records += n;
         if !z.provide_xfr.is_empty() || !z.notify.is_empty() {
             if let Some(api) = zone_data.remove(name.to_lowercase().as_bytes()) {
                 recs.extend(api);
@@ -480,27 +576,106 @@ pub fn load_config_after(
             let floor = after
                 .serials
                 .and_then(|m| m.get(&name.to_lowercase().to_string()).copied());
-            let x = xfr_zone(z, &name, &mut recs, &keys, prev, floor)?;
+            let x = xfr_zone(z, &name, &mut recs, keys, prev, floor)?;
             xfr_zones.push(x);
         }
-        b.auth_zone(AuthZoneSpec {
+        c.b.auth_zone(AuthZoneSpec {
             name,
             records: recs,
         });
     }
-    let engine = b.build().map_err(|e| build_error(&e, &locs))?;
-    let rrl = rrl_config(&s.rrl)?;
+    Ok((xfr_zones, secondaries))
+}
 
-    // Listener settings. An interface on `tls-port:` serves DNS over TLS when a
-    // certificate is configured, as in Unbound.
+/// The addresses each listener kind serves.
+#[derive(Default)]
+struct Listeners {
+    udp: Vec<SocketAddr>,
+    tcp: Vec<SocketAddr>,
+    tls: Vec<SocketAddr>,
+    https: Vec<SocketAddr>,
+    doq: Vec<SocketAddr>,
+}
+
+/// Listener and process settings: the listeners ([`interfaces`], then [`leased`]), CPU
+/// affinity, the directives accepted but not applied, connection limits, socket and
+/// thread settings.
+fn listener_settings(cfg: &Config, warnings: &mut Vec<String>) -> Result<Settings, LoadError> {
+    let s = &cfg.server;
+    let mut l = interfaces(s, warnings)?;
+    let leased = leased(cfg, &mut l)?;
+    let cpus =
+        match &s.cpu_affinity {
+            Some(c) => Some(parse_cpus(c).ok_or_else(|| {
+                LoadError(format!("cpu-affinity '{c}': expected a list like 0,2-3"))
+            })?),
+            None => None,
+        };
+    for (what, v) in [
+        ("logfile", &s.logfile),
+        ("username", &s.username),
+        ("chroot", &s.chroot),
+        ("pidfile", &s.pidfile),
+    ] {
+        if v.as_deref().is_some_and(|v| !v.is_empty()) {
+            warnings.push(format!("'{what}' is accepted but not applied yet: skuad logs to stderr and keeps its user and root"));
+        }
+    }
+    let connection_limits = s
+        .tcp_connection_limits
+        .iter()
+        .map(|l| {
+            let nb = l
+                .value
+                .netblock
+                .parse::<skua_engine::acl::Netblock>()
+                .map_err(|e| {
+                    at(
+                        &l.loc,
+                        format!("tcp-connection-limit: '{}': {e}", l.value.netblock),
+                    )
+                })?;
+            Ok((nb, l.value.limit))
+        })
+        .collect::<Result<Vec<_>, LoadError>>()?;
+    Ok(Settings {
+        udp: l.udp,
+        tcp: l.tcp,
+        tls: l.tls,
+        https: l.https,
+        doq: l.doq,
+        https_tls: !s.http_notls_downstream,
+        connection_limits,
+        per_source_limit: s.tcp_connection_limit_per_source,
+        threads: s.num_threads.max(1),
+        reuseport: s.so_reuseport,
+        freebind: s.ip_freebind,
+        rcvbuf: s.so_rcvbuf,
+        sndbuf: s.so_sndbuf,
+        tcp_idle: Duration::from_millis(s.tcp_idle_timeout_ms.max(1)),
+        tcp_limit: s.incoming_num_tcp.max(1) * s.num_threads.max(1),
+        verbosity: s.verbosity,
+        cpus,
+        max_udp_size: s.max_udp_size.max(512),
+        leased,
+        lease_max: Duration::from_millis(cfg.ha.lease_max_ms.into()),
+    })
+}
+
+/// What each `interface:` serves (localhost when none is given, as Unbound): plain DNS,
+/// DNS over TLS on `tls-port:` and DNS over HTTPS on `https-port:` when a certificate is
+/// configured (as in Unbound), DNS over QUIC on `quic-port:`.
+fn interfaces(s: &skua_config::Server, warnings: &mut Vec<String>) -> Result<Listeners, LoadError> {
     // The certificate itself is read by reloads only (control::tls), not by every API
     // write or zone transfer that compiles an engine.
     let dot = s.tls_service_key.is_some() && s.tls_service_pem.is_some();
-    let mut udp = Vec::new();
-    let mut tcp = Vec::new();
-    let mut tls = Vec::new();
-    let mut https = Vec::new();
-    let mut doq = Vec::new();
+    let Listeners {
+        mut udp,
+        mut tcp,
+        mut tls,
+        mut https,
+        mut doq,
+    } = Listeners::default();
     let ifaces: Vec<(SocketAddr, Option<Loc>)> = if s.interfaces.is_empty() {
         // Unbound's default: localhost only.
         vec![
@@ -616,8 +791,20 @@ pub fn load_config_after(
             tcp.push(a);
         }
     }
-    // Service addresses under the host agent's lease: listened on like interfaces (an
-    // address both in interface: and ha: is one listener, under the lease).
+    Ok(Listeners {
+        udp,
+        tcp,
+        tls,
+        https,
+        doq,
+    })
+}
+
+/// Service addresses under the host agent's lease (`ha:`): listened on like interfaces (an
+/// address both in interface: and ha: is one listener, under the lease). Returns the
+/// leased addresses.
+fn leased(cfg: &Config, lst: &mut Listeners) -> Result<Vec<IpAddr>, LoadError> {
+    let s = &cfg.server;
     let mut leased = Vec::new();
     for l in &cfg.ha.addresses {
         let a = parse_interface(&l.value, s.port, &l.loc)?;
@@ -634,712 +821,14 @@ pub fn load_config_after(
             continue;
         }
         leased.push(a.ip().to_canonical());
-        if s.do_udp && !udp.contains(&a) {
-            udp.push(a);
+        if s.do_udp && !lst.udp.contains(&a) {
+            lst.udp.push(a);
         }
-        if s.do_tcp && !tcp.contains(&a) {
-            tcp.push(a);
-        }
-    }
-    let cpus =
-        match &s.cpu_affinity {
-            Some(c) => Some(parse_cpus(c).ok_or_else(|| {
-                LoadError(format!("cpu-affinity '{c}': expected a list like 0,2-3"))
-            })?),
-            None => None,
-        };
-    for (what, v) in [
-        ("logfile", &s.logfile),
-        ("username", &s.username),
-        ("chroot", &s.chroot),
-        ("pidfile", &s.pidfile),
-    ] {
-        if v.as_deref().is_some_and(|v| !v.is_empty()) {
-            warnings.push(format!("'{what}' is accepted but not applied yet: skuad logs to stderr and keeps its user and root"));
+        if s.do_tcp && !lst.tcp.contains(&a) {
+            lst.tcp.push(a);
         }
     }
-    let connection_limits = s
-        .tcp_connection_limits
-        .iter()
-        .map(|l| {
-            let nb = l
-                .value
-                .netblock
-                .parse::<skua_engine::acl::Netblock>()
-                .map_err(|e| {
-                    at(
-                        &l.loc,
-                        format!("tcp-connection-limit: '{}': {e}", l.value.netblock),
-                    )
-                })?;
-            Ok((nb, l.value.limit))
-        })
-        .collect::<Result<Vec<_>, LoadError>>()?;
-    let settings = Settings {
-        udp,
-        tcp,
-        tls,
-        https,
-        doq,
-        https_tls: !s.http_notls_downstream,
-        connection_limits,
-        per_source_limit: s.tcp_connection_limit_per_source,
-        threads: s.num_threads.max(1),
-        reuseport: s.so_reuseport,
-        freebind: s.ip_freebind,
-        rcvbuf: s.so_rcvbuf,
-        sndbuf: s.so_sndbuf,
-        tcp_idle: Duration::from_millis(s.tcp_idle_timeout_ms.max(1)),
-        tcp_limit: s.incoming_num_tcp.max(1) * s.num_threads.max(1),
-        verbosity: s.verbosity,
-        cpus,
-        max_udp_size: s.max_udp_size.max(512),
-        leased,
-        lease_max: Duration::from_millis(cfg.ha.lease_max_ms.into()),
-    };
-    Ok(Loaded {
-        engine,
-        settings,
-        warnings,
-        records,
-        elapsed: start.elapsed(),
-        rrl,
-        resolver,
-        xfr: XfrLoaded {
-            keys,
-            zones: xfr_zones,
-            secondaries,
-        },
-    })
-}
-
-/// The `tsig-key:` keys, their secrets read (`file:PATH`, relative to `base`, a file others
-/// cannot read; or `env:VAR`), base64-decoded, at least 16 bytes. Errors name the line and
-/// never show the secret.
-fn tsig_keys(
-    keys: &[skua_config::TsigKey],
-    base: Option<&Path>,
-) -> Result<Vec<skua_xfr::tsig::Key>, LoadError> {
-    use skua_xfr::tsig::{Algorithm, Key};
-    let mut out = Vec::with_capacity(keys.len());
-    for k in keys {
-        let name = WireName::parse(&k.name.value, None).map_err(|e| {
-            at(
-                &k.name.loc,
-                format!("tsig-key name '{}': {e}", k.name.value),
-            )
-        })?;
-        let s = &k.secret;
-        let text = if let Some(p) = s.value.strip_prefix("file:") {
-            let p = PathBuf::from(p);
-            let p = match base {
-                Some(b) if p.is_relative() => b.join(p),
-                _ => p,
-            };
-            super::auth::read_secret(&p).map_err(|e| at(&s.loc, format!("tsig-key secret: {e}")))?
-        } else if let Some(v) = s.value.strip_prefix("env:") {
-            std::env::var(v).map_err(|_| {
-                at(
-                    &s.loc,
-                    format!("tsig-key secret: environment variable {v} is not set"),
-                )
-            })?
-        } else {
-            return Err(at(&s.loc, "tsig-key secret: must be file:PATH or env:VAR"));
-        };
-        let secret = data_encoding::BASE64
-            .decode(text.trim().as_bytes())
-            .map_err(|_| {
-                at(
-                    &s.loc,
-                    format!(
-                        "tsig-key '{}': the secret is not base64 (as tsig-keygen or keymgr -t print it)",
-                        k.name.value
-                    ),
-                )
-            })?;
-        if secret.len() < 16 {
-            return Err(at(
-                &s.loc,
-                format!(
-                    "tsig-key '{}': the secret has {} bytes; at least 16 (32 from tsig-keygen or keymgr -t)",
-                    k.name.value,
-                    secret.len()
-                ),
-            ));
-        }
-        let alg = Algorithm::parse(&k.algorithm).ok_or_else(|| {
-            at(
-                &k.loc,
-                format!("tsig-key algorithm '{}' is not implemented", k.algorithm),
-            )
-        })?;
-        out.push(Key::new(&name, alg, secret));
-    }
-    Ok(out)
-}
-
-/// The key named `text` in `provide-xfr:`/`notify:`: `None` for `NOKEY`.
-fn key_ref(
-    text: &str,
-    keys: &[skua_xfr::tsig::Key],
-    what: &str,
-    loc: &Loc,
-) -> Result<Option<usize>, LoadError> {
-    if text.eq_ignore_ascii_case("NOKEY") {
-        return Ok(None);
-    }
-    let name = WireName::parse(text, None)
-        .map_err(|e| at(loc, format!("{what}: key '{text}': {e}")))?
-        .to_lowercase();
-    keys.iter()
-        .position(|k| *k.name() == name)
-        .map(Some)
-        .ok_or_else(|| {
-            at(
-                loc,
-                format!("{what}: no tsig-key: clause is named '{text}' (or write NOKEY)"),
-            )
-        })
-}
-
-/// One auth zone with `provide-xfr:` or `notify:`: its entries checked, its version made
-/// from `recs`, whose SOA gets the serial [`zone_serial`] decides (so the engine serves the
-/// serial that transfers send).
-fn xfr_zone(
-    z: &skua_config::AuthZone,
-    name: &WireName,
-    recs: &mut [(skua_engine::rr::Rr, u32)],
-    keys: &[skua_xfr::tsig::Key],
-    prev: &crate::base::xfr::Transfers,
-    floor: Option<u32>,
-) -> Result<XfrZoneLoaded, LoadError> {
-    let (allow, notify) = xfr_entries(z, keys)?;
-    let version = skua_xfr::zone::Version::new(name, recs.iter().map(|(r, _)| r.clone()).collect())
-        .map_err(|e| at(&z.loc, format!("auth-zone '{}': {e}", z.name.value)))?;
-    let apex = name.to_lowercase().as_bytes().to_vec();
-    let mut serial = zone_serial(prev.zones.get(&apex).map(|p| &*p.version), &version);
-    if let Some(f) = floor
-        && skua_xfr::zone::serial_lt(serial, f)
-    {
-        // Served before (with API data) at this serial: never go back.
-        serial = f;
-    }
-    let version = if serial == version.serial() {
-        version
-    } else {
-        for (r, _) in recs.iter_mut() {
-            if r.rtype == skua_engine::rr::rtype::SOA {
-                *r = skua_xfr::zone::with_serial(r, serial);
-            }
-        }
-        version.with_serial(serial)
-    };
-    Ok(XfrZoneLoaded {
-        apex,
-        version: std::sync::Arc::new(version),
-        diffs: Vec::new(),
-        allow,
-        notify,
-        ixfr_number: z.ixfr_number as usize,
-        ixfr_size: z.ixfr_size,
-    })
-}
-
-/// A zone's `provide-xfr:` entries and `notify:` targets, checked.
-#[allow(clippy::type_complexity)]
-fn xfr_entries(
-    z: &skua_config::AuthZone,
-    keys: &[skua_xfr::tsig::Key],
-) -> Result<
-    (
-        Vec<skua_xfr::server::Allow>,
-        Vec<crate::base::xfr::NotifyTarget>,
-    ),
-    LoadError,
-> {
-    use skua_xfr::server::{Allow, KeyRule};
-    let mut allow = Vec::new();
-    for l in &z.provide_xfr {
-        let (nb, key) = &l.value;
-        let netblock: Netblock = nb
-            .parse()
-            .map_err(|e| at(&l.loc, format!("provide-xfr: '{nb}': {e}")))?;
-        let rule = if key.eq_ignore_ascii_case("BLOCKED") {
-            KeyRule::Blocked
-        } else {
-            match key_ref(key, keys, "provide-xfr", &l.loc)? {
-                Some(i) => KeyRule::Key(i),
-                None => KeyRule::NoKey,
-            }
-        };
-        allow.push(Allow { netblock, rule });
-    }
-    let mut notify = Vec::new();
-    for l in &z.notify {
-        let (addr, key) = &l.value;
-        let a = parse_addr(addr, 53).map_err(|e| at(&l.loc, format!("notify: {e}")))?;
-        notify.push(crate::base::xfr::NotifyTarget {
-            addr: a,
-            key: key_ref(key, keys, "notify", &l.loc)?,
-        });
-    }
-    Ok((allow, notify))
-}
-
-/// Where a secondary zone's `zonefile:` is: as written when absolute, else relative to
-/// the configuration file's directory (the working directory without one).
-fn secondary_zonefile(zf: &str, base: Option<&Path>) -> PathBuf {
-    let p = PathBuf::from(zf);
-    match base {
-        Some(b) if p.is_relative() => b.join(p),
-        _ => p,
-    }
-}
-
-/// A secondary zone (`primary:`, `request-xfr:`): its primaries, `allow-notify:`
-/// entries and limits checked, and its copy: new data from `after.secondary`, else the
-/// copy in force (`prev`), else its zone file when it exists and holds the zone (a file
-/// that does not is a warning: the zone is transferred anew), else none.
-#[allow(clippy::too_many_arguments)]
-fn secondary_zone(
-    z: &skua_config::AuthZone,
-    name: &WireName,
-    keys: &[skua_xfr::tsig::Key],
-    loader: &mut FileLoader,
-    base: Option<&Path>,
-    prev: &crate::base::xfr::Transfers,
-    after: &After<'_>,
-    warnings: &mut Vec<String>,
-) -> Result<crate::base::xfr::Secondary, LoadError> {
-    use crate::base::xfr::{Primary, Secondary};
-    use skua_xfr::server::{Allow, KeyRule};
-    let mut primaries = Vec::new();
-    for l in &z.primaries {
-        let (addr, key) = &l.value;
-        if addr.contains('#') {
-            return Err(at(
-                &l.loc,
-                format!("primary '{addr}': transfers over TLS are not supported"),
-            ));
-        }
-        let a = parse_addr(addr, 53).map_err(|_| {
-            at(
-                &l.loc,
-                format!(
-                    "primary '{addr}': not an IP address with an optional @PORT (host names are not supported)"
-                ),
-            )
-        })?;
-        primaries.push(Primary {
-            addr: a,
-            key: key_ref(key, keys, "primary", &l.loc)?,
-        });
-    }
-    let mut allow_notify = Vec::new();
-    for l in &z.allow_notify {
-        let (nb, key) = &l.value;
-        let netblock: Netblock = nb
-            .parse()
-            .map_err(|e| at(&l.loc, format!("allow-notify: '{nb}': {e}")))?;
-        let rule = if key.eq_ignore_ascii_case("BLOCKED") {
-            KeyRule::Blocked
-        } else {
-            match key_ref(key, keys, "allow-notify", &l.loc)? {
-                Some(i) => KeyRule::Key(i),
-                None => KeyRule::NoKey,
-            }
-        };
-        allow_notify.push(Allow { netblock, rule });
-    }
-    // A primary may NOTIFY its zone, signed with the key it transfers with (Unbound
-    // allows its primaries by default too).
-    for p in &primaries {
-        if let Ok(netblock) = p.addr.ip().to_canonical().to_string().parse::<Netblock>() {
-            allow_notify.push(Allow {
-                netblock,
-                rule: p.key.map_or(KeyRule::NoKey, KeyRule::Key),
-            });
-        }
-    }
-    let apex = name.to_lowercase().as_bytes().to_vec();
-    let zonefile = z
-        .zonefile
-        .as_ref()
-        .map(|zf| secondary_zonefile(&zf.value, base));
-    let (version, confirmed) = match after.secondary.and_then(|m| m.get(&apex)) {
-        Some(d) => (
-            d.version.clone(),
-            d.version.as_ref().map(|_| crate::base::clock::unix_secs()),
-        ),
-        None => match prev.secondaries.get(&apex) {
-            Some(s) => (s.version.clone(), s.confirmed),
-            None => match &zonefile {
-                Some(path) if path.exists() => match read_secondary_copy(name, path, loader) {
-                    Ok((v, mtime)) => (Some(std::sync::Arc::new(v)), Some(mtime)),
-                    Err(e) => {
-                        warnings.push(format!(
-                                "{}: auth-zone '{}': the copy in {} is not usable ({e}); the zone is transferred anew",
-                                z.loc,
-                                z.name.value,
-                                path.display()
-                            ));
-                        (None, None)
-                    }
-                },
-                _ => (None, None),
-            },
-        },
-    };
-    Ok(Secondary {
-        apex: name.clone(),
-        primaries,
-        allow_notify,
-        version,
-        confirmed,
-        limits: skua_xfr::client::Limits {
-            max_bytes: z.size_limit_xfr,
-            max_records: z.xfr_max_records,
-        },
-        zonefile,
-    })
-}
-
-/// A secondary zone's copy from its zone file, and the file's modification time (when the
-/// copy was last known current), seconds since the epoch.
-fn read_secondary_copy(
-    name: &WireName,
-    path: &Path,
-    loader: &mut FileLoader,
-) -> Result<(skua_xfr::zone::Version, u64), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    let mtime = std::fs::metadata(path)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_secs());
-    let mut recs = Vec::new();
-    zonefile::parse_zone(
-        &text,
-        &path.display().to_string(),
-        name,
-        loader,
-        &mut |rr| {
-            recs.push(rr);
-            Ok(())
-        },
-    )
-    .map_err(|e| e.to_string())?;
-    let v = skua_xfr::zone::Version::new(name, recs).map_err(|e| e.to_string())?;
-    Ok((v, mtime))
-}
-
-/// The resolver's settings from `forward-zone:`, `stub-zone:` and the cache and upstream
-/// directives of `server:`; `None` without any zone (names outside local data are then
-/// REFUSED, as before). Errors name the line: a zone or host name that is not a domain
-/// name, a zone defined twice, an address that can never be an upstream (multicast,
-/// broadcast, link-local: `skua_resolver::forward::upstream_addr`), a `tls-cert-bundle:`
-/// that cannot be read or holds no certificate. `forward-host:`/`stub-host:` names are resolved by the forwarder itself
-/// (`skua_resolver::forward::HostConfig`); a warning names each one that cannot be (a
-/// loop, or no zone holds its name).
-fn resolver_settings(
-    cfg: &Config,
-    warnings: &mut Vec<String>,
-) -> Result<Option<ResolverSettings>, LoadError> {
-    use skua_resolver::forward::{
-        HostConfig, HostPlan, Limits, Upstream, ZoneConfig, ZoneKind, plan_hosts, upstream_addr,
-    };
-    let s = &cfg.server;
-    if cfg.forward_zones.is_empty() {
-        return Ok(None);
-    }
-    let mut zones: Vec<ZoneConfig> = Vec::new();
-    // Each host, with the line it came from, as written, and the index of its zone.
-    let mut hosts: Vec<(HostConfig, Loc, String, usize)> = Vec::new();
-    let mut seen: Vec<(Vec<u8>, Loc)> = Vec::new();
-    for fz in &cfg.forward_zones {
-        let clause = fz.kind.clause();
-        let name = WireName::parse(&fz.name.value, None)
-            .map_err(|e| {
-                at(
-                    &fz.name.loc,
-                    format!("{clause} name '{}': {e}", fz.name.value),
-                )
-            })?
-            .to_lowercase();
-        if let Some((_, first)) = seen.iter().find(|(n, _)| n == name.as_bytes()) {
-            return Err(at(
-                &fz.name.loc,
-                format!("{clause} '{}' is already defined at {first}", fz.name.value),
-            ));
-        }
-        seen.push((name.as_bytes().to_vec(), fz.name.loc.clone()));
-        let tls = fz.tls_upstream || s.tls_upstream;
-        let mut upstreams = Vec::new();
-        for a in &fz.addrs {
-            // The same check as for the addresses hosts resolve to, and the same form
-            // (an IPv4-mapped address as IPv4).
-            let addr = match upstream_addr(a.value.socket_addr(), s.do_not_query_localhost) {
-                Ok(addr) => addr,
-                // Unbound's default: never query the host itself (a loop when it
-                // forwards to itself); Unbound says nothing, we say which line lost its
-                // address.
-                Err(why) if why.is_localhost() => {
-                    warnings.push(format!(
-                        "{}: {clause} address {} is not used: {why}; set do-not-query-localhost to no to forward to this host",
-                        a.loc, a.value
-                    ));
-                    continue;
-                }
-                Err(why) => {
-                    return Err(at(
-                        &a.loc,
-                        format!(
-                            "{clause} address {}: {why}, which cannot be an upstream",
-                            a.value
-                        ),
-                    ));
-                }
-            };
-            upstreams.push(Upstream {
-                addr,
-                tls_name: if tls {
-                    Some(a.value.tls_name.as_deref().unwrap_or("").into())
-                } else {
-                    None
-                },
-            });
-        }
-        for h in &fz.hosts {
-            let host = WireName::parse(&h.value.name, None)
-                .map_err(|e| {
-                    at(
-                        &h.loc,
-                        format!("{clause} host name '{}': {e}", h.value.name),
-                    )
-                })?
-                .to_lowercase();
-            let hc = HostConfig {
-                zone: name.as_bytes().to_vec(),
-                name: host.as_bytes().to_vec(),
-                port: h.value.port_or_default(),
-                // With TLS the certificate must carry `#NAME`, or else the host's name
-                // (what the configuration trusts, rather than the address it resolved to),
-                // in lower case like the host's name: `NS.example` and `ns.example` are one
-                // host (names compare without case, RFC 4343 §3).
-                tls_name: tls.then(|| match h.value.tls_name.as_deref() {
-                    Some(name) => name.into(),
-                    None => h
-                        .value
-                        .name
-                        .trim_end_matches('.')
-                        .to_ascii_lowercase()
-                        .into(),
-                }),
-            };
-            if !hosts.iter().any(|(o, _, _, _)| *o == hc) {
-                hosts.push((hc, h.loc.clone(), h.value.to_string(), zones.len()));
-            }
-        }
-        if fz.first {
-            warnings.push(format!(
-                "{}: {clause} '{}': {}-first has no effect yet (recursion is not built): when its upstreams fail, names get SERVFAIL",
-                fz.loc,
-                fz.name.value,
-                if fz.kind == skua_config::ZoneKind::Forward { "forward" } else { "stub" }
-            ));
-        }
-        if fz.prime {
-            warnings.push(format!(
-                "{}: stub-prime is accepted but not applied yet: the stub addresses are asked directly",
-                fz.loc
-            ));
-        }
-        let mut z = ZoneConfig {
-            name: name.as_bytes().to_vec(),
-            kind: match fz.kind {
-                skua_config::ZoneKind::Forward => ZoneKind::Forward,
-                skua_config::ZoneKind::Stub => ZoneKind::Stub,
-            },
-            upstreams,
-            no_cache: fz.no_cache,
-            first: fz.first,
-            tls,
-            tcp: fz.tcp_upstream,
-            id: 0,
-        };
-        let own: Vec<&HostConfig> = hosts
-            .iter()
-            .filter(|h| h.3 == zones.len())
-            .map(|h| &h.0)
-            .collect();
-        z.id = zone_id(&z, &own);
-        zones.push(z);
-    }
-    // Which hosts can be resolved, and which zones have an address at all.
-    let host_configs: Vec<HostConfig> = hosts.iter().map(|h| h.0.clone()).collect();
-    let plans = plan_hosts(&skua_resolver::forward::ForwardConfig {
-        zones: zones.clone(),
-        hosts: host_configs.clone(),
-        ..Default::default()
-    });
-    for ((_, loc, written, zi), plan) in hosts.iter().zip(&plans) {
-        let fz = &cfg.forward_zones[*zi];
-        let clause = fz.kind.clause();
-        let addr = match fz.kind {
-            skua_config::ZoneKind::Forward => "forward-addr",
-            skua_config::ZoneKind::Stub => "stub-addr",
-        };
-        match plan {
-            HostPlan::Via(_) | HostPlan::NoZone => {}
-            HostPlan::Loop(v) => {
-                let inner = &cfg.forward_zones[*v];
-                warnings.push(format!(
-                    "{loc}: {clause} host '{written}' cannot be resolved: its name is inside {} '{}', which has no address that does not depend on this host (a loop); give its address with {addr}",
-                    inner.kind.clause(),
-                    inner.name.value
-                ));
-            }
-            HostPlan::Outside => warnings.push(format!(
-                "{loc}: {clause} host '{written}' cannot be resolved: no forward-zone or stub-zone contains its name (recursion is not built); add one that does, or give its address with {addr}"
-            )),
-        }
-    }
-    for (i, z) in zones.iter().enumerate() {
-        let resolvable = hosts
-            .iter()
-            .zip(&plans)
-            .any(|(h, p)| h.3 == i && matches!(p, HostPlan::Via(_)));
-        if z.upstreams.is_empty() && !resolvable {
-            let fz = &cfg.forward_zones[i];
-            warnings.push(format!(
-                "{}: {} '{}' has no usable address: its names get SERVFAIL",
-                fz.loc,
-                fz.kind.clause(),
-                fz.name.value
-            ));
-        }
-    }
-    for (what, set) in [
-        ("caps-exempt", !s.caps_exempt.is_empty()),
-        ("infra-host-ttl", s.infra_host_ttl != 900),
-        ("jostle-timeout", s.jostle_timeout_ms != 200),
-        ("serve-expired-ttl-reset", s.serve_expired_ttl_reset),
-    ] {
-        if set {
-            warnings.push(format!("'{what}' is accepted but not applied yet"));
-        }
-    }
-    if let Some(b) = &s.tls_cert_bundle {
-        check_bundle(&b.value).map_err(|e| at(&b.loc, e))?;
-    }
-    let forward = skua_resolver::forward::ForwardConfig {
-        zones,
-        hosts: host_configs,
-        do_not_query_localhost: s.do_not_query_localhost,
-        do_ip4: s.do_ip4,
-        do_ip6: s.do_ip6,
-        edns_buffer_size: s.edns_buffer_size,
-        use_caps_for_id: s.use_caps_for_id,
-        tcp_upstream: s.tcp_upstream,
-        unwanted_reply_threshold: s.unwanted_reply_threshold,
-        limits: Limits {
-            // outgoing-range bounds Unbound's sockets in flight per thread; here it
-            // bounds the questions in flight.
-            flights: s.outgoing_range.max(1) * s.num_threads.max(1),
-            ..Limits::default()
-        },
-    };
-    let cache = skua_resolver::cache::CacheConfig {
-        msg_bytes: s.msg_cache_size,
-        rrset_bytes: s.rrset_cache_size,
-        shards: s.msg_cache_slabs.max(s.rrset_cache_slabs).max(64),
-        min_ttl: s.cache_min_ttl,
-        max_ttl: s.cache_max_ttl,
-        max_negative_ttl: s.cache_max_negative_ttl,
-        prefetch: s.prefetch,
-        serve_expired: s.serve_expired,
-        serve_expired_ttl: s.serve_expired_ttl,
-        serve_expired_reply_ttl: s.serve_expired_reply_ttl,
-        serve_expired_client_timeout: s.serve_expired_client_timeout_ms,
-    };
-    Ok(Some(ResolverSettings {
-        forward,
-        cache,
-        ports: port_ranges(&s.outgoing_port_rules),
-        tls_cert_bundle: s.tls_cert_bundle.as_ref().map(|b| b.value.clone()),
-        tls_system_cert: s.tls_system_cert,
-    }))
-}
-
-/// A `tls-cert-bundle:` must be readable and hold at least one PEM certificate: checked
-/// at load, so a reload with a bad bundle keeps the old configuration serving.
-fn check_bundle(path: &str) -> Result<(), String> {
-    use rustls_pki_types::pem::PemObject;
-    let pem = std::fs::read(path).map_err(|e| format!("tls-cert-bundle '{path}': {e}"))?;
-    let n = rustls_pki_types::CertificateDer::pem_slice_iter(&pem)
-        .filter(Result::is_ok)
-        .count();
-    if n == 0 {
-        return Err(format!(
-            "tls-cert-bundle '{path}': no PEM certificate in it"
-        ));
-    }
-    Ok(())
-}
-
-/// A zone's identity for the cache: equal while its configuration (its hosts included)
-/// is (FNV-1a over its fields), so a reload keeps what was resolved through unchanged
-/// zones.
-fn zone_id(
-    z: &skua_resolver::forward::ZoneConfig,
-    hosts: &[&skua_resolver::forward::HostConfig],
-) -> u32 {
-    let text = format!(
-        "{:?}|{:?}|{:?}|{}|{}|{}|{}|{:?}",
-        z.name, z.kind, z.upstreams, z.no_cache, z.first, z.tls, z.tcp, hosts
-    );
-    let mut h: u32 = 0x811c_9dc5;
-    for b in text.bytes() {
-        h ^= u32::from(b);
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    h
-}
-
-/// The source ports UDP queries may use: 1024-65535 (Unbound's default), then each
-/// `outgoing-port-permit:`/`-avoid:` in order; empty means the default range.
-fn port_ranges(rules: &[skua_config::Located<skua_config::PortRule>]) -> Vec<(u16, u16)> {
-    if rules.is_empty() {
-        return Vec::new();
-    }
-    let mut ok = vec![false; 65536];
-    for p in ok.iter_mut().skip(1024) {
-        *p = true;
-    }
-    for r in rules {
-        let allow = r.value.action == skua_config::PortAction::Permit;
-        for p in &mut ok[usize::from(r.value.low)..=usize::from(r.value.high)] {
-            *p = allow;
-        }
-    }
-    ok[0] = false;
-    let mut ranges = Vec::new();
-    let mut start = None;
-    for (port, &allowed) in ok.iter().enumerate() {
-        match (allowed, start) {
-            (true, None) => start = Some(port),
-            (false, Some(a)) => {
-                ranges.push((a as u16, (port - 1) as u16));
-                start = None;
-            }
-            _ => {}
-        }
-    }
-    if let Some(a) = start {
-        ranges.push((a as u16, 65535));
-    }
-    ranges
+    Ok(leased)
 }
 
 /// A fresh key for the rate-limiting hash, as a daemon would pick (no RNG dependency: the
@@ -1349,36 +838,19 @@ pub fn rrl_seed() -> u64 {
     RandomState::new().hash_one(std::process::id())
 }
 
-/// The `rrl-*:` directives as the engine's options (`None`: rate limiting off).
+/// The `rrl-*:` directives as the engine's options (`None`: rate limiting off): the same
+/// settings, the exempt netblocks parsed.
 fn rrl_config(r: &skua_config::Rrl) -> Result<Option<skua_engine::rrl::RrlConfig>, LoadError> {
     if !r.enabled() {
         return Ok(None);
     }
-    let mut exempt = Vec::new();
-    for l in &r.exempt_clients {
-        exempt.push(
+    r.clone()
+        .try_map_exempt(|l| {
             l.value
                 .parse::<Netblock>()
-                .map_err(|e| at(&l.loc, format!("rrl-exempt-clients '{}': {e}", l.value)))?,
-        );
-    }
-    Ok(Some(skua_engine::rrl::RrlConfig {
-        responses_per_second: r.responses_per_second,
-        nodata_per_second: r.nodata_per_second,
-        nxdomains_per_second: r.nxdomains_per_second,
-        referrals_per_second: r.referrals_per_second,
-        errors_per_second: r.errors_per_second,
-        all_per_second: r.all_per_second,
-        window: r.window,
-        slip: r.slip,
-        ipv4_prefix_length: r.ipv4_prefix_length,
-        ipv6_prefix_length: r.ipv6_prefix_length,
-        exempt_clients: exempt,
-        qps_scale: r.qps_scale,
-        log_only: r.log_only,
-        max_table_size: r.max_table_size,
-        min_table_size: r.min_table_size,
-    }))
+                .map_err(|e| at(&l.loc, format!("rrl-exempt-clients '{}': {e}", l.value)))
+        })
+        .map(Some)
 }
 
 fn tag(locs: &mut Vec<Loc>, loc: &Loc) -> u32 {
@@ -1401,536 +873,4 @@ fn build_error(e: &BuildError, locs: &[Loc]) -> LoadError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn default_config_loads() {
-        let l = load_default().unwrap();
-        assert_eq!(l.settings.udp, vec!["127.0.0.1:5353".parse().unwrap()]);
-        assert_eq!(l.settings.tcp, l.settings.udp);
-        assert!(l.records >= 5);
-    }
-
-    /// `quic-port:` on the plain DNS port: on 53 an error naming the `quic-port:` line (RFC
-    /// 9250 §4.1.1; Unbound refuses DoQ on 53 at start too); on another port a warning
-    /// naming the line, DoQ on UDP and plain DNS kept on TCP (as Unbound); nothing without
-    /// a certificate (no DoQ then) or with quic-port: on its own port.
-    #[test]
-    fn quic_port_on_the_plain_dns_port() {
-        let cert =
-            "  tls-service-pem: /nonexistent/cert.pem\n  tls-service-key: /nonexistent/key.pem\n";
-        let e = load_str(
-            &format!("server:\n  interface: 127.0.0.1\n  port: 53\n{cert}  quic-port: 53\n"),
-            "t.conf",
-        )
-        .err()
-        .unwrap();
-        assert!(e.0.starts_with("t.conf:6: quic-port: 53 "), "{e}");
-        assert!(
-            e.0.contains("127.0.0.1:53") && e.0.contains("RFC 9250"),
-            "{e}"
-        );
-        // The interface's own port 53 with quic-port: 53 and port: elsewhere: the same.
-        let e = load_str(
-            &format!("server:\n  port: 5300\n  interface: 127.0.0.1@53\n{cert}  quic-port: 53\n"),
-            "t.conf",
-        )
-        .err()
-        .unwrap();
-        assert!(e.0.starts_with("t.conf:6: quic-port: 53 "), "{e}");
-
-        let l = load_str(
-            &format!("server:\n  interface: 127.0.0.1\n  port: 5353\n  quic-port: 5353\n{cert}"),
-            "t.conf",
-        )
-        .unwrap();
-        let a: SocketAddr = "127.0.0.1:5353".parse().unwrap();
-        let w: Vec<_> = l
-            .warnings
-            .iter()
-            .filter(|w| w.contains("quic-port"))
-            .collect();
-        assert_eq!(w.len(), 1, "{:?}", l.warnings);
-        assert!(
-            w[0].starts_with("t.conf:4: quic-port: 5353 is also port:"),
-            "{}",
-            w[0]
-        );
-        assert_eq!(l.settings.doq, vec![a]);
-        assert!(l.settings.udp.is_empty(), "{:?}", l.settings.udp);
-        assert_eq!(l.settings.tcp, vec![a], "plain DNS over TCP stays");
-
-        // No certificate: no DNS over QUIC, plain DNS as configured, no warning.
-        let l = load_str(
-            "server:\n  interface: 127.0.0.1\n  port: 5353\n  quic-port: 5353\n",
-            "t.conf",
-        )
-        .unwrap();
-        assert!(
-            l.warnings.iter().all(|w| !w.contains("quic-port")),
-            "{:?}",
-            l.warnings
-        );
-        assert_eq!(
-            (l.settings.udp.clone(), l.settings.tcp.clone()),
-            (vec![a], vec![a])
-        );
-        assert!(l.settings.doq.is_empty());
-        // quic-port: on its own port (the default 853): plain DNS on 53 as ever.
-        let l = load_str(
-            &format!(
-                "server:\n  interface: 127.0.0.1\n  interface: 127.0.0.1@853\n  port: 53\n{cert}"
-            ),
-            "t.conf",
-        )
-        .unwrap();
-        assert!(
-            l.warnings.iter().all(|w| !w.contains("quic-port")),
-            "{:?}",
-            l.warnings
-        );
-        let p53: SocketAddr = "127.0.0.1:53".parse().unwrap();
-        let p853: SocketAddr = "127.0.0.1:853".parse().unwrap();
-        assert_eq!(
-            (l.settings.udp.clone(), l.settings.tcp.clone()),
-            (vec![p53], vec![p53])
-        );
-        assert_eq!(
-            (l.settings.doq.clone(), l.settings.tls.clone()),
-            (vec![p853], vec![p853])
-        );
-    }
-
-    #[test]
-    fn errors_name_file_and_line() {
-        let e = load_str("server:\n  local-data: \"a.example. A 1.2.3\"\n", "t.conf")
-            .err()
-            .unwrap();
-        assert!(e.0.starts_with("t.conf:2: local-data"), "{e}");
-        let e = load_str("server:\n\n  access-control: 10.0.0.0/8 permit\n", "t.conf")
-            .err()
-            .unwrap();
-        assert!(e.0.starts_with("t.conf:3: access-control action"), "{e}");
-        let e = load_str("server:\n  local-zone: example. bogus\n", "t.conf")
-            .err()
-            .unwrap();
-        assert!(e.0.starts_with("t.conf:2: local-zone type"), "{e}");
-        let e = load_str(
-            "server:\n local-data: \"a.example. A 198.18.0.1\"\n local-data: \"a.example. CNAME b.example.\"\n",
-            "t.conf",
-        )
-        .err()
-        .unwrap();
-        assert!(e.0.starts_with("t.conf:3: "), "{e}");
-    }
-
-    #[test]
-    fn addresses() {
-        assert_eq!(
-            parse_addr("127.0.0.1", 8053).unwrap().to_string(),
-            "127.0.0.1:8053"
-        );
-        assert_eq!(
-            parse_addr("::1@9000", 8053).unwrap().to_string(),
-            "[::1]:9000"
-        );
-        assert!(parse_addr("localhost", 8053).is_err());
-    }
-
-    #[test]
-    fn forward_and_stub_hosts_are_resolved_and_only_loops_warned() {
-        let conf = "server:
-  do-ip6: no
-forward-zone:
-  name: \".\"
-  forward-addr: 198.18.0.1
-forward-zone:
-  name: corp.example.
-  forward-host: ns.net.example@5353
-  forward-host: NS.net.example.@5353
-stub-zone:
-  name: loop.example.
-  stub-host: ns.loop.example.
-forward-zone:
-  name: tls.example.
-  forward-tls-upstream: yes
-  forward-host: dot.net.example
-  forward-host: dot.net.example#other.example
-";
-        let l = load_str(conf, "t.conf").unwrap();
-        let hosts: Vec<&String> = l.warnings.iter().filter(|w| w.contains("host")).collect();
-        assert_eq!(hosts.len(), 1, "{:?}", l.warnings);
-        assert!(
-            hosts[0].starts_with(
-                "t.conf:12: stub-zone host 'ns.loop.example.' cannot be resolved: its name is inside stub-zone 'loop.example.'"
-            ),
-            "{}",
-            hosts[0]
-        );
-        assert!(
-            l.warnings
-                .iter()
-                .any(|w| w == "t.conf:10: stub-zone 'loop.example.' has no usable address: its names get SERVFAIL"),
-            "{:?}",
-            l.warnings
-        );
-        assert!(
-            !l.warnings.iter().any(|w| w.contains("corp.example")),
-            "{:?}",
-            l.warnings
-        );
-        let f = l.resolver.unwrap().forward;
-        assert!(!f.do_ip6 && f.do_ip4 && f.do_not_query_localhost);
-        // Case folded, duplicates dropped; the TLS name is the #name or the host's name.
-        let got: Vec<(Vec<u8>, u16, Option<&str>)> = f
-            .hosts
-            .iter()
-            .map(|h| (h.name.clone(), h.port, h.tls_name.as_deref()))
-            .collect();
-        assert_eq!(
-            got,
-            vec![
-                (b"\x02ns\x03net\x07example\x00".to_vec(), 5353, None),
-                (b"\x02ns\x04loop\x07example\x00".to_vec(), 53, None),
-                (
-                    b"\x03dot\x03net\x07example\x00".to_vec(),
-                    53,
-                    Some("dot.net.example")
-                ),
-                (
-                    b"\x03dot\x03net\x07example\x00".to_vec(),
-                    853,
-                    Some("other.example")
-                ),
-            ]
-        );
-        assert_eq!(f.hosts[0].zone, b"\x04corp\x07example\x00".to_vec());
-        // A host outside every zone (no "."), and a bad host name.
-        let l = load_str(
-            "forward-zone:\n  name: a.example.\n  forward-host: ns.b.example\n",
-            "u.conf",
-        )
-        .unwrap();
-        assert!(
-            l.warnings.iter().any(|w| w.starts_with(
-                "u.conf:3: forward-zone host 'ns.b.example' cannot be resolved: no forward-zone or stub-zone contains its name"
-            )),
-            "{:?}",
-            l.warnings
-        );
-        let e = load_str(
-            "forward-zone:\n  name: a.example.\n  forward-host: \"a..b\"\n",
-            "v.conf",
-        )
-        .err()
-        .unwrap();
-        assert!(
-            e.0.starts_with("v.conf:3: forward-zone host name 'a..b'"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn forward_addresses_that_cannot_be_upstreams() {
-        let zone = |extra: &str, addr: &str| {
-            load_str(
-                &format!("server:\n{extra}forward-zone:\n  name: \".\"\n  forward-addr: {addr}\n"),
-                "t.conf",
-            )
-        };
-        // Never an upstream: an error with the line and the reason.
-        for (addr, why) in [
-            ("224.0.0.53", "a multicast address"),
-            ("ff02::fb", "a multicast address"),
-            ("::ffff:239.1.1.1", "a multicast address"),
-            ("255.255.255.255", "the broadcast address"),
-            ("fe80::1", "an IPv6 link-local address without a scope"),
-        ] {
-            for extra in ["", "  do-not-query-localhost: no\n"] {
-                let e = zone(extra, addr)
-                    .err()
-                    .unwrap_or_else(|| panic!("{addr} accepted"));
-                let line = if extra.is_empty() { 4 } else { 5 };
-                assert!(
-                    e.0.starts_with(&format!(
-                        "t.conf:{line}: forward-zone address {addr}: {why}"
-                    )),
-                    "{e}"
-                );
-            }
-        }
-        // This machine: left out with a warning under do-not-query-localhost (Unbound
-        // leaves them out silently), used as written (canonical) without it.
-        let ups = |l: &Loaded| -> Vec<SocketAddr> {
-            l.resolver.as_ref().unwrap().forward.zones[0]
-                .upstreams
-                .iter()
-                .map(|u| u.addr)
-                .collect()
-        };
-        for (addr, canonical) in [
-            ("127.0.0.1", "127.0.0.1:53"),
-            ("::1", "[::1]:53"),
-            ("::ffff:127.0.0.2", "127.0.0.2:53"),
-            ("0.0.0.0", "0.0.0.0:53"),
-            ("::", "[::]:53"),
-        ] {
-            let l = zone("", addr).unwrap();
-            assert!(ups(&l).is_empty(), "{addr}: {:?}", ups(&l));
-            assert!(
-                l.warnings.iter().any(|w| w.starts_with(&format!(
-                    "t.conf:4: forward-zone address {addr} is not used: "
-                )) && w.contains("do-not-query-localhost")),
-                "{addr}: {:?}",
-                l.warnings
-            );
-            let l = zone("  do-not-query-localhost: no\n", addr).unwrap();
-            assert_eq!(ups(&l), vec![canonical.parse::<SocketAddr>().unwrap()]);
-        }
-        // An IPv4-mapped address is kept as the IPv4 address.
-        let l = zone("", "::ffff:198.18.0.1@5353").unwrap();
-        assert_eq!(
-            ups(&l),
-            vec!["198.18.0.1:5353".parse::<SocketAddr>().unwrap()]
-        );
-    }
-
-    #[test]
-    fn a_tls_name_taken_from_a_host_name_is_lower_case() {
-        let l = load_str(
-            "forward-zone:\n  name: \".\"\n  forward-addr: 198.18.0.1\nforward-zone:\n  name: tls.example.\n  forward-tls-upstream: yes\n  forward-host: DoT.Net.Example.\n  forward-host: dot.net.example\n",
-            "t.conf",
-        )
-        .unwrap();
-        let f = l.resolver.unwrap().forward;
-        // One host (the same name, so the same certificate name), in lower case as the
-        // host's name is: names are compared without case (RFC 4343), and a name that
-        // keeps the case it was written in makes two hosts of one.
-        let got: Vec<(Vec<u8>, Option<&str>)> = f
-            .hosts
-            .iter()
-            .map(|h| (h.name.clone(), h.tls_name.as_deref()))
-            .collect();
-        assert_eq!(
-            got,
-            vec![(
-                b"\x03dot\x03net\x07example\x00".to_vec(),
-                Some("dot.net.example")
-            )]
-        );
-    }
-
-    #[test]
-    fn a_zone_changes_identity_with_its_hosts() {
-        let id = |host: &str| {
-            let l = load_str(
-                &format!("forward-zone:\n  name: \".\"\n  forward-addr: 198.18.0.1\n  forward-host: {host}\n"),
-                "t.conf",
-            )
-            .unwrap();
-            l.resolver.unwrap().forward.zones[0].id
-        };
-        assert_eq!(id("ns.example"), id("NS.example."));
-        assert_ne!(id("ns.example"), id("ns2.example"));
-        assert_ne!(id("ns.example"), id("ns.example@5353"));
-    }
-
-    /// An auth-zone inside one of Unbound's default local zones is answered NXDOMAIN by
-    /// that zone (local zones first, as in Unbound): the load says so with the auth-zone's
-    /// file:line and the `nodefault` line that fixes it; with that line, or a configured
-    /// local zone of its own, nothing is said.
-    #[test]
-    fn an_auth_zone_under_a_default_local_zone_is_warned() {
-        let dir = std::env::temp_dir().join(format!("skuad-shadow-load-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let zone = |apex: &str| {
-            let f = dir.join(format!("{apex}zone"));
-            std::fs::write(
-                &f,
-                format!("{apex} 300 IN SOA ns.{apex} a.{apex} 1 3600 600 86400 300\nwww.{apex} 300 IN A 198.18.0.7\n"),
-            )
-            .unwrap();
-            format!(
-                "auth-zone:\n  name: \"{apex}\"\n  zonefile: {}\n",
-                f.display()
-            )
-        };
-        let shadow = |l: &Loaded| -> Vec<String> {
-            l.warnings
-                .iter()
-                .filter(|w| w.contains("default local zone"))
-                .cloned()
-                .collect()
-        };
-        for (apex, dz, ty) in [
-            ("example.test.", "test.", "static"),
-            ("test.", "test.", "static"),
-            ("lab.home.arpa.", "home.arpa.", "static"),
-            ("10.in-addr.arpa.", "10.in-addr.arpa.", "static"),
-            ("5.168.192.in-addr.arpa.", "168.192.in-addr.arpa.", "static"),
-            ("x.localhost.", "localhost.", "redirect"),
-        ] {
-            let l = load_str(
-                &format!("server:\n  verbosity: 1\n{}", zone(apex)),
-                "t.conf",
-            )
-            .unwrap();
-            let w = shadow(&l);
-            assert_eq!(w.len(), 1, "{apex}: {:?}", l.warnings);
-            assert!(
-                w[0].starts_with(&format!(
-                    "t.conf:4: auth-zone '{apex}' is inside Unbound's default local zone '{dz}' ({ty})"
-                )),
-                "{}",
-                w[0]
-            );
-            assert!(
-                w[0].contains(&format!("add 'local-zone: \"{dz}\" nodefault'")),
-                "{}",
-                w[0]
-            );
-        }
-        // The fix the warning names: no warning.
-        let l = load_str(
-            &format!(
-                "server:\n  local-zone: \"test.\" nodefault\n{}",
-                zone("example.test.")
-            ),
-            "t.conf",
-        )
-        .unwrap();
-        assert!(shadow(&l).is_empty(), "{:?}", l.warnings);
-        // A local zone of the operator's own, as close or closer: not a default's doing.
-        for lz in ["test. transparent", "example.test. static"] {
-            let (n, t) = lz.split_once(' ').unwrap();
-            let l = load_str(
-                &format!(
-                    "server:\n  local-zone: \"{n}\" {t}\n{}",
-                    zone("example.test.")
-                ),
-                "t.conf",
-            )
-            .unwrap();
-            assert!(shadow(&l).is_empty(), "{lz}: {:?}", l.warnings);
-        }
-        // Outside every default zone: nothing.
-        let l = load_str(&format!("server:\n{}", zone("example.com.")), "t.conf").unwrap();
-        assert!(shadow(&l).is_empty(), "{:?}", l.warnings);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn secondary_zones_load_their_primaries_and_copies() {
-        let dir = std::env::temp_dir().join(format!("skuad-secondary-load-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let key = dir.join("k.key");
-        std::fs::write(&key, "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n").unwrap();
-        std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-            .unwrap();
-        let conf = |zone: &str| {
-            format!(
-                "tsig-key:\n  name: k.\n  secret: file:{}\nauth-zone:\n  name: example.\n{zone}",
-                key.display()
-            )
-        };
-        // No copy yet: SERVFAIL, the primaries and allow-notify entries as written.
-        let l = load_str(
-            &conf(&format!(
-                "  zonefile: {}\n  primary: 198.18.0.1 k.\n  request-xfr: 198.18.0.2@5300 NOKEY\n  allow-notify: 198.18.0.0/24\n",
-                dir.join("example.zone").display()
-            )),
-            "t.conf",
-        )
-        .unwrap();
-        let s = &l.xfr.secondaries[&b"\x07example\x00"[..]];
-        assert!(s.version.is_none());
-        assert_eq!(
-            s.primaries,
-            vec![
-                crate::base::xfr::Primary {
-                    addr: "198.18.0.1:53".parse().unwrap(),
-                    key: Some(0)
-                },
-                crate::base::xfr::Primary {
-                    addr: "198.18.0.2:5300".parse().unwrap(),
-                    key: None
-                },
-            ]
-        );
-        assert_eq!(s.allow_notify.len(), 3, "the entry and each primary");
-        assert!(l.xfr.zones.is_empty(), "nothing to transfer onwards yet");
-        // With its zone file: served from it, its time kept.
-        std::fs::write(
-            dir.join("example.zone"),
-            "example. 300 IN SOA ns.example. a.example. 7 3600 600 86400 300\nwww.example. 300 IN A 198.18.0.7\n",
-        )
-        .unwrap();
-        let l = load_str(
-            &conf(&format!(
-                "  zonefile: {}\n  primary: 198.18.0.1 k.\n",
-                dir.join("example.zone").display()
-            )),
-            "t.conf",
-        )
-        .unwrap();
-        let s = &l.xfr.secondaries[&b"\x07example\x00"[..]];
-        assert_eq!(s.version.as_ref().map(|v| v.serial()), Some(7));
-        assert!(s.confirmed.is_some_and(|t| t > 1_000_000_000));
-        assert_eq!(l.xfr.zones.len(), 1);
-        // A file that is not the zone: a warning, no copy.
-        std::fs::write(
-            dir.join("example.zone"),
-            "www.example. 300 IN A 198.18.0.7\n",
-        )
-        .unwrap();
-        let l = load_str(
-            &conf(&format!(
-                "  zonefile: {}\n  primary: 198.18.0.1 k.\n",
-                dir.join("example.zone").display()
-            )),
-            "t.conf",
-        )
-        .unwrap();
-        assert!(l.xfr.secondaries[&b"\x07example\x00"[..]].version.is_none());
-        assert!(
-            l.warnings
-                .iter()
-                .any(|w| w.contains("is not usable") && w.contains("transferred anew")),
-            "{:?}",
-            l.warnings
-        );
-        // Errors name the line.
-        for (zone, want) in [
-            (
-                "  primary: ns.example.\n",
-                "t.conf:6: primary 'ns.example.': not an IP address with an optional @PORT",
-            ),
-            (
-                "  primary: 198.18.0.1#tls.example.\n",
-                "t.conf:6: primary '198.18.0.1#tls.example.': transfers over TLS are not supported",
-            ),
-            (
-                "  primary: 198.18.0.1 other.\n",
-                "t.conf:6: primary: no tsig-key: clause is named 'other.'",
-            ),
-            (
-                "  primary: 198.18.0.1\n  allow-notify: 198.18.0.300 k.\n",
-                "t.conf:7: allow-notify: '198.18.0.300'",
-            ),
-        ] {
-            let e = load_str(&conf(zone), "t.conf").err().unwrap();
-            assert!(e.0.starts_with(want), "{e} / {want}");
-        }
-        let _ = std::fs::remove_dir_all(dir);
-    }
-
-    #[test]
-    fn cpu_lists() {
-        assert_eq!(parse_cpus("0,2-3"), Some(vec![0, 2, 3]));
-        assert_eq!(parse_cpus("3-1"), None);
-        assert_eq!(parse_cpus(""), None);
-    }
-}
+mod tests;
