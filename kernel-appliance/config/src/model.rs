@@ -788,24 +788,9 @@ pub struct TsigKey {
     pub loc: Loc,
 }
 
-/// Whether a [`ForwardZone`] came from `forward-zone:` or `stub-zone:`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ZoneKind {
-    /// `forward-zone:`: queries go with RD=1 to recursive resolvers.
-    Forward,
-    /// `stub-zone:`: queries go with RD=0 to the zone's authoritative servers.
-    Stub,
-}
-
-impl ZoneKind {
-    /// The clause name, without the colon: `forward-zone` or `stub-zone`.
-    pub fn clause(self) -> &'static str {
-        match self {
-            ZoneKind::Forward => "forward-zone",
-            ZoneKind::Stub => "stub-zone",
-        }
-    }
-}
+/// Whether a [`ForwardZone`] came from `forward-zone:` or `stub-zone:`: the resolver core's
+/// type, declared once.
+pub use skua_resolver::forward::ZoneKind;
 
 /// One `forward-zone:` or `stub-zone:` clause. The directive names below are the forward
 /// ones; a stub zone has the same with `stub-` (`stub-addr:`, `stub-first:`, ...).

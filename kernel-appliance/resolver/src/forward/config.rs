@@ -8,13 +8,23 @@ use core::fmt;
 use core::net::{IpAddr, SocketAddr, SocketAddrV6};
 
 /// Whether a zone forwards (RD=1 to recursive servers) or is a stub (RD=0 to
-/// authoritative servers).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// authoritative servers). Declared once: skua-config's reader uses this type too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ZoneKind {
     /// `forward-zone:`.
     Forward,
     /// `stub-zone:`.
     Stub,
+}
+
+impl ZoneKind {
+    /// The clause name, without the colon: `forward-zone` or `stub-zone`.
+    pub fn clause(self) -> &'static str {
+        match self {
+            ZoneKind::Forward => "forward-zone",
+            ZoneKind::Stub => "stub-zone",
+        }
+    }
 }
 
 /// One upstream address of a zone.

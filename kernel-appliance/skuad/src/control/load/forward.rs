@@ -20,7 +20,7 @@ pub(super) fn resolver_settings(
     warnings: &mut Vec<String>,
 ) -> Result<Option<ResolverSettings>, LoadError> {
     use skua_resolver::forward::{
-        HostConfig, HostPlan, Limits, Upstream, ZoneConfig, ZoneKind, plan_hosts, upstream_addr,
+        HostConfig, HostPlan, Limits, Upstream, ZoneConfig, plan_hosts, upstream_addr,
     };
     let s = &cfg.server;
     if cfg.forward_zones.is_empty() {
@@ -130,10 +130,7 @@ pub(super) fn resolver_settings(
         }
         let mut z = ZoneConfig {
             name: name.as_bytes().to_vec(),
-            kind: match fz.kind {
-                skua_config::ZoneKind::Forward => ZoneKind::Forward,
-                skua_config::ZoneKind::Stub => ZoneKind::Stub,
-            },
+            kind: fz.kind,
             upstreams,
             no_cache: fz.no_cache,
             first: fz.first,
