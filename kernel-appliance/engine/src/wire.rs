@@ -20,6 +20,7 @@
 use crate::name::MAX_LABEL_LEN;
 use crate::rr::rtype;
 
+mod error;
 pub mod names;
 pub mod rdata;
 pub mod record;

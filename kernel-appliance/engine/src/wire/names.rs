@@ -9,7 +9,7 @@
 
 use alloc::vec::Vec;
 
-use super::record::ReadError;
+use super::error::ReadError;
 use crate::name::{MAX_LABEL_LEN, MAX_NAME_LEN};
 
 /// Most compression pointers followed for one name (Unbound's `MAX_COMPRESS_PTRS`). A

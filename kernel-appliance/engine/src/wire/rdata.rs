@@ -22,8 +22,8 @@
 
 use alloc::vec::Vec;
 
+use super::error::ReadError;
 use super::names::read_name;
-use super::record::ReadError;
 
 /// Whether a name in RDATA may be compressed (RFC 3597 §4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

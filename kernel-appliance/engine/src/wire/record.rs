@@ -7,34 +7,10 @@
 //! means or whether a message is acceptable (counts, OPT, TSIG): the callers do.
 
 use alloc::vec::Vec;
-use core::fmt;
 
+pub use super::error::ReadError;
 use super::names::read_name;
 use super::rdata::read_rdata;
-
-/// Why bytes could not be read as a message part.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReadError {
-    /// The message ends inside a field.
-    Truncated,
-    /// A name with a bad label type, a label over 63 octets, a pointer that does not
-    /// point backwards or a chain of too many, or a name over 255 octets.
-    BadName,
-    /// RDATA that does not match its type's layout.
-    BadRdata,
-}
-
-impl fmt::Display for ReadError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Truncated => "message truncated",
-            Self::BadName => "malformed domain name",
-            Self::BadRdata => "malformed record data",
-        })
-    }
-}
-
-impl core::error::Error for ReadError {}
 
 /// A question entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
