@@ -17,8 +17,9 @@
 
 use alloc::vec::Vec;
 
-use crate::padding::{be16, skip_name};
+use crate::padding::be16;
 use crate::rr::rtype;
+use crate::wire::names::skip_name;
 use crate::wire::{HEADER_LEN, MAX_MESSAGE_LEN};
 
 /// The media type of DNS messages over HTTP (RFC 8484 §6).

@@ -32,7 +32,8 @@
 //!
 //! Layers, top to bottom: [`engine`] (policy: ACL, local-zone semantics, which path),
 //! [`store`] (answers compiled at load time), [`localzone`] (Unbound's zone types),
-//! [`acl`] (most-specific netblock match), [`wire`] (zero-copy query view; no allocation),
+//! [`acl`] (most-specific netblock match), [`wire`] (zero-copy query view; no allocation;
+//! and the one reader of whole messages the resolver and the transfers share),
 //! [`name`]/[`rr`]/[`text`]/[`zonefile`] (load-time data: names, records, presentation format,
 //! RFC 1035 master files).
 //!

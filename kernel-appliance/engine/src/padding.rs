@@ -11,6 +11,7 @@
 //! compressed in responses) and give up on anything malformed: they never panic.
 
 use crate::rr::rtype;
+use crate::wire::names::skip_name;
 use crate::wire::{HEADER_LEN, MAX_MESSAGE_LEN};
 
 /// The EDNS option code of Padding (RFC 7830 §3).
@@ -20,21 +21,6 @@ pub const RESPONSE_BLOCK: u16 = 468;
 
 pub(crate) fn be16(m: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_be_bytes([*m.get(at)?, *m.get(at + 1)?]))
-}
-
-/// Offset just past a (possibly compressed) name at `at`.
-pub(crate) fn skip_name(m: &[u8], mut at: usize) -> Option<usize> {
-    for _ in 0..128 {
-        let b = *m.get(at)?;
-        match b & 0xc0 {
-            0x00 if b == 0 => return Some(at + 1),
-            0x00 => at += 1 + usize::from(b),
-            // A pointer ends the name (RFC 1035 §4.1.4).
-            0xc0 => return m.get(at + 1).map(|_| at + 2),
-            _ => return None,
-        }
-    }
-    None
 }
 
 /// The offset of the last record of `m` (its owner name) and its type, when the message

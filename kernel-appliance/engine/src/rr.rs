@@ -66,6 +66,11 @@ pub struct Rr {
 
 /// Types whose RDATA holds domain names that RFC 3597 §4 allows to be compressed on output
 /// (the RFC 1035 types). Returns the offset of each embedded name in order.
+///
+/// These are the types in use of the RDATA layout table's [`Compression::Rfc1035`] ones
+/// (the obsolete MD, MF, MB, MG, MR and MINFO are written in full, as RFC 3597 §4 allows).
+///
+/// [`Compression::Rfc1035`]: crate::wire::rdata::Compression::Rfc1035
 pub fn compressible_names(rtype: u16, rdata: &[u8]) -> Vec<usize> {
     use crate::name::wire_name_len;
     match rtype {

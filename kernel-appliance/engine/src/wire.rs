@@ -10,9 +10,20 @@
 //! Not handled here: name decompression in the question (a query's question name is never
 //! compressed: it is the first name of the message, RFC 1035 §4.1.4, so a pointer there
 //! is malformed), and anything in the answer/authority sections of a query.
+//!
+//! Whole messages, which allocate, are read by the submodules, the one reader of every
+//! crate that reads DNS messages (the resolver's upstream replies, the zone transfers):
+//! [`record`] (questions and records), [`names`] (the decompressor, bounded) and [`rdata`]
+//! (the RDATA layout table: which fields each type has and which of its names may be
+//! compressed, RFC 3597 §4).
 
 use crate::name::MAX_LABEL_LEN;
 use crate::rr::rtype;
+
+mod error;
+pub mod names;
+pub mod rdata;
+pub mod record;
 
 /// Header length (RFC 1035 §4.1.1).
 pub const HEADER_LEN: usize = 12;

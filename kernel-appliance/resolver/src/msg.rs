@@ -1,20 +1,24 @@
 //! Reading upstream replies (RFC 1035 §4.1) into owned records.
 //!
 //! Every byte here comes from the network and may be hostile: [`Message::parse`] returns an
-//! error for anything it cannot read completely and never panics. Names are decompressed
-//! (RFC 1035 §4.1.4) with pointers that must point strictly backwards, so a pointer loop
-//! cannot form, and the result is checked against the 255-octet limit. Domain names inside
-//! RDATA are decompressed for the types whose RDATA may be compressed (RFC 3597 §4: the
-//! RFC 1035 types, and RP, AFSDB, RT, PX, SRV, NAPTR, KX as receivers should), so a record
-//! can be written into another message later; every other RDATA is kept as received.
+//! error for anything it cannot read completely and never panics. Names and records are
+//! read by the engine's one message reader ([`skua_engine::wire::record`]): names are
+//! decompressed (RFC 1035 §4.1.4) with pointers that must point strictly backwards, so a
+//! pointer loop cannot form, and checked against the 255-octet limit. Domain names inside
+//! RDATA are decompressed for the types of its layout table
+//! ([`skua_engine::wire::rdata`]: the RFC 1035 types, and RP, AFSDB, RT, SIG, PX, NXT,
+//! NAPTR, SRV as RFC 3597 §4 asks receivers, DNAME and KX should a sender have compressed
+//! them), so a record can be written into another message later; every other RDATA is kept
+//! as received.
 //!
 //! Not handled here: what to believe of a reply (that is [`crate::scrub`]).
 
 use alloc::vec::Vec;
 
-use skua_engine::name::{MAX_LABEL_LEN, MAX_NAME_LEN};
 use skua_engine::rr::rtype;
 use skua_engine::wire::HEADER_LEN;
+use skua_engine::wire::names;
+use skua_engine::wire::record::{self, ReadError};
 
 /// Why a reply could not be read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,14 +133,13 @@ impl Message {
         match qd {
             0 => {}
             1 => {
-                let (name, next) = read_name(msg, pos)?;
-                let fixed = msg.get(next..next + 4).ok_or(MsgError::Truncated)?;
+                let q = record::read_question(msg, pos)?;
+                pos = q.end;
                 m.question = Some(Question {
-                    name,
-                    qtype: u16::from_be_bytes([fixed[0], fixed[1]]),
-                    qclass: u16::from_be_bytes([fixed[2], fixed[3]]),
+                    name: q.name,
+                    qtype: q.qtype,
+                    qclass: q.qclass,
                 });
-                pos = next + 4;
             }
             _ => return Err(MsgError::Questions),
         }
@@ -187,157 +190,34 @@ impl Message {
 /// Reads one record at `pos`: the record, its raw TTL field (the OPT record keeps its
 /// flags there) and the offset after it.
 fn read_record(msg: &[u8], pos: usize) -> Result<(Record, u32, usize), MsgError> {
-    let (owner, next) = read_name(msg, pos)?;
-    let fixed = msg.get(next..next + 10).ok_or(MsgError::Truncated)?;
-    let rt = u16::from_be_bytes([fixed[0], fixed[1]]);
-    let class = u16::from_be_bytes([fixed[2], fixed[3]]);
-    let ttl_raw = u32::from_be_bytes([fixed[4], fixed[5], fixed[6], fixed[7]]);
-    let rdlen = usize::from(u16::from_be_bytes([fixed[8], fixed[9]]));
-    let start = next + 10;
-    let end = start + rdlen;
-    if end > msg.len() {
-        return Err(MsgError::Truncated);
-    }
-    let rdata = read_rdata(msg, rt, start, end)?;
-    let ttl = if ttl_raw & 0x8000_0000 != 0 {
-        0
-    } else {
-        ttl_raw
-    };
+    let (v, rdata) = record::read_record(msg, pos).map_err(MsgError::from)?;
+    let ttl = if v.ttl & 0x8000_0000 != 0 { 0 } else { v.ttl };
+    let end = v.end();
     let record = Record {
-        owner,
-        rtype: rt,
-        class,
+        owner: v.owner,
+        rtype: v.rtype,
+        class: v.class,
         ttl,
         rdata,
     };
-    Ok((record, ttl_raw, end))
+    Ok((record, v.ttl, end))
 }
 
-/// How a type's RDATA is laid out, for decompression: a sequence of fields.
-#[derive(Clone, Copy)]
-enum Field {
-    /// A domain name that may be compressed.
-    Name,
-    /// Fixed octets.
-    Fixed(usize),
-    /// A character string (length octet + data).
-    Str,
-}
-
-fn layout(rt: u16) -> Option<&'static [Field]> {
-    use Field::*;
-    Some(match rt {
-        // NS, MD, MF, CNAME, MB, MG, MR, PTR, DNAME (RFC 6672 §2.5 forbids compressing
-        // DNAME's target, but a receiver reading one anyway is harmless).
-        2 | 3 | 4 | 5 | 7 | 8 | 9 | 12 | 39 => &[Name],
-        6 => &[Name, Name, Fixed(20)],          // SOA
-        14 | 17 => &[Name, Name],               // MINFO, RP
-        15 | 18 | 21 | 36 => &[Fixed(2), Name], // MX, AFSDB, RT, KX
-        26 => &[Fixed(2), Name, Name],          // PX
-        33 => &[Fixed(6), Name],                // SRV
-        35 => &[Fixed(4), Str, Str, Str, Name], // NAPTR
-        _ => return None,
-    })
-}
-
-fn read_rdata(msg: &[u8], rt: u16, start: usize, end: usize) -> Result<Vec<u8>, MsgError> {
-    let raw = &msg[start..end];
-    match rt {
-        rtype::A if raw.len() != 4 => return Err(MsgError::BadRdata),
-        rtype::AAAA if raw.len() != 16 => return Err(MsgError::BadRdata),
-        _ => {}
-    }
-    let Some(fields) = layout(rt) else {
-        return Ok(raw.to_vec());
-    };
-    let mut out = Vec::with_capacity(raw.len() + 16);
-    let mut pos = start;
-    for f in fields {
-        match *f {
-            Field::Name => {
-                let (name, next) = read_name_within(msg, pos, end)?;
-                out.extend_from_slice(&name);
-                pos = next;
-            }
-            Field::Fixed(n) => {
-                let b = msg.get(pos..pos + n).filter(|_| pos + n <= end);
-                out.extend_from_slice(b.ok_or(MsgError::BadRdata)?);
-                pos += n;
-            }
-            Field::Str => {
-                let len = usize::from(
-                    *msg.get(pos)
-                        .filter(|_| pos < end)
-                        .ok_or(MsgError::BadRdata)?,
-                );
-                let b = msg.get(pos..pos + 1 + len).filter(|_| pos + 1 + len <= end);
-                out.extend_from_slice(b.ok_or(MsgError::BadRdata)?);
-                pos += 1 + len;
-            }
+impl From<ReadError> for MsgError {
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::Truncated => Self::Truncated,
+            ReadError::BadName => Self::BadName,
+            ReadError::BadRdata => Self::BadRdata,
         }
     }
-    if pos != end {
-        return Err(MsgError::BadRdata);
-    }
-    Ok(out)
-}
-
-/// A name inside RDATA: its first octets must lie before `end` (pointers may go anywhere
-/// earlier in the message).
-fn read_name_within(msg: &[u8], pos: usize, end: usize) -> Result<(Vec<u8>, usize), MsgError> {
-    let (name, next) = read_name(msg, pos)?;
-    if next > end {
-        return Err(MsgError::BadRdata);
-    }
-    Ok((name, next))
 }
 
 /// Reads a possibly compressed name at `pos`; returns it uncompressed and the offset just
-/// after its in-place part. Pointers must point strictly before the label that holds them,
-/// so every jump goes backwards and the walk ends (RFC 1035 §4.1.4 allows only prior
-/// occurrences).
+/// after its in-place part (the engine's decompressor, [`skua_engine::wire::names`]: every
+/// pointer points strictly backwards, so the walk ends).
 pub fn read_name(msg: &[u8], pos: usize) -> Result<(Vec<u8>, usize), MsgError> {
-    let mut out = Vec::with_capacity(32);
-    let mut at = pos;
-    let mut next = None;
-    let mut limit = pos;
-    loop {
-        let len = *msg.get(at).ok_or(MsgError::Truncated)?;
-        match len {
-            0 => {
-                out.push(0);
-                if out.len() > MAX_NAME_LEN {
-                    return Err(MsgError::BadName);
-                }
-                return Ok((out, next.unwrap_or(at + 1)));
-            }
-            l if usize::from(l) <= MAX_LABEL_LEN => {
-                let l = usize::from(l);
-                let label = msg.get(at..at + 1 + l).ok_or(MsgError::Truncated)?;
-                out.extend_from_slice(label);
-                if out.len() >= MAX_NAME_LEN {
-                    return Err(MsgError::BadName);
-                }
-                at += 1 + l;
-            }
-            l if l & 0xc0 == 0xc0 => {
-                let lo = *msg.get(at + 1).ok_or(MsgError::Truncated)?;
-                let target = (usize::from(l & 0x3f) << 8) | usize::from(lo);
-                if next.is_none() {
-                    next = Some(at + 2);
-                }
-                // Strictly backwards from the start of the current run of labels.
-                if target >= limit.min(at) {
-                    return Err(MsgError::BadName);
-                }
-                limit = target;
-                at = target;
-            }
-            // 0x40 and 0x80 label types (RFC 6891 §5 retired them).
-            _ => return Err(MsgError::BadName),
-        }
-    }
+    names::read_name(msg, pos).map_err(MsgError::from)
 }
 
 #[cfg(test)]

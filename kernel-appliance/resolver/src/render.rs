@@ -7,12 +7,14 @@
 //! bytes as the engine copies a local-data answer and only patches the TTL of each record
 //! (their offsets are kept with the bytes) from the time its RRset expires.
 //!
-//! Names in RDATA are compressed only for the RFC 1035 types (RFC 3597 §4); every other
-//! RDATA is written as it was received (decompressed by [`crate::msg`]).
+//! Names in RDATA are compressed only for the RFC 1035 types (RFC 3597 §4, the engine's
+//! RDATA layout table [`skua_engine::wire::rdata`]); every other RDATA is written as it was
+//! received (decompressed by [`crate::msg`]).
 
 use alloc::vec::Vec;
 
 use skua_engine::wire::HEADER_LEN;
+use skua_engine::wire::rdata::{self, Compression, Field};
 
 use crate::rrset::RrSet;
 
@@ -40,25 +42,6 @@ pub struct Body {
     /// Per record: offset of its TTL field in `tail` (u16 LE) and the expiry of its RRset
     /// (u32 LE, seconds of the caller's clock): 6 octets each.
     pub ttls: Vec<u8>,
-}
-
-/// Types whose RDATA names may be compressed when written (RFC 3597 §4).
-fn compressible(rt: u16) -> &'static [Part] {
-    use Part::*;
-    match rt {
-        2 | 3 | 4 | 5 | 7 | 8 | 9 | 12 => &[Name],
-        6 => &[Name, Name, Rest],
-        14 => &[Name, Name],
-        15 => &[Skip(2), Name],
-        _ => &[],
-    }
-}
-
-#[derive(Clone, Copy)]
-enum Part {
-    Name,
-    Skip(usize),
-    Rest,
 }
 
 /// Longest tail we render: a reply must fit in 65535 octets with a header, a question of
@@ -175,32 +158,37 @@ impl Writer {
         true
     }
 
+    /// Writes RDATA, compressing its names when its type is one of RFC 1035's (RFC 3597
+    /// §4), after the engine's RDATA layout table.
     fn rdata(&mut self, rt: u16, rd: &[u8]) {
-        let parts = compressible(rt);
-        if parts.is_empty() {
-            self.body.tail.extend_from_slice(rd);
-            return;
-        }
+        let fields = match rdata::layout(rt) {
+            Some(f) if rdata::compressible(rt) => f,
+            _ => {
+                self.body.tail.extend_from_slice(rd);
+                return;
+            }
+        };
         let mut pos = 0usize;
-        for p in parts {
-            match *p {
-                Part::Name => {
+        for f in fields {
+            match *f {
+                Field::Name(c) => {
                     // Decompressed by `msg` and validated there.
                     let len =
                         skua_engine::name::wire_name_len(&rd[pos..]).unwrap_or(rd.len() - pos);
                     let name = &rd[pos..pos + len];
-                    self.name(name);
+                    if c == Compression::Rfc1035 {
+                        self.name(name);
+                    } else {
+                        self.body.tail.extend_from_slice(name);
+                    }
                     pos += len;
                 }
-                Part::Skip(n) => {
+                Field::Fixed(n) => {
                     let n = n.min(rd.len() - pos);
                     self.body.tail.extend_from_slice(&rd[pos..pos + n]);
                     pos += n;
                 }
-                Part::Rest => {
-                    self.body.tail.extend_from_slice(&rd[pos..]);
-                    pos = rd.len();
-                }
+                Field::CharString | Field::Rest => break,
             }
         }
         self.body.tail.extend_from_slice(&rd[pos..]);

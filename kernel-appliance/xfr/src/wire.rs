@@ -1,17 +1,20 @@
 //! The DNS message format as far as transfers need it (RFC 1035 §4.1): reading names with
-//! compression pointers, records and questions from untrusted bytes, and writing messages
-//! with name compression (§4.1.4).
+//! compression pointers, records and questions from untrusted bytes (through the engine's
+//! one message reader, [`skua_engine::wire::record`]), and writing messages with name
+//! compression (§4.1.4).
 //!
 //! Every reader returns [`WireError`] on malformed input, never panics, and bounds its work:
-//! a name is at most 255 octets and a compression pointer must point backwards, so a
-//! pointer loop cannot make a reader spin.
+//! a name is at most 255 octets, a compression pointer must point backwards and a name
+//! follows a bounded number of them, so a pointer loop cannot make a reader spin.
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use core::fmt;
 
-use skua_engine::name::{MAX_LABEL_LEN, MAX_NAME_LEN, WireName, wire_name_len};
+use skua_engine::name::{MAX_LABEL_LEN, WireName, wire_name_len};
 use skua_engine::rr::{self, Rr};
+use skua_engine::wire::record::{self, ReadError};
+use skua_engine::wire::{names, rdata};
 
 /// Header length (RFC 1035 §4.1.1).
 pub const HEADER_LEN: usize = 12;
@@ -91,58 +94,30 @@ pub fn counts(msg: &[u8]) -> Result<[u16; 4], WireError> {
     Ok([be16(msg, 4)?, be16(msg, 6)?, be16(msg, 8)?, be16(msg, 10)?])
 }
 
-/// Reads the possibly compressed name at `off`: the name uncompressed (case kept) and the
-/// offset just after it where it is written (after the first pointer, if any).
-pub fn read_name(msg: &[u8], off: usize) -> Result<(WireName, usize), WireError> {
-    let mut out: Vec<u8> = Vec::with_capacity(32);
-    let mut pos = off;
-    let mut end = None;
-    // Each pointer must point strictly before the label sequence that holds it, so
-    // positions decrease at every jump: the walk ends.
-    let mut limit = off;
-    loop {
-        let len = *msg.get(pos).ok_or(WireError::Truncated)?;
-        match len & 0xc0 {
-            0x00 => {
-                let len = usize::from(len);
-                if len == 0 {
-                    out.push(0);
-                    if out.len() > MAX_NAME_LEN {
-                        return Err(WireError::BadName);
-                    }
-                    let end = end.unwrap_or(pos + 1);
-                    return WireName::from_wire(&out)
-                        .map(|n| (n, end))
-                        .map_err(|_| WireError::BadName);
-                }
-                let label = msg.get(pos..pos + 1 + len).ok_or(WireError::Truncated)?;
-                out.extend_from_slice(label);
-                if out.len() >= MAX_NAME_LEN {
-                    return Err(WireError::BadName);
-                }
-                pos += 1 + len;
-            }
-            0xc0 => {
-                let p = usize::from(be16(msg, pos)? & 0x3fff);
-                if end.is_none() {
-                    end = Some(pos + 2);
-                }
-                if p >= limit {
-                    return Err(WireError::BadName);
-                }
-                limit = p;
-                pos = p;
-            }
-            // 0x40 and 0x80: extended and reserved label types (RFC 6891 §5).
-            _ => return Err(WireError::BadName),
+impl From<ReadError> for WireError {
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::Truncated => WireError::Truncated,
+            ReadError::BadName => WireError::BadName,
+            ReadError::BadRdata => WireError::Layout("RDATA does not match its type"),
         }
     }
 }
 
+/// Reads the possibly compressed name at `off`: the name uncompressed (case kept) and the
+/// offset just after it where it is written (after the first pointer, if any).
+pub fn read_name(msg: &[u8], off: usize) -> Result<(WireName, usize), WireError> {
+    let (name, end) = names::read_name(msg, off)?;
+    WireName::from_wire(&name)
+        .map(|n| (n, end))
+        .map_err(|_| WireError::BadName)
+}
+
 /// The question at `off`: (name, type, class, offset after it).
 pub fn read_question(msg: &[u8], off: usize) -> Result<(WireName, u16, u16, usize), WireError> {
-    let (name, p) = read_name(msg, off)?;
-    Ok((name, be16(msg, p)?, be16(msg, p + 2)?, p + 4))
+    let q = record::read_question(msg, off)?;
+    let name = WireName::from_wire(&q.name).map_err(|_| WireError::BadName)?;
+    Ok((name, q.qtype, q.qclass, q.end))
 }
 
 /// One resource record as it sits in a message.
@@ -173,62 +148,23 @@ impl RrView {
 
 /// The record at `off`.
 pub fn read_rr(msg: &[u8], off: usize) -> Result<RrView, WireError> {
-    let (owner, p) = read_name(msg, off)?;
-    let rtype = be16(msg, p)?;
-    let class = be16(msg, p + 2)?;
-    let ttl = be32(msg, p + 4)?;
-    let rdlen = usize::from(be16(msg, p + 8)?);
-    let rdata = p + 10;
-    if msg.len() < rdata + rdlen {
-        return Err(WireError::Truncated);
-    }
+    let v = record::read_record_view(msg, off)?;
     Ok(RrView {
-        start: off,
-        owner,
-        rtype,
-        class,
-        ttl,
-        rdata,
-        rdlen,
+        start: v.start,
+        owner: WireName::from_wire(&v.owner).map_err(|_| WireError::BadName)?,
+        rtype: v.rtype,
+        class: v.class,
+        ttl: v.ttl,
+        rdata: v.rdata,
+        rdlen: v.rdlen,
     })
 }
 
-/// The RDATA of `v` uncompressed: names of the RFC 1035 types that may be compressed
-/// (RFC 3597 §4: NS, CNAME, PTR, MX, SOA) are expanded, other RDATA is copied.
+/// The RDATA of `v` uncompressed, by the engine's RDATA layout table
+/// ([`skua_engine::wire::rdata`]): the names of the types RFC 3597 §4 lets a sender
+/// compress, or asks a receiver to decompress, are expanded; other RDATA is copied.
 pub fn rdata_uncompressed(msg: &[u8], v: &RrView) -> Result<Vec<u8>, WireError> {
-    let raw = msg.get(v.rdata..v.end()).ok_or(WireError::Truncated)?;
-    let names: &[usize] = match v.rtype {
-        rr::rtype::NS | rr::rtype::CNAME | rr::rtype::PTR => &[0],
-        rr::rtype::MX => &[2],
-        rr::rtype::SOA => &[0, usize::MAX],
-        _ => return Ok(raw.to_vec()),
-    };
-    let mut out = Vec::with_capacity(raw.len() + 32);
-    let mut pos = v.rdata;
-    for &n in names {
-        let at = if n == usize::MAX { pos } else { v.rdata + n };
-        if at < pos || at > v.end() {
-            return Err(WireError::Layout("RDATA too short for its names"));
-        }
-        out.extend_from_slice(&msg[pos..at]);
-        let (name, after) = read_name(msg, at)?;
-        if after > v.end() {
-            return Err(WireError::Layout("name runs past the RDATA"));
-        }
-        out.extend_from_slice(name.as_bytes());
-        pos = after;
-    }
-    out.extend_from_slice(&msg[pos..v.end()]);
-    if v.rtype == rr::rtype::SOA {
-        let m = wire_name_len(&out).unwrap_or(out.len());
-        let r = out.get(m..).and_then(wire_name_len).unwrap_or(out.len());
-        if out.len() != m + r + 20 {
-            return Err(WireError::Layout(
-                "SOA RDATA is not two names and five numbers",
-            ));
-        }
-    }
-    Ok(out)
+    Ok(rdata::read_rdata(msg, v.rtype, v.rdata, v.end())?)
 }
 
 /// The record at `off` as an owned [`Rr`] (RDATA uncompressed) and the offset after it.
