@@ -5,8 +5,6 @@
 //! stalls mid-handshake, and takes a new certificate at a reload without a restart: new
 //! handshakes get it, a connection opened before keeps answering on the old one.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
@@ -14,7 +12,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use tokio_rustls::rustls;
 
 /// One DNS query in plain TCP framing to `port` ([`ask_tcp`]).

@@ -10,8 +10,6 @@
 //! with `http-notls-downstream:`; and closes connections past a netblock's
 //! `tcp-connection-limit:`.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -20,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 fn b64url(q: &[u8]) -> String {
     data_encoding::BASE64URL_NOPAD.encode(q)

@@ -6,9 +6,7 @@
 //! scripted secondary, signed, retried until answered. The interop tests with NSD and Knot
 //! are in tests/xfr_interop.rs.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::Path;

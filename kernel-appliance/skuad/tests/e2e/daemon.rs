@@ -13,8 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-mod common;
-use common::{LO, SKUAD, free_port, query};
+use crate::common::{LO, SKUAD, free_port, query};
 
 const A: u16 = 1;
 const CNAME: u16 = 5;
@@ -921,7 +920,7 @@ fn embedded_default_serves() {
     );
 
     // A copy of it on a free port.
-    const DEFAULT: &str = include_str!("../src/control/default.conf");
+    const DEFAULT: &str = include_str!("../../src/control/default.conf");
     assert!(DEFAULT.contains("port: 5353\n"));
     let dir = TestDir::new("default");
     let d = Daemon::start(&dir, |p| {

@@ -7,14 +7,12 @@
 //! other than `doq` and clients the access list denies; and takes a new certificate at a
 //! reload: new connections get it, one opened before keeps answering.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 /// A DoQ client endpoint on `from` trusting `ca`, offering `alpn`.
 fn client(from: &str, ca: &Path, alpn: &[u8]) -> quinn::Endpoint {

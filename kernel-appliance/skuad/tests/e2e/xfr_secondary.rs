@@ -15,9 +15,7 @@
 //!
 //! The interop with NSD and Knot as primaries is in tests/xfr_interop.rs.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::Path;

@@ -5,12 +5,10 @@
 //! agent are in host-agent/ and tests/ha/. Also: an anycast service address, which the
 //! host holds only while the agent finds it healthy, is listened on with `ip-freebind:`.
 
-mod common;
-
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 /// One UDP query to `server`, waiting at most `wait`: `Some(rcode)` or `None` (no answer).
 fn try_ask(server: SocketAddr, wait: Duration) -> Option<u8> {

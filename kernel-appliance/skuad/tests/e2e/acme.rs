@@ -22,13 +22,11 @@
 //! copies the request's subject (as step-ca does) has the first name as its CN and kdig
 //! accepts it; a reload whose `acme:` clause the start would refuse is refused.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 /// pebble on loopback: its directory URL and its process.
 struct Pebble {

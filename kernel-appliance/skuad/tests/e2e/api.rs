@@ -3,9 +3,7 @@
 //! failed-authentication limit, zone and record changes served at once and kept across a
 //! restart, reload through the API, metrics.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};

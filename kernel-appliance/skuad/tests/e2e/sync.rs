@@ -6,13 +6,11 @@
 //! refuses API writes, a version the follower cannot load is recorded and changes nothing,
 //! and after the lease moves the data flow the other way.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 struct Node {
     dir: Dir,

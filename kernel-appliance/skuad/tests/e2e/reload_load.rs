@@ -4,9 +4,7 @@
 //! with anything but NOERROR, and the changing data must be answered consistently: once a
 //! reload or write has returned, no later answer shows the data from before it.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::net::{SocketAddr, UdpSocket};
 use std::process::{Command, Stdio};
 use std::sync::Arc;

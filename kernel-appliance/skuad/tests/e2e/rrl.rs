@@ -4,9 +4,7 @@
 //! rest dropped; another client keeps getting full answers; TCP is never limited; the
 //! counters show it in /metrics.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
