@@ -74,7 +74,7 @@ struct Ns(String);
 
 impl Ns {
     fn new() -> Self {
-        let name = format!("skua-cache-{}", std::process::id());
+        let name = format!("skuad-cache-{}", std::process::id());
         let _ = run(10, "ip", &["netns", "del", &name]);
         let o = run(10, "ip", &["netns", "add", &name]);
         assert!(o.status.success(), "ip netns add: {o:?}");
@@ -332,6 +332,7 @@ fn metric(text: &str, name: &str) -> Option<f64> {
 
 #[test]
 fn cache_lookup_flush_dump_restart_load() {
+    let _suite = crate::common::suite(module_path!());
     let uid = run(5, "id", &["-u"]);
     assert_eq!(
         String::from_utf8_lossy(&uid.stdout).trim(),

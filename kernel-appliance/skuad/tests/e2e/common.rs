@@ -8,11 +8,72 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use std::time::{Duration, Instant};
 
 use tokio_rustls::rustls;
+
+/// Which tests share the binary's test threads (main.rs says why): a test holds its suite's
+/// turn from its first line to its end. The tests of a suite named in [`crate::ALONE`] run
+/// only beside each other, as when the suite was a test binary of its own; the tests of the
+/// other suites run beside each other, whatever their suite.
+pub struct Suite(());
+
+/// The room the tests enter: who is inside (a suite of [`crate::ALONE`], or `""` for the
+/// others), how many, and the turns, handed out in the order the tests ask (first come, first
+/// in: a suite waiting for the room to empty is not overtaken by tests arriving after it).
+struct Room {
+    key: &'static str,
+    inside: usize,
+    next: u64,
+    serving: u64,
+}
+
+static ROOM: Mutex<Room> = Mutex::new(Room {
+    key: "",
+    inside: 0,
+    next: 0,
+    serving: 0,
+});
+static CHANGED: Condvar = Condvar::new();
+
+fn room() -> MutexGuard<'static, Room> {
+    // A test that panics holds no lock of the room (only its Suite), so no poison to fear;
+    // take the room regardless.
+    ROOM.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The turn of a test of `module` (its `module_path!()`), waited for; held until dropped.
+pub fn suite(module: &'static str) -> Suite {
+    let name = module.rsplit("::").next().unwrap_or(module);
+    let key = crate::ALONE
+        .iter()
+        .copied()
+        .find(|s| *s == name)
+        .unwrap_or("");
+    let mut r = room();
+    let ticket = r.next;
+    r.next += 1;
+    while !(r.serving == ticket && (r.inside == 0 || r.key == key)) {
+        r = CHANGED.wait(r).unwrap_or_else(|e| e.into_inner());
+    }
+    r.key = key;
+    r.inside += 1;
+    r.serving += 1;
+    CHANGED.notify_all();
+    Suite(())
+}
+
+impl Drop for Suite {
+    fn drop(&mut self) {
+        let mut r = room();
+        r.inside -= 1;
+        if r.inside == 0 {
+            CHANGED.notify_all();
+        }
+    }
+}
 
 pub const SKUAD: &str = env!("CARGO_BIN_EXE_skuad");
 pub const LO: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);

@@ -146,6 +146,7 @@ fn certs(dir: &Path, tag: &str) -> (PathBuf, PathBuf, PathBuf) {
 
 #[test]
 fn dns_over_https_answers_real_clients_like_udp() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("doh");
     let (ca, pem, key) = certs(&dir.0, "doh");
     // An upstream (another skuad with local data) for names this one forwards.
@@ -570,6 +571,7 @@ impl Bystander {
 
 #[test]
 fn http2_floods_slow_and_idle_clients_are_bounded_and_others_keep_their_answers() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("doh-flood");
     let (ca, pem, key) = certs(&dir.0, "flood");
     let (dns, api, https) = (free_port(), free_port(), free_port());
@@ -720,6 +722,7 @@ fn http2_floods_slow_and_idle_clients_are_bounded_and_others_keep_their_answers(
 
 #[test]
 fn http2_streams_each_get_their_own_answer_and_a_slow_body_holds_no_one_up() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("doh-streams");
     let (ca, pem, key) = certs(&dir.0, "streams");
     let (dns, api, https) = (free_port(), free_port(), free_port());
@@ -861,6 +864,7 @@ fn http2_streams_each_get_their_own_answer_and_a_slow_body_holds_no_one_up() {
 
 #[test]
 fn plain_http_behind_a_proxy_and_per_netblock_connection_limits() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("doh-plain");
     let (dns, api, http_port) = (free_port(), free_port(), free_port());
     let mut conf = config(dns, api, &dir.0, "");

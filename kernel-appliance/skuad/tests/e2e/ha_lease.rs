@@ -30,6 +30,7 @@ fn lease(d: &Daemon, body: &str) -> Resp {
 
 #[test]
 fn the_service_address_is_answered_only_under_a_running_lease() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("ha-lease");
     let (dns, api) = (free_port(), free_port());
     let key = audit_key(&dir.0);
@@ -161,6 +162,7 @@ fn the_service_address_is_answered_only_under_a_running_lease() {
 /// node is healthy (tests/ha/bgp.py has it with BIRD).
 #[test]
 fn an_address_the_host_lacks_is_listened_on_only_with_ip_freebind() {
+    let _suite = crate::common::suite(module_path!());
     // 198.18.251.53 is on no interface of a test machine (198.18.0.0/15 is for tests).
     let absent = "198.18.251.53";
     let dir = Dir::new("freebind");

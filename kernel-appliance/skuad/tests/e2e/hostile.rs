@@ -36,16 +36,19 @@ impl Drop for Ns {
 
 #[test]
 fn hostile_and_failing_upstreams() {
+    let _suite = crate::common::suite(module_path!());
     run_script("hostile.py");
 }
 
 #[test]
 fn dns_over_tls_upstreams() {
+    let _suite = crate::common::suite(module_path!());
     run_script("dot.py");
 }
 
 #[test]
 fn cache_ttls_negative_prefetch_reload_and_memory() {
+    let _suite = crate::common::suite(module_path!());
     run_script("cache.py");
 }
 
@@ -54,6 +57,7 @@ fn cache_ttls_negative_prefetch_reload_and_memory() {
 /// upstreams (unreachable here: SERVFAIL with EDE 23, at once) instead of being REFUSED.
 #[test]
 fn embedded_default_forwards() {
+    let _suite = crate::common::suite(module_path!());
     let uid = Command::new("id").arg("-u").output().expect("id -u");
     assert_eq!(
         String::from_utf8_lossy(&uid.stdout).trim(),
@@ -206,5 +210,6 @@ fn run_script(script: &str) {
 /// after its TTL.
 #[test]
 fn forward_and_stub_hosts_resolved_and_followed() {
+    let _suite = crate::common::suite(module_path!());
     run_script("fwdhost.py");
 }

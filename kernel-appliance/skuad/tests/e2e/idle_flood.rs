@@ -185,6 +185,7 @@ fn raise_descriptor_limit() {
 
 #[test]
 fn idle_connections_from_one_source_or_many_do_not_keep_a_client_out() {
+    let _suite = crate::common::suite(module_path!());
     raise_descriptor_limit();
     let dir = Dir::new("idle-flood");
     let ca = test_ca(&dir.0, "flood");

@@ -378,6 +378,7 @@ fn names(text: &str, directive: &str) -> bool {
 
 #[test]
 fn names_matches_whole_directives() {
+    let _suite = crate::common::suite(module_path!());
     assert!(names("a.conf:3: 'prefetch' is not supported", "prefetch"));
     assert!(!names(
         "a.conf:3: 'prefetch-key' is not supported",
@@ -392,6 +393,7 @@ fn names_matches_whole_directives() {
 
 #[test]
 fn check_config_accepts_the_corpus() {
+    let _suite = crate::common::suite(module_path!());
     assert_root();
     let work = Work::new("check");
     let dir = corpus_dir();
@@ -644,6 +646,7 @@ fn forwarder(tag: &str, f: &Forwarder) {
 
 #[test]
 fn forwarder_02_mvance_container_default_resolves() {
+    let _suite = crate::common::suite(module_path!());
     forwarder(
         "fwd02",
         &Forwarder {
@@ -660,6 +663,7 @@ fn forwarder_02_mvance_container_default_resolves() {
 
 #[test]
 fn forwarder_03_alpine_dot_without_names_resolves() {
+    let _suite = crate::common::suite(module_path!());
     forwarder(
         "fwd03",
         &Forwarder {
@@ -673,6 +677,7 @@ fn forwarder_03_alpine_dot_without_names_resolves() {
 
 #[test]
 fn forwarder_04_openbsd_quad9_resolves() {
+    let _suite = crate::common::suite(module_path!());
     forwarder(
         "fwd04",
         &Forwarder {
@@ -764,11 +769,13 @@ fn recursive(tag: &str, file: &str, port: u16, clients: &[&str]) {
 
 #[test]
 fn recursive_01_pihole_guide_serves_local_data_and_refuses_the_rest() {
+    let _suite = crate::common::suite(module_path!());
     recursive("rec01", "01-pihole-guide.conf", 5335, &["127.0.0.1"]);
 }
 
 #[test]
 fn recursive_05_nlnetlabs_serves_local_data_and_refuses_the_rest() {
+    let _suite = crate::common::suite(module_path!());
     // Open to 192.168.0.0/16 by the file, and to localhost by Unbound's defaults.
     recursive(
         "rec05",
@@ -780,6 +787,7 @@ fn recursive_05_nlnetlabs_serves_local_data_and_refuses_the_rest() {
 
 #[test]
 fn recursive_06_debian_default_serves_local_data_and_refuses_the_rest() {
+    let _suite = crate::common::suite(module_path!());
     // Unbound's default interfaces: 127.0.0.1 and ::1.
     recursive("rec06", "06-debian-default.conf", 53, &["127.0.0.1", "::1"]);
 }

@@ -56,6 +56,7 @@ fn version(server: SocketAddr, sock: &UdpSocket, id: u16) -> Option<u64> {
 
 #[test]
 fn reloads_and_writes_under_dnsperf_lose_nothing() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("load");
     let (p, a) = (free_port(), free_port());
     let base = config(p, a, &dir.0, "  auth-fail-limit: 1000\n");

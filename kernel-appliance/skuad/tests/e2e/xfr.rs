@@ -203,6 +203,7 @@ fn recv_notify(sock: &UdpSocket, keys: &[Key]) -> (Vec<u8>, u32, Vec<u8>, Socket
 
 #[test]
 fn primary_axfr_ixfr_tsig_refusals_notify() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("xfr");
     let notify_sock = UdpSocket::bind((LO, 0)).unwrap();
     notify_sock

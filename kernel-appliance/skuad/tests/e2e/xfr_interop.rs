@@ -32,11 +32,13 @@ impl Drop for Ns {
 
 #[test]
 fn nsd_and_knot_as_secondaries_of_skuad() {
+    let _suite = crate::common::suite(module_path!());
     run_script("interop.py", "xfr");
 }
 
 #[test]
 fn nsd_and_knot_as_primaries_of_skuad() {
+    let _suite = crate::common::suite(module_path!());
     run_script("secondary.py", "xfr-sec");
 }
 

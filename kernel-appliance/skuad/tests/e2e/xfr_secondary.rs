@@ -214,6 +214,7 @@ fn sigterm(d: &mut Daemon) {
 
 #[test]
 fn skuad_primary_to_skuad_secondary_notify_ixfr_chain_restart_promotion() {
+    let _suite = crate::common::suite(module_path!());
     let pdir = Dir::new("xfr-primary");
     let sdir = Dir::new("xfr-secondary");
     let (pdns, papi, sdns, sapi) = (free_port(), free_port(), free_port(), free_port());
@@ -647,6 +648,7 @@ fn send_notify(server: SocketAddr) -> u8 {
 
 #[test]
 fn a_hostile_primary_never_replaces_the_copy_and_an_expired_copy_is_not_served() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("xfr-hostile");
     let (dns, api) = (free_port(), free_port());
     // EXPIRE 60 s from the last good refresh: the failures below stay within it.
