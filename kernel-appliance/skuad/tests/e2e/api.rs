@@ -42,7 +42,7 @@ const ROUTES: &[(&str, &str, Option<&str>, Option<&str>)] = &[
     ("POST", "/reload", Some("operator"), None),
     ("GET", "/audit", Some("operator"), None),
     ("POST", "/audit/verify", Some("admin"), None),
-    // No forward-zone here: the cache routes answer 409 (tests/cache.rs has a resolver).
+    // No forward-zone here: the cache routes answer 409 (cache.rs has a resolver).
     (
         "GET",
         "/cache/lookup?name=www.example.net.",
@@ -73,7 +73,7 @@ const ROUTES: &[(&str, &str, Option<&str>, Option<&str>)] = &[
     ("POST", "/ha/release", Some("operator"), Some("{}")),
     ("GET", "/sync", Some("operator"), None),
     ("GET", "/tls", Some("read"), None),
-    // No acme: clause here: 409 (tests/acme.rs has one).
+    // No acme: clause here: 409 (acme.rs has one).
     ("POST", "/tls/renew", Some("operator"), None),
 ];
 

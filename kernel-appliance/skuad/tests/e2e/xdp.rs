@@ -20,7 +20,7 @@
 //! replies, but cannot run `dig` over a VLAN interface (it says so on stderr); without
 //! `dummy`, the no-native-XDP test uses an `ifb` interface, which lacks native XDP too.
 //!
-//! Run: `cargo test -p skuad --test xdp` (parallel-safe) as root.
+//! Run: `cargo test -p skuad --test e2e xdp::` (parallel-safe) as root.
 
 use std::collections::HashMap;
 use std::io::{self, Read};
@@ -54,7 +54,7 @@ fn require_root() {
     assert_eq!(
         euid, 0,
         "the AF_XDP tests need root (network namespaces, XDP, AF_XDP and AF_PACKET sockets); \
-         they do not skip: run them as root, e.g. `sudo -E cargo test -p skuad --test xdp`"
+         they do not skip: run them as root, e.g. `sudo -E cargo test -p skuad --test e2e xdp::`"
     );
 }
 

@@ -4,7 +4,7 @@
 //! requests in one `xfr-refused` audit entry; a reload that changes the zone without
 //! bumping its serial served as serial + 1 with an IXFR of the difference; NOTIFY to a
 //! scripted secondary, signed, retried until answered. The interop tests with NSD and Knot
-//! are in tests/xfr_interop.rs.
+//! are in xfr_interop.rs.
 
 use crate::common::*;
 use std::io::{Read, Write};

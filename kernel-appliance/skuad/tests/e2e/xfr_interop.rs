@@ -10,7 +10,7 @@
 //!   NOTIFY and IXFR, the copies equal to the primaries', a primary whose TSIG does not
 //!   verify refused and audited.
 //!
-//! The loopback tests are in tests/xfr.rs (primary) and tests/xfr_secondary.rs
+//! The loopback tests are in xfr.rs (primary) and xfr_secondary.rs
 //! (secondary). Needs root (a network namespace): it asserts it, never skips.
 
 use std::path::PathBuf;

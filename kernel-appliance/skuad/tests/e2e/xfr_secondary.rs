@@ -13,7 +13,7 @@
 //!   is audited (`xfr-in-failed`, aggregated) with the zone and the primary; then the
 //!   primary goes silent and the copy expires (SERVFAIL, `xfr-expired`).
 //!
-//! The interop with NSD and Knot as primaries is in tests/xfr_interop.rs.
+//! The interop with NSD and Knot as primaries is in xfr_interop.rs.
 
 use crate::common::*;
 use std::io::{Read, Write};
