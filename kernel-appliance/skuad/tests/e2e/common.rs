@@ -1,13 +1,17 @@
-//! Helpers shared by the integration tests (API, reload under load, RRL, daemon): a running skuad with API tokens of each
-//! role, a hand-written HTTP/1.1 client (the tests do not share the server's HTTP stack),
-//! and DNS queries over UDP.
+//! Helpers shared by the suites of the e2e binary: each test's turn beside the others
+//! ([`suite`]), a running skuad with API tokens of each role, a hand-written HTTP/1.1 client
+//! (the tests do not share the server's HTTP stack), DNS queries over UDP, TCP and TLS, test
+//! certificates, a network namespace with only loopback for the suites' Python scripts, and
+//! ([`xfr`]) what the zone-transfer suites share.
 
 #![allow(dead_code)]
+
+pub mod xfr;
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use std::time::{Duration, Instant};
@@ -504,4 +508,108 @@ pub fn metric_value(m: &str, series: &str) -> u64 {
         .find_map(|l| l.strip_prefix(key.as_str()))
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no {series} in {m}"))
+}
+
+/// Polls `f` every 50 ms until it gives a value or `secs` pass.
+pub fn wait_for<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(secs) {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+/// A network namespace with only loopback, up (hostile, xfr_interop); deleted on drop.
+pub struct LoopbackNs(pub String);
+
+impl LoopbackNs {
+    /// `ip netns add NAME` (one of that name left by a killed run deleted first), `lo` up.
+    pub fn new(name: String) -> Self {
+        let ns = LoopbackNs(name);
+        let _ = Command::new("ip")
+            .args(["netns", "del", &ns.0])
+            .stderr(Stdio::null())
+            .status();
+        assert!(
+            Command::new("ip")
+                .args(["netns", "add", &ns.0])
+                .status()
+                .unwrap()
+                .success()
+        );
+        assert!(
+            Command::new("ip")
+                .args(["-n", &ns.0, "link", "set", "lo", "up"])
+                .status()
+                .unwrap()
+                .success()
+        );
+        ns
+    }
+}
+
+impl Drop for LoopbackNs {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.0])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// Runs `/usr/bin/python3 SCRIPT SKUAD WORK` in `ns`, killed by timeout(1) after `limit`
+/// seconds (waited for 10 s more at the most): its output.
+pub fn python_in(ns: &LoopbackNs, script: &Path, work: &Path, limit: u64) -> Output {
+    let mut child = Command::new("timeout")
+        .args([
+            &limit.to_string(),
+            "ip",
+            "netns",
+            "exec",
+            &ns.0,
+            "/usr/bin/python3",
+        ])
+        .arg(script)
+        .arg(SKUAD)
+        .arg(work)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the test script");
+    let t0 = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break child.wait_with_output().unwrap();
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(limit + 10),
+            "{} did not end",
+            script.display()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Runs `cmd` with `args`, killed after `secs` (timeout(1)): its output.
+pub fn run_bounded(secs: u32, cmd: &str, args: &[&str]) -> Output {
+    Command::new("timeout")
+        .arg(secs.to_string())
+        .arg(cmd)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("run {cmd}: {e}"))
+}
+
+/// Fails unless the test runs as root (for `what`): the tests that need it never skip.
+pub fn assert_root(what: &str) {
+    let uid = Command::new("id").arg("-u").output().expect("id -u");
+    assert_eq!(
+        String::from_utf8_lossy(&uid.stdout).trim(),
+        "0",
+        "this test needs root ({what}); it does not skip"
+    );
 }

@@ -14,21 +14,8 @@
 //! (secondary). Needs root (a network namespace): it asserts it, never skips.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
-const SKUAD: &str = env!("CARGO_BIN_EXE_skuad");
-
-struct Ns(String);
-
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.0])
-            .stderr(Stdio::null())
-            .status();
-    }
-}
+use crate::common::{LoopbackNs, assert_root, python_in};
 
 #[test]
 fn nsd_and_knot_as_secondaries_of_skuad() {
@@ -44,57 +31,15 @@ fn nsd_and_knot_as_primaries_of_skuad() {
 
 /// Runs tests/xfr/`script` as root in a new network namespace; fails when it does.
 fn run_script(script: &str, tag: &str) {
-    let uid = Command::new("id").arg("-u").output().expect("id -u");
-    assert_eq!(
-        String::from_utf8_lossy(&uid.stdout).trim(),
-        "0",
-        "this test needs root (a network namespace); it does not skip"
-    );
+    assert_root("a network namespace");
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/xfr")
         .join(script);
-    let ns = Ns(format!("skua-{tag}-{}", std::process::id()));
-    let _ = Command::new("ip")
-        .args(["netns", "del", &ns.0])
-        .stderr(Stdio::null())
-        .status();
-    assert!(
-        Command::new("ip")
-            .args(["netns", "add", &ns.0])
-            .status()
-            .unwrap()
-            .success()
-    );
-    assert!(
-        Command::new("ip")
-            .args(["-n", &ns.0, "link", "set", "lo", "up"])
-            .status()
-            .unwrap()
-            .success()
-    );
+    let ns = LoopbackNs::new(format!("skua-{tag}-{}", std::process::id()));
     let work = std::env::temp_dir().join(format!("skua-{tag}-interop-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).unwrap();
-    let mut child = Command::new("timeout")
-        .args(["300", "ip", "netns", "exec", &ns.0, "/usr/bin/python3"])
-        .arg(&path)
-        .arg(SKUAD)
-        .arg(&work)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the test script");
-    let t0 = Instant::now();
-    let out = loop {
-        if child.try_wait().unwrap().is_some() {
-            break child.wait_with_output().unwrap();
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(310),
-            "{script} did not end"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let out = python_in(&ns, &path, &work, 300);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     print!("{stdout}");
