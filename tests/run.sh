@@ -39,7 +39,7 @@ fi
 
 # --- pebble 2.10 from the Go module proxy --------------------------------------------------
 # Debian's pebble (2.4) offers neither ACME renewal information (RFC 9773) nor profiles;
-# kernel-appliance/skuad/tests/acme.rs runs those tests against this one (a missing binary
+# kernel-appliance/skuad/tests/e2e/acme.rs runs those tests against this one (a missing binary
 # fails them: they are never skipped).
 PEBBLE_VERSION=v2.10.3
 PEBBLE_BIN="$PWD/target/tools/pebble-$PEBBLE_VERSION/pebble"

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """skuad's cache, seen from a client and from the upstream.
 
-Run inside a network namespace with only loopback (kernel-appliance/skuad/tests/hostile.rs):
+Run inside a network namespace with only loopback (kernel-appliance/skuad/tests/e2e/hostile.rs):
 `cache.py SKUAD_BINARY WORKDIR`. A scripted upstream (dnspython) counts the queries it gets
 per name; skuad forwards `cache.example.` to it. Checks:
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """DNS over TLS upstreams (RFC 7858): skuad forwarding to Unbound serving DoT.
 
-Run inside a network namespace with only loopback (kernel-appliance/skuad/tests/hostile.rs):
+Run inside a network namespace with only loopback (kernel-appliance/skuad/tests/e2e/hostile.rs):
 `dot.py SKUAD_BINARY WORKDIR`. It makes a test CA and a server certificate for
 `dot.skua.example` with openssl, starts Unbound serving DoT on 127.0.0.1@853 with that
 certificate (and local data), and skuad with three forward zones over TLS:

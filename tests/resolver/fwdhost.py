@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """forward-host: and stub-host: resolved and used, against real upstreams.
 
-Run inside a network namespace with only loopback (kernel-appliance/skuad/tests/hostile.rs):
+Run inside a network namespace with only loopback (kernel-appliance/skuad/tests/e2e/hostile.rs):
 `fwdhost.py SKUAD_BINARY WORKDIR`. It puts 198.18.53.1-3 and fd53::2 on the namespace's
 loopback and starts:
 

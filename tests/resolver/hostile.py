@@ -2,7 +2,7 @@
 """Hostile and failing upstreams against skuad as a forwarder.
 
 Run inside a network namespace that has only loopback (kernel-appliance/skuad/tests/
-hostile.rs does that): `hostile.py SKUAD_BINARY WORKDIR`. It starts scripted upstreams
+e2e/hostile.rs does that): `hostile.py SKUAD_BINARY WORKDIR`. It starts scripted upstreams
 (dnspython), one address each so that one upstream's failures do not mark another down
 (skuad, like Unbound, stops asking an upstream that keeps timing out), and skuad with one
 forward-zone per scenario, then checks what skuad's clients get:

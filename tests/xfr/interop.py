@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """skuad as the primary of NSD and Knot, with TSIG (docs/zone-transfer.md).
 
-Run inside a network namespace with only loopback (kernel-appliance/skuad/tests/xfr_interop.rs):
+Run inside a network namespace with only loopback (kernel-appliance/skuad/tests/e2e/xfr_interop.rs):
 `interop.py SKUAD_BINARY WORKDIR`. It puts 198.18.1.1-4 on the namespace's loopback and
 starts:
 

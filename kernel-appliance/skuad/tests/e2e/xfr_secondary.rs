@@ -13,11 +13,10 @@
 //!   is audited (`xfr-in-failed`, aggregated) with the zone and the primary; then the
 //!   primary goes silent and the copy expires (SERVFAIL, `xfr-expired`).
 //!
-//! The interop with NSD and Knot as primaries is in tests/xfr_interop.rs.
+//! The interop with NSD and Knot as primaries is in xfr_interop.rs.
 
-mod common;
-
-use common::*;
+use crate::common::xfr::{SECRET, ZONE, b64, now, records};
+use crate::common::*;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::Path;
@@ -33,7 +32,6 @@ use skua_xfr::tsig::{self, Algorithm, Key};
 use skua_xfr::wire::{self, MessageWriter, Section};
 use skua_xfr::zone::{Diff, Journal, Version};
 
-const SECRET: [u8; 32] = *b"0123456789abcdef0123456789abcdef";
 const KEY: &str = "xfr.example.org.";
 
 fn key(secret: &[u8]) -> Key {
@@ -42,25 +40,6 @@ fn key(secret: &[u8]) -> Key {
         Algorithm::HmacSha256,
         secret.to_vec(),
     )
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
-fn b64(b: &[u8]) -> String {
-    // The system's base64 (coreutils): an independent encoder.
-    let mut c = std::process::Command::new("base64")
-        .arg("-w0")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    c.stdin.take().unwrap().write_all(b).unwrap();
-    String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap()
 }
 
 fn private(path: &Path, text: &str) {
@@ -80,10 +59,6 @@ fn keys_and_audit(dir: &Path) -> String {
     )
 }
 
-const ZONE: &str = "$ORIGIN example.org.\n$TTL 300\n\
-@ IN SOA ns.example.org. admin.example.org. 10 3600 600 86400 300\n\
-@ IN NS ns.example.org.\nns IN A 198.18.0.1\nwww IN A 198.18.0.10\n";
-
 fn audit(dir: &Path, kind: &str) -> Vec<serde_json::Value> {
     std::fs::read_to_string(dir.join("audit.log"))
         .unwrap_or_default()
@@ -91,17 +66,6 @@ fn audit(dir: &Path, kind: &str) -> Vec<serde_json::Value> {
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|e| e["kind"] == kind)
         .collect()
-}
-
-fn wait_for<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(secs) {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    None
 }
 
 /// One UDP query: (RCODE, AA, answer records).
@@ -135,21 +99,6 @@ fn a_at(server: SocketAddr, name: &str) -> Option<String> {
             })
         })
         .flatten()
-}
-
-fn records(m: &[u8]) -> Vec<Rr> {
-    let [qd, an, _, _] = wire::counts(m).unwrap();
-    let mut off = wire::HEADER_LEN;
-    for _ in 0..qd {
-        off = wire::read_question(m, off).unwrap().3;
-    }
-    let mut out = Vec::new();
-    for _ in 0..an {
-        let (r, o) = wire::read_owned_rr(m, off).unwrap();
-        out.push(r);
-        off = o;
-    }
-    out
 }
 
 /// An IXFR from `serial`, signed, over TCP: the serials of its SOA records.
@@ -216,6 +165,7 @@ fn sigterm(d: &mut Daemon) {
 
 #[test]
 fn skuad_primary_to_skuad_secondary_notify_ixfr_chain_restart_promotion() {
+    let _suite = crate::common::suite(module_path!());
     let pdir = Dir::new("xfr-primary");
     let sdir = Dir::new("xfr-secondary");
     let (pdns, papi, sdns, sapi) = (free_port(), free_port(), free_port(), free_port());
@@ -649,6 +599,7 @@ fn send_notify(server: SocketAddr) -> u8 {
 
 #[test]
 fn a_hostile_primary_never_replaces_the_copy_and_an_expired_copy_is_not_served() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("xfr-hostile");
     let (dns, api) = (free_port(), free_port());
     // EXPIRE 60 s from the last good refresh: the failures below stay within it.

@@ -7,15 +7,13 @@
 //! they fill, and the longest idle connection closed when a new one needs its slot
 //! (src/dataplane/slots.rs).
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{
+use crate::common::{
     Dir, LO, config, free_port, http, metric_value, query, start, test_ca, test_leaf, tok,
 };
 use tokio_rustls::rustls;
@@ -187,6 +185,7 @@ fn raise_descriptor_limit() {
 
 #[test]
 fn idle_connections_from_one_source_or_many_do_not_keep_a_client_out() {
+    let _suite = crate::common::suite(module_path!());
     raise_descriptor_limit();
     let dir = Dir::new("idle-flood");
     let ca = test_ca(&dir.0, "flood");
@@ -203,7 +202,7 @@ fn idle_connections_from_one_source_or_many_do_not_keep_a_client_out() {
         key.display()
     );
     let d = start(&dir.0, &conf, dns, api);
-    let cfg = common::TlsClient::config(&ca, &[b"dot"]);
+    let cfg = crate::common::TlsClient::config(&ca, &[b"dot"]);
     assert_eq!(ask_tcp(dns, 1), Ok(0));
     assert_eq!(ask_dot(tls, &cfg, 2), Ok(0));
     let metrics = || {

@@ -3,9 +3,7 @@
 //! failed-authentication limit, zone and record changes served at once and kept across a
 //! restart, reload through the API, metrics.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -44,7 +42,7 @@ const ROUTES: &[(&str, &str, Option<&str>, Option<&str>)] = &[
     ("POST", "/reload", Some("operator"), None),
     ("GET", "/audit", Some("operator"), None),
     ("POST", "/audit/verify", Some("admin"), None),
-    // No forward-zone here: the cache routes answer 409 (tests/cache.rs has a resolver).
+    // No forward-zone here: the cache routes answer 409 (cache.rs has a resolver).
     (
         "GET",
         "/cache/lookup?name=www.example.net.",
@@ -75,7 +73,7 @@ const ROUTES: &[(&str, &str, Option<&str>, Option<&str>)] = &[
     ("POST", "/ha/release", Some("operator"), Some("{}")),
     ("GET", "/sync", Some("operator"), None),
     ("GET", "/tls", Some("read"), None),
-    // No acme: clause here: 409 (tests/acme.rs has one).
+    // No acme: clause here: 409 (acme.rs has one).
     ("POST", "/tls/renew", Some("operator"), None),
 ];
 
@@ -87,6 +85,7 @@ fn rank(r: &str) -> usize {
 
 #[test]
 fn every_route_with_and_without_tokens_and_roles() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("roles");
     let (p, a) = (free_port(), free_port());
     let d = start(
@@ -138,6 +137,7 @@ fn every_route_with_and_without_tokens_and_roles() {
 
 #[test]
 fn failed_authentications_are_limited_per_source() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("limit");
     let (p, a) = (free_port(), free_port());
     let d = start(
@@ -197,6 +197,7 @@ fn documented_paths() -> Vec<(String, Vec<String>)> {
 /// HEAD used to skip authentication altogether (`HEAD /config` without a token: 200).
 #[test]
 fn route_method_role_matrix() {
+    let _suite = crate::common::suite(module_path!());
     use std::os::unix::fs::PermissionsExt;
     const METHODS: [&str; 8] = [
         "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE",
@@ -307,6 +308,7 @@ fn route_method_role_matrix() {
 
 #[test]
 fn malformed_requests_get_clear_4xx() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("malformed");
     let (p, a) = (free_port(), free_port());
     let d = start(&dir.0, &config(p, a, &dir.0, "  max-body: 1k\n"), p, a);
@@ -408,6 +410,7 @@ fn malformed_requests_get_clear_4xx() {
 
 #[test]
 fn changes_are_served_at_once_and_survive_a_restart() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("crud");
     let (p, a) = (free_port(), free_port());
     let text = config(p, a, &dir.0, "");
@@ -538,6 +541,7 @@ fn changes_are_served_at_once_and_survive_a_restart() {
 
 #[test]
 fn health_without_token() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("health");
     let (p, a) = (free_port(), free_port());
     let d = start(&dir.0, &config(p, a, &dir.0, ""), p, a);
@@ -552,6 +556,7 @@ fn health_without_token() {
 /// count changed under a steady query stream (no query lost), a token replaced.
 #[test]
 fn reload_changes_listeners_and_tokens() {
+    let _suite = crate::common::suite(module_path!());
     use std::net::UdpSocket;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -649,6 +654,7 @@ fn reload_changes_listeners_and_tokens() {
 /// self-signed certificate as the only trust anchor).
 #[test]
 fn https_when_a_certificate_is_configured() {
+    let _suite = crate::common::suite(module_path!());
     use std::process::{Command, Stdio};
     let dir = Dir::new("tls");
     let (cert, key) = (dir.0.join("cert.pem"), dir.0.join("key.pem"));
@@ -790,6 +796,7 @@ fn https_when_a_certificate_is_configured() {
 /// an edit of the file is reported.
 #[test]
 fn audit_log_records_state_changes() {
+    let _suite = crate::common::suite(module_path!());
     use std::os::unix::fs::PermissionsExt;
     let dir = Dir::new("audit");
     let (k1, k2) = (dir.0.join("k1.hex"), dir.0.join("k2.hex"));
@@ -924,6 +931,7 @@ fn api_writes(log: &Path) -> Vec<serde_json::Value> {
 /// is refused, and its refusal is in the log.
 #[test]
 fn writes_are_audited_canonical_and_bounded() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("canon");
     let log = dir.0.join("audit.log");
     let (p, a) = (free_port(), free_port());
@@ -1011,6 +1019,7 @@ impl Drop for Tmpfs {
 /// again, the same write goes through. Needs root (a small tmpfs); CI is root.
 #[test]
 fn a_write_the_audit_log_cannot_record_is_refused() {
+    let _suite = crate::common::suite(module_path!());
     // SAFETY: geteuid(2) has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
     assert_eq!(
@@ -1116,6 +1125,7 @@ fn open_fds(pid: u32) -> usize {
 /// open and DNS over TCP stopped accepting ("Too many open files").
 #[test]
 fn slowloris_cannot_starve_dns_or_the_operator() {
+    let _suite = crate::common::suite(module_path!());
     use std::io::Write;
     let dir = Dir::new("slowloris");
     let (p, a) = (free_port(), free_port());
@@ -1323,6 +1333,7 @@ fn socket2_connect(
 /// directives (`include:` of any file) to its line.
 #[test]
 fn quoted_records_survive_a_restart_and_inject_nothing() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("quotes");
     let (p, a) = (free_port(), free_port());
     let text = config(p, a, &dir.0, "");

@@ -6,13 +6,11 @@
 //! refuses API writes, a version the follower cannot load is recorded and changes nothing,
 //! and after the lease moves the data flow the other way.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 struct Node {
     dir: Dir,
@@ -115,6 +113,7 @@ fn until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) -> Duration {
 
 #[test]
 fn configuration_and_api_data_follow_the_lease_with_both_sides_audited() {
+    let _suite = crate::common::suite(module_path!());
     let (a_dns, a_api, b_dns, b_api) = (free_port(), free_port(), free_port(), free_port());
     let mut a = node("sync-a", "127.0.0.61", a_dns, a_api, b_api);
     let mut b = node("sync-b", "127.0.0.62", b_dns, b_api, a_api);
@@ -354,6 +353,7 @@ fn configuration_and_api_data_follow_the_lease_with_both_sides_audited() {
 /// and says why); the follower refuses API writes while it follows.
 #[test]
 fn https_sources_are_verified_against_tls_ca() {
+    let _suite = crate::common::suite(module_path!());
     let (a_dns, a_api) = (free_port(), free_port());
     let src = Dir::new("sync-tls-a");
     let ca = test_ca(&src.0, "api");
@@ -513,6 +513,7 @@ fn fake_source(offer: std::sync::Arc<std::sync::Mutex<String>>) -> u16 {
 /// the follower starts again; a version it may take is still taken.
 #[test]
 fn a_source_cannot_give_a_follower_acme_or_make_it_touch_files_elsewhere() {
+    let _suite = crate::common::suite(module_path!());
     let outside = Dir::new("sync-outside");
     let victim = outside.0.join("victim.conf");
     std::fs::write(&victim, "precious\n").unwrap();

@@ -4,9 +4,7 @@
 //! rest dropped; another client keeps getting full answers; TCP is never limited; the
 //! counters show it in /metrics.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
@@ -15,6 +13,7 @@ const TXT: u16 = 16;
 
 #[test]
 fn flood_is_slipped_and_dropped_while_others_are_answered() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("rrl");
     let (p, a) = (free_port(), free_port());
     let mut text = config(p, a, &dir.0, "");
@@ -135,6 +134,7 @@ fn flood_is_slipped_and_dropped_while_others_are_answered() {
 /// `rrl-log-only: yes` decides and counts but answers everything.
 #[test]
 fn log_only_answers_everything_and_counts() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("rrl-log");
     let (p, a) = (free_port(), free_port());
     let mut text = config(p, a, &dir.0, "");

@@ -5,12 +5,10 @@
 //! agent are in host-agent/ and tests/ha/. Also: an anycast service address, which the
 //! host holds only while the agent finds it healthy, is listened on with `ip-freebind:`.
 
-mod common;
-
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 /// One UDP query to `server`, waiting at most `wait`: `Some(rcode)` or `None` (no answer).
 fn try_ask(server: SocketAddr, wait: Duration) -> Option<u8> {
@@ -32,6 +30,7 @@ fn lease(d: &Daemon, body: &str) -> Resp {
 
 #[test]
 fn the_service_address_is_answered_only_under_a_running_lease() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("ha-lease");
     let (dns, api) = (free_port(), free_port());
     let key = audit_key(&dir.0);
@@ -163,6 +162,7 @@ fn the_service_address_is_answered_only_under_a_running_lease() {
 /// node is healthy (tests/ha/bgp.py has it with BIRD).
 #[test]
 fn an_address_the_host_lacks_is_listened_on_only_with_ip_freebind() {
+    let _suite = crate::common::suite(module_path!());
     // 198.18.251.53 is on no interface of a test machine (198.18.0.0/15 is for tests).
     let absent = "198.18.251.53";
     let dir = Dir::new("freebind");

@@ -17,11 +17,11 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-const SKUAD: &str = env!("CARGO_BIN_EXE_skuad");
+use crate::common::{SKUAD, assert_root, run_bounded};
 const UPSTREAM_PORT: u16 = 5301;
 const DNS_PORT: u16 = 5353;
 
@@ -58,28 +58,17 @@ fn skuactl() -> &'static Path {
     })
 }
 
-/// Runs a command with a time limit (`timeout(1)` kills it), its output.
-fn run(limit_secs: u32, prog: &str, args: &[&str]) -> Output {
-    Command::new("timeout")
-        .arg(limit_secs.to_string())
-        .arg(prog)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {prog}: {e}"))
-}
-
 /// A network namespace with loopback up, deleted on drop (with what runs in it).
 struct Ns(String);
 
 impl Ns {
     fn new() -> Self {
-        let name = format!("skua-cache-{}", std::process::id());
-        let _ = run(10, "ip", &["netns", "del", &name]);
-        let o = run(10, "ip", &["netns", "add", &name]);
+        let name = format!("skuad-cache-{}", std::process::id());
+        let _ = run_bounded(10, "ip", &["netns", "del", &name]);
+        let o = run_bounded(10, "ip", &["netns", "add", &name]);
         assert!(o.status.success(), "ip netns add: {o:?}");
         let ns = Ns(name);
-        let o = run(10, "ip", &["-n", &ns.0, "link", "set", "lo", "up"]);
+        let o = run_bounded(10, "ip", &["-n", &ns.0, "link", "set", "lo", "up"]);
         assert!(o.status.success(), "ip link set lo up: {o:?}");
         ns
     }
@@ -87,11 +76,11 @@ impl Ns {
 
 impl Drop for Ns {
     fn drop(&mut self) {
-        let pids = run(10, "ip", &["netns", "pids", &self.0]);
+        let pids = run_bounded(10, "ip", &["netns", "pids", &self.0]);
         for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
-            let _ = run(10, "kill", &["-KILL", pid]);
+            let _ = run_bounded(10, "kill", &["-KILL", pid]);
         }
-        let _ = run(10, "ip", &["netns", "del", &self.0]);
+        let _ = run_bounded(10, "ip", &["netns", "del", &self.0]);
     }
 }
 
@@ -121,7 +110,7 @@ impl Proc {
 
     /// SIGTERM, then wait (bounded), then SIGKILL.
     fn stop(&mut self) {
-        let _ = run(5, "kill", &["-TERM", &self.child.id().to_string()]);
+        let _ = run_bounded(5, "kill", &["-TERM", &self.child.id().to_string()]);
         let t = Instant::now();
         while t.elapsed() < Duration::from_secs(10) {
             if let Ok(Some(_)) = self.child.try_wait() {
@@ -180,7 +169,7 @@ struct World {
 
 impl World {
     fn dig(&self, name: &str, qtype: &str) -> Reply {
-        let o = run(
+        let o = run_bounded(
             20,
             "ip",
             &[
@@ -229,7 +218,7 @@ impl World {
     fn ctl(&self, args: &[&str]) -> (i32, String, String) {
         let mut all = vec!["--socket", self.socket.to_str().unwrap()];
         all.extend_from_slice(args);
-        let o = run(30, skuactl().to_str().unwrap(), &all);
+        let o = run_bounded(30, skuactl().to_str().unwrap(), &all);
         (
             o.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&o.stdout).into_owned(),
@@ -259,7 +248,7 @@ impl World {
 
     /// Queries Unbound received, by its own count.
     fn unbound_queries(&self) -> u64 {
-        let o = run(
+        let o = run_bounded(
             10,
             "ip",
             &[
@@ -287,7 +276,7 @@ impl World {
             &["-d", "-c", self.unbound_conf.to_str().unwrap()],
         );
         assert!(
-            wait_for(15, || run(
+            wait_for(15, || run_bounded(
                 5,
                 "ip",
                 &[
@@ -332,12 +321,8 @@ fn metric(text: &str, name: &str) -> Option<f64> {
 
 #[test]
 fn cache_lookup_flush_dump_restart_load() {
-    let uid = run(5, "id", &["-u"]);
-    assert_eq!(
-        String::from_utf8_lossy(&uid.stdout).trim(),
-        "0",
-        "this test needs root (a network namespace); it does not skip"
-    );
+    let _suite = crate::common::suite(module_path!());
+    assert_root("a network namespace");
     let t0 = Instant::now();
     let dir = std::env::temp_dir().join(format!("skuad-cache-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -4,9 +4,7 @@
 //! with anything but NOERROR, and the changing data must be answered consistently: once a
 //! reload or write has returned, no later answer shows the data from before it.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::net::{SocketAddr, UdpSocket};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -58,6 +56,7 @@ fn version(server: SocketAddr, sock: &UdpSocket, id: u16) -> Option<u64> {
 
 #[test]
 fn reloads_and_writes_under_dnsperf_lose_nothing() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("load");
     let (p, a) = (free_port(), free_port());
     let base = config(p, a, &dir.0, "  auth-fail-limit: 1000\n");

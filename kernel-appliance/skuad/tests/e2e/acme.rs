@@ -22,13 +22,11 @@
 //! copies the request's subject (as step-ca does) has the first name as its CN and kdig
 //! accepts it; a reload whose `acme:` clause the start would refuse is refused.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 /// pebble on loopback: its directory URL and its process.
 struct Pebble {
@@ -274,6 +272,7 @@ fn skuad_with_acme_at(
 
 #[test]
 fn http01_issuance_renewal_and_the_acme_server_down() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("acme-http");
     let ca = test_ca(&dir.0, "acme");
     let (dns, api, tls, h01) = (free_port(), free_port(), free_port(), free_port());
@@ -357,6 +356,7 @@ fn http01_issuance_renewal_and_the_acme_server_down() {
 
 #[test]
 fn dns01_from_skuads_own_zone() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("acme-dns");
     let ca = test_ca(&dir.0, "acmedns");
     let (dns, api, tls) = (free_port(), free_port(), free_port());
@@ -416,6 +416,7 @@ fn dns01_from_skuads_own_zone() {
 
 #[test]
 fn tls_alpn01_on_the_dns_over_tls_port() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("acme-alpn");
     let ca = test_ca(&dir.0, "acmealpn");
     let (dns, api, tls) = (free_port(), free_port(), free_port());
@@ -450,6 +451,7 @@ fn tls_alpn01_on_the_dns_over_tls_port() {
 
 #[test]
 fn a_stalled_acme_server_holds_neither_the_task_nor_a_renewal_asked() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("acme-stalled");
     let ca = test_ca(&dir.0, "acmestall");
     // A certificate for the name in force from the start: skuad asks renewal information.
@@ -502,6 +504,7 @@ fn a_stalled_acme_server_holds_neither_the_task_nor_a_renewal_asked() {
 
 #[test]
 fn a_failed_order_is_reported_and_nothing_changes() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("acme-fail");
     let ca = test_ca(&dir.0, "acmefail");
     let (dns, api, tls, h01) = (free_port(), free_port(), free_port(), free_port());
@@ -586,6 +589,7 @@ fn ari_world(tag: &str, profile: &str) -> (Dir, PathBuf, Pebble, Daemon, u16) {
 
 #[test]
 fn renewal_information_renews_a_short_lived_certificate_by_itself() {
+    let _suite = crate::common::suite(module_path!());
     let (dir, ca, p, d, tls) = ari_world("ari", "shortlived");
     let root = pebble_root(&p, &ca, &dir.0);
     // The certificate in force and the count in one answer (a renewal comes seconds later:
@@ -662,6 +666,7 @@ fn renewal_information_renews_a_short_lived_certificate_by_itself() {
 
 #[test]
 fn a_revoked_certificate_is_replaced_at_the_next_renewal_information_check() {
+    let _suite = crate::common::suite(module_path!());
     let (dir, ca, p, d, tls) = ari_world("rev", "long");
     wait_tls(&d, 60, "first certificate", |s| s["issued"] == 1);
     // A 30-day certificate: its window is days away, nothing happens by itself.
@@ -730,6 +735,7 @@ fn a_revoked_certificate_is_replaced_at_the_next_renewal_information_check() {
 
 #[test]
 fn a_profile_the_server_does_not_offer_is_reported_and_nothing_changes() {
+    let _suite = crate::common::suite(module_path!());
     let (dir, ca, p, d, tls) = ari_world("prof", "long");
     wait_tls(&d, 60, "first certificate", |s| s["issued"] == 1);
     let pem = std::fs::read(dir.0.join("tls/cert.pem")).unwrap();
@@ -772,6 +778,7 @@ fn a_profile_the_server_does_not_offer_is_reported_and_nothing_changes() {
 
 #[test]
 fn a_certificate_without_acme_is_shown() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("acme-none");
     let _ca = test_ca(&dir.0, "plain");
     let (cert, key) = test_leaf(&dir.0, "plain", "dns", "DNS:dns.example.test");
@@ -850,6 +857,7 @@ fn a_certificate_without_acme_is_shown() {
 /// verifies it and gets its answer.
 #[test]
 fn a_certificate_with_the_requests_subject_is_accepted_by_kdig() {
+    let _suite = crate::common::suite(module_path!());
     use x509_parser::prelude::*;
     let dir = Dir::new("acme-subject");
     let names = vec!["dns.example.test".to_string(), "doh.example.test".into()];
@@ -949,6 +957,7 @@ fn a_certificate_with_the_requests_subject_is_accepted_by_kdig() {
 /// cannot start again.
 #[test]
 fn a_reload_the_start_would_refuse_for_acme_is_refused() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("acme-reload");
     let outside = Dir::new("acme-reload-outside");
     let (dns, api) = (free_port(), free_port());

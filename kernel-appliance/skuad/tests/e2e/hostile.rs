@@ -21,31 +21,23 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const SKUAD: &str = env!("CARGO_BIN_EXE_skuad");
-
-struct Ns(String);
-
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.0])
-            .stderr(Stdio::null())
-            .status();
-    }
-}
+use crate::common::{LoopbackNs, SKUAD, assert_root, python_in};
 
 #[test]
 fn hostile_and_failing_upstreams() {
+    let _suite = crate::common::suite(module_path!());
     run_script("hostile.py");
 }
 
 #[test]
 fn dns_over_tls_upstreams() {
+    let _suite = crate::common::suite(module_path!());
     run_script("dot.py");
 }
 
 #[test]
 fn cache_ttls_negative_prefetch_reload_and_memory() {
+    let _suite = crate::common::suite(module_path!());
     run_script("cache.py");
 }
 
@@ -54,31 +46,9 @@ fn cache_ttls_negative_prefetch_reload_and_memory() {
 /// upstreams (unreachable here: SERVFAIL with EDE 23, at once) instead of being REFUSED.
 #[test]
 fn embedded_default_forwards() {
-    let uid = Command::new("id").arg("-u").output().expect("id -u");
-    assert_eq!(
-        String::from_utf8_lossy(&uid.stdout).trim(),
-        "0",
-        "needs root (a network namespace)"
-    );
-    let ns = Ns(format!("skua-default-{}", std::process::id()));
-    let _ = Command::new("ip")
-        .args(["netns", "del", &ns.0])
-        .stderr(Stdio::null())
-        .status();
-    assert!(
-        Command::new("ip")
-            .args(["netns", "add", &ns.0])
-            .status()
-            .unwrap()
-            .success()
-    );
-    assert!(
-        Command::new("ip")
-            .args(["-n", &ns.0, "link", "set", "lo", "up"])
-            .status()
-            .unwrap()
-            .success()
-    );
+    let _suite = crate::common::suite(module_path!());
+    assert_root("a network namespace");
+    let ns = LoopbackNs::new(format!("skua-default-{}", std::process::id()));
     let mut skuad = Command::new("ip")
         .args(["netns", "exec", &ns.0, SKUAD])
         .stdout(Stdio::null())
@@ -135,58 +105,16 @@ fn embedded_default_forwards() {
 /// Runs tests/resolver/SCRIPT in a fresh namespace with skuad's binary and a work
 /// directory; fails with its output and skuad's log unless it exits 0.
 fn run_script(script: &str) {
-    let uid = Command::new("id").arg("-u").output().expect("id -u");
-    assert_eq!(
-        String::from_utf8_lossy(&uid.stdout).trim(),
-        "0",
-        "this test needs root (a network namespace, nftables); it does not skip"
-    );
+    assert_root("a network namespace, nftables");
     let tag = script.trim_end_matches(".py");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/resolver")
         .join(script);
-    let ns = Ns(format!("skua-{tag}-{}", std::process::id()));
-    let _ = Command::new("ip")
-        .args(["netns", "del", &ns.0])
-        .stderr(Stdio::null())
-        .status();
-    assert!(
-        Command::new("ip")
-            .args(["netns", "add", &ns.0])
-            .status()
-            .unwrap()
-            .success()
-    );
-    assert!(
-        Command::new("ip")
-            .args(["-n", &ns.0, "link", "set", "lo", "up"])
-            .status()
-            .unwrap()
-            .success()
-    );
+    let ns = LoopbackNs::new(format!("skua-{tag}-{}", std::process::id()));
     let work = std::env::temp_dir().join(format!("skua-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&work).unwrap();
     // The system's python3 (python3-dnspython is a Debian package tests/run.sh installs).
-    let mut child = Command::new("timeout")
-        .args(["240", "ip", "netns", "exec", &ns.0, "/usr/bin/python3"])
-        .arg(&script)
-        .arg(SKUAD)
-        .arg(&work)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the test script");
-    let t0 = Instant::now();
-    let out = loop {
-        if let Some(_st) = child.try_wait().unwrap() {
-            break child.wait_with_output().unwrap();
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(250),
-            "hostile.py did not end"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let out = python_in(&ns, &script, &work, 240);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     print!("{stdout}");
@@ -206,5 +134,6 @@ fn run_script(script: &str) {
 /// after its TTL.
 #[test]
 fn forward_and_stub_hosts_resolved_and_followed() {
+    let _suite = crate::common::suite(module_path!());
     run_script("fwdhost.py");
 }

@@ -5,8 +5,6 @@
 //! stalls mid-handshake, and takes a new certificate at a reload without a restart: new
 //! handshakes get it, a connection opened before keeps answering on the old one.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
@@ -14,7 +12,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use tokio_rustls::rustls;
 
 /// One DNS query in plain TCP framing to `port` ([`ask_tcp`]).
@@ -31,6 +29,7 @@ type Client = TlsClient;
 
 #[test]
 fn dns_over_tls_serves_pads_and_takes_a_new_certificate_without_a_restart() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("dot");
     let ca = test_ca(&dir.0, "dot");
     let (c1, k1) = test_leaf(&dir.0, "dot", "leaf1", "DNS:dot.test,IP:127.0.0.1");
@@ -226,6 +225,7 @@ fn doh_get(c: &mut Client, name: &str) -> (u8, [u8; 4]) {
 /// they began with.
 #[test]
 fn twenty_certificate_swaps_under_load_lose_nothing() {
+    let _suite = crate::common::suite(module_path!());
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     let dir = Dir::new("dot-swap");
     let ca = test_ca(&dir.0, "swap");
@@ -353,6 +353,7 @@ fn twenty_certificate_swaps_under_load_lose_nothing() {
 /// reload, keeping its socket.
 #[test]
 fn stalled_handshakes_time_out_and_an_address_switches_to_tls_at_a_reload() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("dot-stall");
     let ca = test_ca(&dir.0, "stall");
     let (pem, key) = test_leaf(&dir.0, "stall", "leaf", "DNS:dot.test");
@@ -420,6 +421,7 @@ fn stalled_handshakes_time_out_and_an_address_switches_to_tls_at_a_reload() {
 /// (batches of up to 16 KiB, about 37 KiB here) lose, reorder and duplicate nothing.
 #[test]
 fn pipelined_queries_are_answered_in_order_across_batches() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("dot-pipe");
     let ca = test_ca(&dir.0, "pipe");
     let (c, k) = test_leaf(&dir.0, "pipe", "leaf", "DNS:dot.test");
@@ -518,6 +520,7 @@ fn records_after_question(m: &[u8]) -> Vec<(u16, Vec<u8>)> {
 
 #[test]
 fn a_notify_over_tls_is_padded_when_asked_and_a_signed_one_is_left_alone() {
+    let _suite = crate::common::suite(module_path!());
     use skua_engine::name::WireName;
     use skua_xfr::tsig::{self, Algorithm, Key};
     let dir = Dir::new("dot-notify");
@@ -638,6 +641,7 @@ fn a_notify_over_tls_is_padded_when_asked_and_a_signed_one_is_left_alone() {
 /// QUIC addresses, the ports that make them, the certificate's paths.
 #[test]
 fn the_effective_configuration_lists_the_encrypted_listeners() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("dot-effective");
     let ca = test_ca(&dir.0, "dote");
     let (pem, key) = test_leaf(&dir.0, "dote", "leaf", "DNS:dot.test,IP:127.0.0.1");

@@ -13,8 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-mod common;
-use common::{LO, SKUAD, free_port, query};
+use crate::common::{LO, SKUAD, free_port, query};
 
 const A: u16 = 1;
 const CNAME: u16 = 5;
@@ -431,6 +430,7 @@ fn run_check_config(file: Option<&Path>) -> (ExitStatus, String, String) {
 
 #[test]
 fn tcp_pipelining() {
+    let _suite = crate::common::suite(module_path!());
     let dir = TestDir::new("pipelining");
     let d = Daemon::start(&dir, |p| {
         conf(
@@ -484,6 +484,7 @@ fn tcp_pipelining() {
 
 #[test]
 fn tcp_stalled_client_does_not_block_others() {
+    let _suite = crate::common::suite(module_path!());
     let dir = TestDir::new("stalled");
     let d = Daemon::start(&dir, |p| conf(p, &["tcp-idle-timeout: 500"]));
     let q = query(0x1111, "a.example.", A);
@@ -543,6 +544,7 @@ fn tcp_stalled_client_does_not_block_others() {
 /// anyway), so the newcomer is answered at once.
 #[test]
 fn tcp_connection_limit() {
+    let _suite = crate::common::suite(module_path!());
     let dir = TestDir::new("limit");
     let d = Daemon::start(&dir, |p| {
         conf(p, &["incoming-num-tcp: 2", "tcp-idle-timeout: 10000"])
@@ -593,6 +595,7 @@ fn tcp_connection_limit() {
 /// apply to that write stall as it does to a read stall (RFC 7766 §6.2.3, §10).
 #[test]
 fn tcp_client_that_never_reads_is_disconnected() {
+    let _suite = crate::common::suite(module_path!());
     let dir = TestDir::new("nonreader");
     let d = Daemon::start(&dir, |p| {
         conf(p, &["incoming-num-tcp: 1", "tcp-idle-timeout: 300"])
@@ -653,6 +656,7 @@ fn tcp_client_that_never_reads_is_disconnected() {
 
 #[test]
 fn sighup_reload_and_bad_reload() {
+    let _suite = crate::common::suite(module_path!());
     let dir = TestDir::new("reload");
     let mut d = Daemon::start(&dir, |p| conf(p, &[]));
     let port = d.port;
@@ -773,6 +777,7 @@ fn sighup_reload_and_bad_reload() {
 
 #[test]
 fn sigterm_stops_cleanly() {
+    let _suite = crate::common::suite(module_path!());
     for (sig, name) in [(libc::SIGTERM, "TERM"), (libc::SIGINT, "INT")] {
         let dir = TestDir::new(&format!("stop-{name}"));
         let mut d = Daemon::start(&dir, |p| conf(p, &["tcp-idle-timeout: 10000"]));
@@ -804,6 +809,7 @@ fn sigterm_stops_cleanly() {
 /// supervisor (or `skuad … & dig …; kill -HUP`) sees a serving daemon and may reload it.
 #[test]
 fn signal_right_after_first_reply_is_handled() {
+    let _suite = crate::common::suite(module_path!());
     for i in 0..40 {
         let dir = TestDir::new(&format!("early-hup-{i}"));
         let port = free_port();
@@ -858,6 +864,7 @@ fn signal_right_after_first_reply_is_handled() {
 
 #[test]
 fn check_config() {
+    let _suite = crate::common::suite(module_path!());
     let dir = TestDir::new("check");
     let good = dir.write(
         "good.conf",
@@ -908,6 +915,7 @@ fn check_config() {
 
 #[test]
 fn embedded_default_serves() {
+    let _suite = crate::common::suite(module_path!());
     // The embedded configuration itself, without binding its fixed port.
     let (st, out, err) = run_check_config(None);
     assert!(st.success(), "embedded config rejected: {err}");
@@ -921,7 +929,7 @@ fn embedded_default_serves() {
     );
 
     // A copy of it on a free port.
-    const DEFAULT: &str = include_str!("../src/control/default.conf");
+    const DEFAULT: &str = include_str!("../../src/control/default.conf");
     assert!(DEFAULT.contains("port: 5353\n"));
     let dir = TestDir::new("default");
     let d = Daemon::start(&dir, |p| {
@@ -957,6 +965,7 @@ fn embedded_default_serves() {
 
 #[test]
 fn acl_over_udp_and_tcp() {
+    let _suite = crate::common::suite(module_path!());
     let dir = TestDir::new("acl");
     let d = Daemon::start(&dir, |p| {
         conf(

@@ -1,18 +1,83 @@
-//! Helpers shared by the integration tests (API, reload under load, RRL, daemon): a running skuad with API tokens of each
-//! role, a hand-written HTTP/1.1 client (the tests do not share the server's HTTP stack),
-//! and DNS queries over UDP.
+//! Helpers shared by the suites of the e2e binary: each test's turn beside the others
+//! ([`suite`]), a running skuad with API tokens of each role, a hand-written HTTP/1.1 client
+//! (the tests do not share the server's HTTP stack), DNS queries over UDP, TCP and TLS, test
+//! certificates, a network namespace with only loopback for the suites' Python scripts, and
+//! ([`xfr`]) what the zone-transfer suites share.
 
 #![allow(dead_code)]
+
+pub mod xfr;
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use std::time::{Duration, Instant};
 
 use tokio_rustls::rustls;
+
+/// Which tests share the binary's test threads (main.rs says why): a test holds its suite's
+/// turn from its first line to its end. The tests of a suite named in [`crate::ALONE`] run
+/// only beside each other, as when the suite was a test binary of its own; the tests of the
+/// other suites run beside each other, whatever their suite.
+pub struct Suite(());
+
+/// The room the tests enter: who is inside (a suite of [`crate::ALONE`], or `""` for the
+/// others), how many, and the turns, handed out in the order the tests ask (first come, first
+/// in: a suite waiting for the room to empty is not overtaken by tests arriving after it).
+struct Room {
+    key: &'static str,
+    inside: usize,
+    next: u64,
+    serving: u64,
+}
+
+static ROOM: Mutex<Room> = Mutex::new(Room {
+    key: "",
+    inside: 0,
+    next: 0,
+    serving: 0,
+});
+static CHANGED: Condvar = Condvar::new();
+
+fn room() -> MutexGuard<'static, Room> {
+    // A test that panics holds no lock of the room (only its Suite), so no poison to fear;
+    // take the room regardless.
+    ROOM.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The turn of a test of `module` (its `module_path!()`), waited for; held until dropped.
+pub fn suite(module: &'static str) -> Suite {
+    let name = module.rsplit("::").next().unwrap_or(module);
+    let key = crate::ALONE
+        .iter()
+        .copied()
+        .find(|s| *s == name)
+        .unwrap_or("");
+    let mut r = room();
+    let ticket = r.next;
+    r.next += 1;
+    while !(r.serving == ticket && (r.inside == 0 || r.key == key)) {
+        r = CHANGED.wait(r).unwrap_or_else(|e| e.into_inner());
+    }
+    r.key = key;
+    r.inside += 1;
+    r.serving += 1;
+    CHANGED.notify_all();
+    Suite(())
+}
+
+impl Drop for Suite {
+    fn drop(&mut self) {
+        let mut r = room();
+        r.inside -= 1;
+        if r.inside == 0 {
+            CHANGED.notify_all();
+        }
+    }
+}
 
 pub const SKUAD: &str = env!("CARGO_BIN_EXE_skuad");
 pub const LO: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -443,4 +508,108 @@ pub fn metric_value(m: &str, series: &str) -> u64 {
         .find_map(|l| l.strip_prefix(key.as_str()))
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no {series} in {m}"))
+}
+
+/// Polls `f` every 50 ms until it gives a value or `secs` pass.
+pub fn wait_for<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(secs) {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+/// A network namespace with only loopback, up (hostile, xfr_interop); deleted on drop.
+pub struct LoopbackNs(pub String);
+
+impl LoopbackNs {
+    /// `ip netns add NAME` (one of that name left by a killed run deleted first), `lo` up.
+    pub fn new(name: String) -> Self {
+        let ns = LoopbackNs(name);
+        let _ = Command::new("ip")
+            .args(["netns", "del", &ns.0])
+            .stderr(Stdio::null())
+            .status();
+        assert!(
+            Command::new("ip")
+                .args(["netns", "add", &ns.0])
+                .status()
+                .unwrap()
+                .success()
+        );
+        assert!(
+            Command::new("ip")
+                .args(["-n", &ns.0, "link", "set", "lo", "up"])
+                .status()
+                .unwrap()
+                .success()
+        );
+        ns
+    }
+}
+
+impl Drop for LoopbackNs {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.0])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// Runs `/usr/bin/python3 SCRIPT SKUAD WORK` in `ns`, killed by timeout(1) after `limit`
+/// seconds (waited for 10 s more at the most): its output.
+pub fn python_in(ns: &LoopbackNs, script: &Path, work: &Path, limit: u64) -> Output {
+    let mut child = Command::new("timeout")
+        .args([
+            &limit.to_string(),
+            "ip",
+            "netns",
+            "exec",
+            &ns.0,
+            "/usr/bin/python3",
+        ])
+        .arg(script)
+        .arg(SKUAD)
+        .arg(work)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the test script");
+    let t0 = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break child.wait_with_output().unwrap();
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(limit + 10),
+            "{} did not end",
+            script.display()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Runs `cmd` with `args`, killed after `secs` (timeout(1)): its output.
+pub fn run_bounded(secs: u32, cmd: &str, args: &[&str]) -> Output {
+    Command::new("timeout")
+        .arg(secs.to_string())
+        .arg(cmd)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("run {cmd}: {e}"))
+}
+
+/// Fails unless the test runs as root (for `what`): the tests that need it never skip.
+pub fn assert_root(what: &str) {
+    let uid = Command::new("id").arg("-u").output().expect("id -u");
+    assert_eq!(
+        String::from_utf8_lossy(&uid.stdout).trim(),
+        "0",
+        "this test needs root ({what}); it does not skip"
+    );
 }

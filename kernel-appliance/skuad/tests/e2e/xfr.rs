@@ -4,11 +4,10 @@
 //! requests in one `xfr-refused` audit entry; a reload that changes the zone without
 //! bumping its serial served as serial + 1 with an IXFR of the difference; NOTIFY to a
 //! scripted secondary, signed, retried until answered. The interop tests with NSD and Knot
-//! are in tests/xfr_interop.rs.
+//! are in xfr_interop.rs.
 
-mod common;
-
-use common::*;
+use crate::common::xfr::{SECRET, ZONE, b64, now, records};
+use crate::common::*;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::Path;
@@ -20,8 +19,6 @@ use skua_engine::text::parse_rr;
 use skua_xfr::tsig::{self, Algorithm, Key, StreamVerifier};
 use skua_xfr::wire::{self, MessageWriter, Section};
 
-const SECRET: [u8; 32] = *b"0123456789abcdef0123456789abcdef";
-
 fn key(name: &str, secret: &[u8]) -> Key {
     Key::new(
         &WireName::parse(name, None).unwrap(),
@@ -29,29 +26,6 @@ fn key(name: &str, secret: &[u8]) -> Key {
         secret.to_vec(),
     )
 }
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
-fn b64(b: &[u8]) -> String {
-    // The system's base64 (coreutils): an independent encoder.
-    let mut c = std::process::Command::new("base64")
-        .arg("-w0")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    c.stdin.take().unwrap().write_all(b).unwrap();
-    String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap()
-}
-
-const ZONE: &str = "$ORIGIN example.org.\n$TTL 300\n\
-@ IN SOA ns.example.org. admin.example.org. 10 3600 600 86400 300\n\
-@ IN NS ns.example.org.\nns IN A 198.18.0.1\nwww IN A 198.18.0.10\n";
 
 fn setup(dir: &Path, notify_port: u16) -> (String, u16, u16) {
     let secret = dir.join("xfr.key");
@@ -147,21 +121,6 @@ fn is_end(prev: &[Vec<u8>], m: &[u8]) -> bool {
     a == b && n > 1
 }
 
-fn records(m: &[u8]) -> Vec<Rr> {
-    let [qd, an, _, _] = wire::counts(m).unwrap();
-    let mut off = wire::HEADER_LEN;
-    for _ in 0..qd {
-        off = wire::read_question(m, off).unwrap().3;
-    }
-    let mut out = Vec::new();
-    for _ in 0..an {
-        let (r, o) = wire::read_owned_rr(m, off).unwrap();
-        out.push(r);
-        off = o;
-    }
-    out
-}
-
 fn serials(msgs: &[Vec<u8>]) -> Vec<u32> {
     msgs.iter()
         .flat_map(|m| records(m))
@@ -179,17 +138,6 @@ fn audit_kinds(dir: &Path, kind: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
-fn wait_for<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(secs) {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    None
-}
-
 /// Reads one NOTIFY from `sock`: (message, its serial, its MAC, sender).
 fn recv_notify(sock: &UdpSocket, keys: &[Key]) -> (Vec<u8>, u32, Vec<u8>, SocketAddr) {
     let mut buf = [0u8; 4096];
@@ -205,6 +153,7 @@ fn recv_notify(sock: &UdpSocket, keys: &[Key]) -> (Vec<u8>, u32, Vec<u8>, Socket
 
 #[test]
 fn primary_axfr_ixfr_tsig_refusals_notify() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("xfr");
     let notify_sock = UdpSocket::bind((LO, 0)).unwrap();
     notify_sock

@@ -55,7 +55,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const SKUAD: &str = env!("CARGO_BIN_EXE_skuad");
+use crate::common::{SKUAD, assert_root, run_bounded};
 
 /// The corpus and, per file, the most warnings `skuad --check-config` may give.
 const CORPUS: [(&str, usize); 6] = [
@@ -103,26 +103,6 @@ const TEST_ADDR: &str = "198.51.100.7";
 
 fn corpus_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/configs/real-world")
-}
-
-fn assert_root() {
-    let uid = Command::new("id").arg("-u").output().expect("id -u");
-    assert_eq!(
-        String::from_utf8_lossy(&uid.stdout).trim(),
-        "0",
-        "this test needs root (network and mount namespaces); it does not skip"
-    );
-}
-
-/// Runs `cmd` with `args`, killed after `secs`.
-fn run_bounded(secs: u32, cmd: &str, args: &[&str]) -> Output {
-    Command::new("timeout")
-        .arg(secs.to_string())
-        .arg(cmd)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("run {cmd}: {e}"))
 }
 
 fn ok(out: &Output, what: &str) {
@@ -378,6 +358,7 @@ fn names(text: &str, directive: &str) -> bool {
 
 #[test]
 fn names_matches_whole_directives() {
+    let _suite = crate::common::suite(module_path!());
     assert!(names("a.conf:3: 'prefetch' is not supported", "prefetch"));
     assert!(!names(
         "a.conf:3: 'prefetch-key' is not supported",
@@ -392,7 +373,8 @@ fn names_matches_whole_directives() {
 
 #[test]
 fn check_config_accepts_the_corpus() {
-    assert_root();
+    let _suite = crate::common::suite(module_path!());
+    assert_root("network and mount namespaces");
     let work = Work::new("check");
     let dir = corpus_dir();
     // unbound-checkconf: the files its checks open, on tmpfs in a private mount namespace:
@@ -487,7 +469,7 @@ struct Forwarder {
 }
 
 fn forwarder(tag: &str, f: &Forwarder) {
-    assert_root();
+    assert_root("network and mount namespaces");
     let t0 = Instant::now();
     let work = Work::new(tag);
     let conf = corpus_dir().join(f.file);
@@ -644,6 +626,7 @@ fn forwarder(tag: &str, f: &Forwarder) {
 
 #[test]
 fn forwarder_02_mvance_container_default_resolves() {
+    let _suite = crate::common::suite(module_path!());
     forwarder(
         "fwd02",
         &Forwarder {
@@ -660,6 +643,7 @@ fn forwarder_02_mvance_container_default_resolves() {
 
 #[test]
 fn forwarder_03_alpine_dot_without_names_resolves() {
+    let _suite = crate::common::suite(module_path!());
     forwarder(
         "fwd03",
         &Forwarder {
@@ -673,6 +657,7 @@ fn forwarder_03_alpine_dot_without_names_resolves() {
 
 #[test]
 fn forwarder_04_openbsd_quad9_resolves() {
+    let _suite = crate::common::suite(module_path!());
     forwarder(
         "fwd04",
         &Forwarder {
@@ -691,7 +676,7 @@ fn forwarder_04_openbsd_quad9_resolves() {
 /// what it would have to resolve from the root. Each client address asks skuad on that
 /// same address (a wildcard listener answers from the address asked, as Unbound's).
 fn recursive(tag: &str, file: &str, port: u16, clients: &[&str]) {
-    assert_root();
+    assert_root("network and mount namespaces");
     let t0 = Instant::now();
     let work = Work::new(tag);
     let conf = corpus_dir().join(file);
@@ -764,11 +749,13 @@ fn recursive(tag: &str, file: &str, port: u16, clients: &[&str]) {
 
 #[test]
 fn recursive_01_pihole_guide_serves_local_data_and_refuses_the_rest() {
+    let _suite = crate::common::suite(module_path!());
     recursive("rec01", "01-pihole-guide.conf", 5335, &["127.0.0.1"]);
 }
 
 #[test]
 fn recursive_05_nlnetlabs_serves_local_data_and_refuses_the_rest() {
+    let _suite = crate::common::suite(module_path!());
     // Open to 192.168.0.0/16 by the file, and to localhost by Unbound's defaults.
     recursive(
         "rec05",
@@ -780,6 +767,7 @@ fn recursive_05_nlnetlabs_serves_local_data_and_refuses_the_rest() {
 
 #[test]
 fn recursive_06_debian_default_serves_local_data_and_refuses_the_rest() {
+    let _suite = crate::common::suite(module_path!());
     // Unbound's default interfaces: 127.0.0.1 and ::1.
     recursive("rec06", "06-debian-default.conf", 53, &["127.0.0.1", "::1"]);
 }

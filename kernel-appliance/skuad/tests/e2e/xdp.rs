@@ -20,7 +20,7 @@
 //! replies, but cannot run `dig` over a VLAN interface (it says so on stderr); without
 //! `dummy`, the no-native-XDP test uses an `ifb` interface, which lacks native XDP too.
 //!
-//! Run: `cargo test -p skuad --test xdp` (parallel-safe) as root.
+//! Run: `cargo test -p skuad --test e2e xdp::` (parallel-safe) as root.
 
 use std::collections::HashMap;
 use std::io::{self, Read};
@@ -54,7 +54,7 @@ fn require_root() {
     assert_eq!(
         euid, 0,
         "the AF_XDP tests need root (network namespaces, XDP, AF_XDP and AF_PACKET sockets); \
-         they do not skip: run them as root, e.g. `sudo -E cargo test -p skuad --test xdp`"
+         they do not skip: run them as root, e.g. `sudo -E cargo test -p skuad --test e2e xdp::`"
     );
 }
 
@@ -1146,6 +1146,7 @@ impl Drop for Skuad {
 
 #[test]
 fn xdp_answers_ipv4_and_ipv6_native_and_generic() {
+    let _suite = crate::common::suite(module_path!());
     require_root();
     // Each mode twice: the AF_XDP queues answering everything (--xdp-answers 0), then the
     // program answering the precompiled names itself (the default).
@@ -1276,6 +1277,7 @@ impl Drop for Upstream {
 /// while the kernel sockets receive nothing.
 #[test]
 fn cache_hits_answered_by_the_xsk_worker() {
+    let _suite = crate::common::suite(module_path!());
     require_root();
     let pair = Pair::with_addresses("cachehit", 24);
     ip(&["-n", pair.srv.name(), "link", "set", "lo", "up"]);
@@ -1356,6 +1358,7 @@ fn cache_hits_answered_by_the_xsk_worker() {
 /// of the program at once; `short.` (TTL 4) leaves the program when it expires.
 #[test]
 fn cache_hits_answered_by_the_program() {
+    let _suite = crate::common::suite(module_path!());
     require_root();
     let pair = Pair::with_addresses("progcache", 25);
     ip(&["-n", pair.srv.name(), "link", "set", "lo", "up"]);
@@ -1489,6 +1492,7 @@ fn cache_hits_answered_by_the_program() {
 /// from its expiry on the program answers it no more (the worker asks the upstream again).
 #[test]
 fn cached_answers_leave_the_program_at_expiry() {
+    let _suite = crate::common::suite(module_path!());
     require_root();
     let pair = Pair::with_addresses("progexp", 26);
     ip(&["-n", pair.srv.name(), "link", "set", "lo", "up"]);
@@ -1555,6 +1559,7 @@ fn cached_answers_leave_the_program_at_expiry() {
 
 #[test]
 fn kernel_path_still_works() {
+    let _suite = crate::common::suite(module_path!());
     require_root();
     let pair = Pair::with_addresses("kpath", 20);
     let conf = Conf::new("kpath", &[pair.srv_v4(), pair.srv_v6()]);
@@ -1601,6 +1606,7 @@ fn kernel_path_still_works() {
 
 #[test]
 fn vlan_tagged_query_answered() {
+    let _suite = crate::common::suite(module_path!());
     require_root();
     const VID: u16 = 100;
     let pair = Pair::new("vlan", 30);
@@ -1719,6 +1725,7 @@ fn vlan_tagged_query_answered() {
 
 #[test]
 fn malformed_frames_dropped_and_counted() {
+    let _suite = crate::common::suite(module_path!());
     require_root();
     let pair = Pair::with_addresses("malformed", 40);
     let conf = Conf::new("malformed", &[pair.srv_v4()]);
@@ -1834,6 +1841,7 @@ fn malformed_frames_dropped_and_counted() {
 
 #[test]
 fn kill9_then_restart_and_sigterm_detaches() {
+    let _suite = crate::common::suite(module_path!());
     require_root();
     let pair = Pair::with_addresses("kill9", 50);
     let conf = Conf::new("kill9", &[pair.srv_v4()]);
@@ -1888,6 +1896,7 @@ fn kill9_then_restart_and_sigterm_detaches() {
 
 #[test]
 fn xdp_required_fails_cleanly_and_default_falls_back() {
+    let _suite = crate::common::suite(module_path!());
     require_root();
     let ns = Netns::new("fallback", "srv");
     // dummy has no native XDP; neither has ifb (for kernels built without dummy).
@@ -2000,6 +2009,7 @@ fn xdp_required_fails_cleanly_and_default_falls_back() {
 
 #[test]
 fn no_xdp_flag() {
+    let _suite = crate::common::suite(module_path!());
     require_root();
     let pair = Pair::with_addresses("noxdp", 70);
     let conf = Conf::new("noxdp", &[pair.srv_v4()]);
@@ -2061,6 +2071,7 @@ fn dig_status(ns: &Netns, server: &str, name: &str, qtype: &str) -> (String, Str
 
 #[test]
 fn program_answers_follow_reloads() {
+    let _suite = crate::common::suite(module_path!());
     require_root();
     let pair = Pair::with_addresses("reload", 60);
     let conf = Conf::new("reload", &[pair.srv_v4(), pair.srv_v6()]);
@@ -2124,6 +2135,7 @@ fn program_answers_follow_reloads() {
 /// still, and switches the answers off there).
 #[test]
 fn veth_peer_without_napi_keeps_answers_in_the_queues() {
+    let _suite = crate::common::suite(module_path!());
     require_root();
     for (i, how) in ["auto", "traffic"].into_iter().enumerate() {
         veth_peer_without_napi(how, 80 + u8::try_from(i).expect("small"));
@@ -2323,6 +2335,7 @@ const WATCHER_BOUND: Duration = Duration::from_millis(1500);
 
 #[test]
 fn wildcard_listener_answers_only_own_unicast_addresses() {
+    let _suite = crate::common::suite(module_path!());
     require_root();
     let pair = Pair::with_addresses("wildcard", 90);
     let conf = Conf::new("wildcard", &["0.0.0.0".into(), "::".into()]);

@@ -10,8 +10,6 @@
 //! with `http-notls-downstream:`; and closes connections past a netblock's
 //! `tcp-connection-limit:`.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -20,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 fn b64url(q: &[u8]) -> String {
     data_encoding::BASE64URL_NOPAD.encode(q)
@@ -132,13 +130,6 @@ fn post(ca: &Path, port: u16, body: &[u8], ctype: &str, http: &str) -> Got {
     g
 }
 
-fn metric(m: &str, key: &str) -> u64 {
-    m.lines()
-        .find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix(' ')))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {key} in {m}"))
-}
-
 /// Certificates for `dot.test` and 127.0.0.1: (CA, certificate, key).
 fn certs(dir: &Path, tag: &str) -> (PathBuf, PathBuf, PathBuf) {
     let ca = test_ca(dir, tag);
@@ -148,6 +139,7 @@ fn certs(dir: &Path, tag: &str) -> (PathBuf, PathBuf, PathBuf) {
 
 #[test]
 fn dns_over_https_answers_real_clients_like_udp() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("doh");
     let (ca, pem, key) = certs(&dir.0, "doh");
     // An upstream (another skuad with local data) for names this one forwards.
@@ -345,36 +337,36 @@ fn dns_over_https_answers_real_clients_like_udp() {
         .unwrap()
         .body;
     assert_eq!(
-        metric(&m, "skua_doh_requests_total{result=\"refused\"}"),
+        metric_value(&m, "skua_doh_requests_total{result=\"refused\"}"),
         9,
         "{m}"
     );
     // kdig 6, dig 2, curl 8, curl's resolver 2 (A and AAAA).
     assert_eq!(
-        metric(&m, "skua_doh_requests_total{result=\"answered\"}"),
+        metric_value(&m, "skua_doh_requests_total{result=\"answered\"}"),
         18,
         "{m}"
     );
     assert_eq!(
-        metric(&m, "skua_doh_requests_total{result=\"unavailable\"}"),
+        metric_value(&m, "skua_doh_requests_total{result=\"unavailable\"}"),
         0,
         "{m}"
     );
     // And the response sent as a query reached the engine.
     assert_eq!(
-        metric(&m, "skua_encrypted_queries_total{transport=\"doh\"}"),
+        metric_value(&m, "skua_encrypted_queries_total{transport=\"doh\"}"),
         19,
         "{m}"
     );
     assert!(
-        metric(
+        metric_value(
             &m,
             "skua_tls_handshakes_total{transport=\"doh\",result=\"ok\"}"
         ) >= 25,
         "{m}"
     );
     assert_eq!(
-        metric(
+        metric_value(
             &m,
             "skua_tls_handshakes_total{transport=\"doh\",result=\"failed\"}"
         ),
@@ -382,12 +374,12 @@ fn dns_over_https_answers_real_clients_like_udp() {
         "ALPN dot: {m}"
     );
     assert_eq!(
-        metric(&m, "skua_doh_buffer_bytes{buffer=\"query\"}"),
+        metric_value(&m, "skua_doh_buffer_bytes{buffer=\"query\"}"),
         0,
         "{m}"
     );
     assert_eq!(
-        metric(&m, "skua_doh_buffer_bytes{buffer=\"response\"}"),
+        metric_value(&m, "skua_doh_buffer_bytes{buffer=\"response\"}"),
         0,
         "{m}"
     );
@@ -572,6 +564,7 @@ impl Bystander {
 
 #[test]
 fn http2_floods_slow_and_idle_clients_are_bounded_and_others_keep_their_answers() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("doh-flood");
     let (ca, pem, key) = certs(&dir.0, "flood");
     let (dns, api, https) = (free_port(), free_port(), free_port());
@@ -717,11 +710,12 @@ fn http2_floods_slow_and_idle_clients_are_bounded_and_others_keep_their_answers(
     let m = http(&d, "GET", "/metrics", Some(tok("read")), None)
         .unwrap()
         .body;
-    assert!(metric(&m, "skua_doh_idle_closed_total") >= 1, "{m}");
+    assert!(metric_value(&m, "skua_doh_idle_closed_total") >= 1, "{m}");
 }
 
 #[test]
 fn http2_streams_each_get_their_own_answer_and_a_slow_body_holds_no_one_up() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("doh-streams");
     let (ca, pem, key) = certs(&dir.0, "streams");
     let (dns, api, https) = (free_port(), free_port(), free_port());
@@ -863,6 +857,7 @@ fn http2_streams_each_get_their_own_answer_and_a_slow_body_holds_no_one_up() {
 
 #[test]
 fn plain_http_behind_a_proxy_and_per_netblock_connection_limits() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("doh-plain");
     let (dns, api, http_port) = (free_port(), free_port(), free_port());
     let mut conf = config(dns, api, &dir.0, "");
@@ -938,7 +933,7 @@ fn plain_http_behind_a_proxy_and_per_netblock_connection_limits() {
         .unwrap()
         .body;
     assert_eq!(
-        metric(&m, "skua_tcp_connection_limit_closed_total"),
+        metric_value(&m, "skua_tcp_connection_limit_closed_total"),
         3,
         "{m}"
     );

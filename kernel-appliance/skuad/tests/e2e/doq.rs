@@ -7,14 +7,12 @@
 //! other than `doq` and clients the access list denies; and takes a new certificate at a
 //! reload: new connections get it, one opened before keeps answering.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 /// A DoQ client endpoint on `from` trusting `ca`, offering `alpn`.
 fn client(from: &str, ca: &Path, alpn: &[u8]) -> quinn::Endpoint {
@@ -75,6 +73,7 @@ async fn closed_with(conn: &quinn::Connection) -> Option<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dns_over_quic_answers_like_udp_and_keeps_to_the_protocol() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("doq");
     let ca = test_ca(&dir.0, "doq");
     let (c1, k1) = test_leaf(&dir.0, "doq", "leaf1", "DNS:dot.test,IP:127.0.0.1");
@@ -262,6 +261,7 @@ async fn dns_over_quic_answers_like_udp_and_keeps_to_the_protocol() {
 /// shortened with every slot in use) and the newcomer answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_make_room_for_a_new_one() {
+    let _suite = crate::common::suite(module_path!());
     let dir = Dir::new("doq-slots");
     let ca = test_ca(&dir.0, "doqs");
     let (pem, key) = test_leaf(&dir.0, "doqs", "leaf", "DNS:dot.test,IP:127.0.0.1");
