@@ -2612,6 +2612,7 @@ fn org_zone(serial: u32, records: &str) -> String {
 /// answer).
 #[test]
 fn notify_and_tsig_over_af_xdp() {
+    let _suite = crate::common::suite(module_path!());
     require_root();
     let pair = Pair::with_addresses("notifyxdp", 91);
     ip(&["-n", pair.srv.name(), "link", "set", "lo", "up"]);
@@ -2746,6 +2747,7 @@ fn notify_and_tsig_over_af_xdp() {
 /// and need no TCP.
 #[test]
 fn oversized_cache_hit_answered_over_af_xdp() {
+    let _suite = crate::common::suite(module_path!());
     require_root();
     let pair = Pair::with_addresses("bighit", 92);
     ip(&["-n", pair.srv.name(), "link", "set", "lo", "up"]);
