@@ -762,7 +762,11 @@ SKUAD_DESC+=", sha256 $(sha256sum "$WORK/skuad" | cut -c1-12)"
 # skuad-xsk-cache: the workers answer the cache hits. --xdp-cache-answers (0 = the program
 # answers no cached name) only where this skuad has it; before it, the two servers are alike.
 XSK_ARGS=()
-if "$WORK/skuad" --help 2>&1 | grep -q -- '--xdp-cache-answers'; then
+# The whole help first: `grep -q` in a pipe closes it at the first match, and skuad, writing
+# the rest into the closed pipe, aborted (SIGPIPE) now and then; with pipefail the test
+# failed and skuad-xsk-cache silently measured the program's cached answers instead.
+SKUAD_HELP=$("$WORK/skuad" --help 2>&1 || true)
+if grep -q -- '--xdp-cache-answers' <<<"$SKUAD_HELP"; then
     XSK_ARGS=(--xdp-cache-answers 0)
     XSK_NOTE="skuad-xsk-cache: --xdp-cache-answers 0"
 else
