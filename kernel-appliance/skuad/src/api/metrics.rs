@@ -103,7 +103,7 @@ pub fn stats_json(ctl: &Control) -> serde_json::Value {
 
 /// The resolver's cache and forwarder counters for `/stats`; `null` without a resolver.
 fn resolver_json(ctl: &Control) -> serde_json::Value {
-    let Some(h) = ctl.serving.resolver.load_full() else {
+    let Some(h) = ctl.serving.resolver() else {
         return serde_json::Value::Null;
     };
     let c = &h.cache.stats;
@@ -376,7 +376,7 @@ fn sync_prometheus(p: &mut Prom, ctl: &Control) {
 }
 
 fn resolver_prometheus(p: &mut Prom, ctl: &Control) {
-    let Some(h) = ctl.serving.resolver.load_full() else {
+    let Some(h) = ctl.serving.resolver() else {
         return;
     };
     let c = &h.cache.stats;

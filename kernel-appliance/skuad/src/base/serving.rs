@@ -1,10 +1,11 @@
 //! The serving handle: what every dataplane shares with the control core.
 //!
-//! It holds the engine in force (an [`ArcSwap`]: a worker loads it once per batch, a few
-//! nanoseconds and no lock; the control core swaps in a new one atomically), the generation
-//! counter that tells the AF_XDP workers an engine changed, the stop flag, and the registry
-//! of the kernel-socket workers' counters. Queries in flight finish on the engine they
-//! started with; none is lost.
+//! It holds the door in force ([`InForce`]: the engine, the resolver's handle and the zone
+//! transfer tables, behind one [`ArcSwap`]: a worker loads it once per batch, a few
+//! nanoseconds and no lock, and makes the front door, [`skua_serve::Door`], from it; the
+//! control core swaps a part in atomically), the generation counter that tells the AF_XDP
+//! workers an engine changed, the stop flag, and the registry of the workers' counters.
+//! Queries in flight finish on the tables they started with; none is lost.
 //!
 //! It knows nothing of configuration files, the API or sockets.
 
@@ -17,10 +18,21 @@ use skua_engine::Engine;
 /// Per-worker counters (written by one thread each).
 pub use skua_engine::stats::Counters as WorkerStats;
 
+/// What every query is answered from, swapped as one: the tables the front door is made of.
+#[derive(Clone)]
+pub struct InForce {
+    /// The engine.
+    pub engine: Arc<Engine>,
+    /// The resolver (its cache and job queue), when forwarding is configured.
+    pub resolver: Option<Arc<crate::base::resolving::ResolverHandle>>,
+    /// The zone-transfer tables: TSIG keys, transferred and secondary zones.
+    pub zones: Arc<crate::base::xfr::Transfers>,
+}
+
 /// State shared by every worker.
 pub struct Serving {
-    /// The engine in force.
-    pub engine: ArcSwap<Engine>,
+    /// The door in force.
+    pub door: ArcSwap<InForce>,
     /// Set to stop.
     pub stop: AtomicBool,
     /// Incremented at every engine swap (XDP workers reload only when it changes).
@@ -28,13 +40,11 @@ pub struct Serving {
     /// Counters of every kernel-socket worker started so far (retired ones included, so
     /// totals never go down) and of TCP.
     pub stats: std::sync::Mutex<Vec<Arc<WorkerStats>>>,
-    /// The resolver (its cache and job queue), when forwarding is configured.
-    pub resolver: arc_swap::ArcSwapOption<crate::base::resolving::ResolverHandle>,
     /// Copies of the cache kept by dataplanes (the XDP programs' cached answers).
     pub mirrors: crate::base::resolving::Mirrors,
     /// The service addresses answered only under the host agent's lease (`ha:`).
     pub leases: crate::base::lease::Leases,
-    /// Zone transfers: what they are answered from, and the reports of the TCP dataplane.
+    /// Zone transfers: the dataplanes' reports, NOTIFY jobs, the secondary's queues.
     pub xfr: crate::base::xfr::Xfr,
     /// The encrypted transports: the certificate in force, DNS over HTTPS parameters,
     /// the listeners' counters.
@@ -67,11 +77,14 @@ impl Serving {
     /// State for `engine`, no workers yet.
     pub fn new(engine: Engine) -> Self {
         Self {
-            engine: ArcSwap::from_pointee(engine),
+            door: ArcSwap::from_pointee(InForce {
+                engine: Arc::new(engine),
+                resolver: None,
+                zones: Arc::default(),
+            }),
             stop: AtomicBool::new(false),
             generation: AtomicU64::new(0),
             stats: std::sync::Mutex::new(Vec::new()),
-            resolver: arc_swap::ArcSwapOption::empty(),
             mirrors: crate::base::resolving::Mirrors::default(),
             leases: crate::base::lease::Leases::default(),
             xfr: crate::base::xfr::Xfr::default(),
@@ -98,8 +111,42 @@ impl Serving {
     /// Puts `engine` in force for every worker's next batch (the caller keeps the AF_XDP
     /// program's answers in step, see [`crate::base::planes::Dataplanes::swap`]).
     pub fn install(&self, engine: Arc<Engine>) {
-        self.engine.store(engine);
+        self.door.rcu(|d| InForce {
+            engine: engine.clone(),
+            ..InForce::clone(d)
+        });
         self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// The engine in force.
+    pub fn engine(&self) -> Arc<Engine> {
+        self.door.load().engine.clone()
+    }
+
+    /// The resolver in force, if any.
+    pub fn resolver(&self) -> Option<Arc<crate::base::resolving::ResolverHandle>> {
+        self.door.load().resolver.clone()
+    }
+
+    /// Puts a resolver in force (or none).
+    pub fn set_resolver(&self, resolver: Option<Arc<crate::base::resolving::ResolverHandle>>) {
+        self.door.rcu(|d| InForce {
+            resolver: resolver.clone(),
+            ..InForce::clone(d)
+        });
+    }
+
+    /// The zone-transfer tables in force.
+    pub fn zones(&self) -> Arc<crate::base::xfr::Transfers> {
+        self.door.load().zones.clone()
+    }
+
+    /// Puts zone-transfer tables in force (a load, a secondary's transfer).
+    pub fn set_zones(&self, zones: Arc<crate::base::xfr::Transfers>) {
+        self.door.rcu(|d| InForce {
+            zones: zones.clone(),
+            ..InForce::clone(d)
+        });
     }
 
     /// The engine generation in force.

@@ -12,7 +12,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use arc_swap::ArcSwap;
 use skua_xfr::client::Limits;
 use skua_xfr::server::{Allow, Kind, Refusal};
 use skua_xfr::tsig::Key;
@@ -222,8 +221,6 @@ pub const NOTIFY_IN_QUEUE: usize = 256;
 
 /// The transfer state shared by the control core and the dataplanes.
 pub struct Xfr {
-    /// What requests are answered from.
-    pub state: ArcSwap<Transfers>,
     events: tokio::sync::mpsc::Sender<Event>,
     receiver: Mutex<Option<tokio::sync::mpsc::Receiver<Event>>>,
     /// Events dropped because the queue was full.
@@ -234,7 +231,8 @@ pub struct Xfr {
     notify_in_rx: Mutex<Option<tokio::sync::mpsc::Receiver<NotifyIn>>>,
     updates: tokio::sync::mpsc::Sender<Update>,
     updates_rx: Mutex<Option<tokio::sync::mpsc::Receiver<Update>>>,
-    /// Signalled when [`Self::state`] changes (a load): the secondary's task looks at the
+    /// Signalled when the transfer tables in force change (a load,
+    /// [`crate::base::serving::Serving::set_zones`]): the secondary's task looks at the
     /// secondary zones again.
     pub changed: tokio::sync::Notify,
 }
@@ -246,7 +244,6 @@ impl Default for Xfr {
         let (itx, irx) = tokio::sync::mpsc::channel(NOTIFY_IN_QUEUE);
         let (utx, urx) = tokio::sync::mpsc::channel(16);
         Xfr {
-            state: ArcSwap::from_pointee(Transfers::default()),
             events: tx,
             receiver: Mutex::new(Some(rx)),
             dropped: AtomicU64::new(0),

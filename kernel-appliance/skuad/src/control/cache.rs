@@ -301,7 +301,7 @@ impl FlushRequest {
 impl Control {
     /// The resolver, or why there is none.
     fn resolving(&self) -> Result<Arc<ResolverHandle>, CtlError> {
-        self.serving.resolver.load_full().ok_or_else(|| {
+        self.serving.resolver().ok_or_else(|| {
             CtlError::Conflict(
                 "no resolver: skuad forwards and caches only with a forward-zone: or stub-zone: in its configuration".into(),
             )

@@ -805,7 +805,7 @@ impl Control {
 
     /// The engine serving now.
     pub fn engine(&self) -> Arc<Engine> {
-        self.serving.engine.load_full()
+        self.serving.engine()
     }
 
     /// Engine generation.
@@ -948,7 +948,7 @@ impl Control {
             .iter()
             .filter_map(std::sync::Weak::upgrade)
             .collect();
-        let prev_xfr = self.serving.xfr.state.load_full();
+        let prev_xfr = self.serving.zones();
         let res = tokio::task::spawn_blocking(move || -> Result<Staged, String> {
             let swap_ref = swap.as_ref().map(|(p, t)| (p.as_path(), t.as_str()));
             let parsed = source.parse_with(swap_ref).map_err(|e| e.to_string())?;
@@ -1209,7 +1209,7 @@ impl Control {
         overlay.merge_into(&mut merged.server, &path);
         let dir = inner.base_dir.clone();
         let m2 = merged.clone();
-        let prev_xfr = self.serving.xfr.state.load_full();
+        let prev_xfr = self.serving.zones();
         let (p3, s3) = (path.clone(), inner.serials.clone());
         let loaded = tokio::task::spawn_blocking(move || {
             let after = load::After {
@@ -1227,7 +1227,7 @@ impl Control {
         // generation this write will serve is known).
         let generation = self.generation() + 1;
         // Transferred zones whose serial this write moves (their secondaries follow by IXFR).
-        let moved = xfr::moved_serials(&self.serving.xfr.state.load(), &loaded.xfr);
+        let moved = xfr::moved_serials(&self.serving.zones(), &loaded.xfr);
         let mut detail = serde_json::json!({
             "changes": pre.changes,
             "request_sha256": pre.requests,

@@ -143,7 +143,7 @@ impl super::Control {
     /// Puts a load's transfer state in force (after its engine, which serves the same
     /// serials) and queues its NOTIFY jobs.
     pub(super) fn install_xfr(&self, loaded: XfrLoaded) {
-        let prev = self.serving.xfr.state.load_full();
+        let prev = self.serving.zones();
         let (t, jobs) = next(&prev, loaded);
         for (apex, z) in &t.zones {
             let before = prev.zones.get(apex).map(|p| p.version.serial());
@@ -158,7 +158,7 @@ impl super::Control {
                 ));
             }
         }
-        self.serving.xfr.state.store(Arc::new(t));
+        self.serving.set_zones(Arc::new(t));
         // The secondary's task looks at the zones again (new, gone, new copies).
         self.serving.xfr.changed.notify_one();
         for j in jobs {
@@ -328,7 +328,7 @@ impl super::Control {
             inner.state_path.clone(),
             inner.serials.clone(),
         );
-        let prev = self.serving.xfr.state.load_full();
+        let prev = self.serving.zones();
         let m2 = merged.clone();
         let sp = state_path.clone();
         let key = apex.clone();
@@ -358,7 +358,7 @@ impl super::Control {
     pub async fn secondary_update(&self, u: Update) {
         match u {
             Update::Confirmed(apex) => {
-                let state = self.serving.xfr.state.load_full();
+                let state = self.serving.zones();
                 if let Some(path) = state
                     .secondaries
                     .get(&apex)
@@ -445,7 +445,7 @@ impl super::Control {
                     r.bytes,
                     r.messages
                 ));
-                let state = self.serving.xfr.state.load_full();
+                let state = self.serving.zones();
                 let path = state
                     .secondaries
                     .get(&r.apex)

@@ -39,20 +39,18 @@ pub(crate) fn with_door<R>(
     shared: &Serving,
     f: impl FnOnce(&Door<'_, SharedCache, Transfers>, Option<&ResolverHandle>, u64) -> R,
 ) -> R {
-    let engine = shared.engine.load();
-    let resolver = shared.resolver.load();
-    let xfr = shared.xfr.state.load();
-    let unix = if xfr.keys.is_empty() {
+    let d = shared.door.load();
+    let unix = if d.zones.keys.is_empty() {
         0
     } else {
         crate::base::clock::unix_secs()
     };
     let door = Door {
-        engine: &engine,
-        cache: resolver.as_deref().map(|r| &*r.cache),
-        zones: &**xfr,
+        engine: &d.engine,
+        cache: d.resolver.as_deref().map(|r| &*r.cache),
+        zones: &*d.zones,
     };
-    f(&door, resolver.as_deref(), unix)
+    f(&door, d.resolver.as_deref(), unix)
 }
 
 /// Counts a step, logs the client when its zone asks (inform types), and hands the

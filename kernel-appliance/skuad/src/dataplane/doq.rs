@@ -140,7 +140,7 @@ async fn accept(
             inc(&shared.tls.doq_refused);
             incoming.refuse();
         };
-        if shared.engine.load().acl().check(peer.ip()) == skua_engine::acl::AclAction::Deny {
+        if shared.engine().acl().check(peer.ip()) == skua_engine::acl::AclAction::Deny {
             refuse(incoming);
             continue;
         }

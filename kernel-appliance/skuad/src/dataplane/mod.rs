@@ -93,7 +93,7 @@ impl Planes {
             l.stop();
         }
         if let Some(r) = lock(&self.resolver).take() {
-            self.serving.resolver.store(None);
+            self.serving.set_resolver(None);
             r.stop();
         }
         if let Some(mut p) = lock(&self.xdp).take() {
@@ -127,7 +127,7 @@ impl Dataplanes for Planes {
         }
         let Some(new) = settings else {
             if let Some(r) = guard.take() {
-                serving.resolver.store(None);
+                serving.set_resolver(None);
                 r.stop();
                 log::info(format_args!("resolver stopped"));
             }
@@ -138,7 +138,7 @@ impl Dataplanes for Planes {
             Some(r) if r.settings().cache == new.cache => r.reconfigure(new),
             _ => {
                 let r = upstream::Resolver::start(&self.rt, self.serving.clone(), new)?;
-                serving.resolver.store(Some(r.handle.clone()));
+                serving.set_resolver(Some(r.handle.clone()));
                 if let Some(old) = guard.replace(r) {
                     old.stop();
                 }

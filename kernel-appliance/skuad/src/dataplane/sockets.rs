@@ -311,7 +311,7 @@ async fn transfer(
     use crate::base::xfr::Event;
     use skua_xfr::server::{Answer, ZoneRef, answer};
     let client = peer.ip().to_canonical();
-    let state = shared.xfr.state.load_full();
+    let state = shared.zones();
     let now = crate::base::clock::unix_secs();
     let framed = |m: &[u8]| {
         let mut b = Vec::with_capacity(2 + m.len());
@@ -624,8 +624,7 @@ pub(crate) async fn tcp_accept(
                 };
                 let kind = StreamKind::from_u8(kind.load(Ordering::Relaxed));
                 if kind != StreamKind::Tcp
-                    && shared.engine.load().acl().check(peer.ip())
-                        == skua_engine::acl::AclAction::Deny
+                    && shared.engine().acl().check(peer.ip()) == skua_engine::acl::AclAction::Deny
                 {
                     // Dropped anyway: not worth a handshake or an HTTP exchange.
                     continue;

@@ -390,7 +390,7 @@ impl Task {
     /// Answers a client with a bare error (REFUSED: no zone resolves the name; SERVFAIL:
     /// over a limit), through the door like any answer.
     fn error(&mut self, c: &Client, rcode: u16) {
-        let engine = self.serving.engine.load_full();
+        let engine = self.serving.engine();
         send(&engine, c, &skua_serve::bare_error(rcode), &mut self.buf);
     }
 
@@ -415,7 +415,7 @@ impl Task {
     }
 
     fn answer(&mut self, a: Answer<Client>) {
-        let engine = self.serving.engine.load_full();
+        let engine = self.serving.engine();
         let cached = a.rendered.as_cached(a.fixed_ttl);
         for c in &a.clients {
             send(&engine, c, &cached, &mut self.buf);

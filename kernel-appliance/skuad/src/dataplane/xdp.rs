@@ -147,8 +147,9 @@ impl skua_xdp::worker::Resolution for Resolving {
 
     fn cache(&self) -> Option<Arc<SharedCache>> {
         self.serving
-            .resolver
+            .door
             .load()
+            .resolver
             .as_ref()
             .map(|r| r.cache.clone())
     }
@@ -160,7 +161,7 @@ impl skua_xdp::worker::Resolution for Resolving {
         client: SocketAddr,
         server: SocketAddr,
     ) {
-        let guard = self.serving.resolver.load();
+        let guard = self.serving.resolver();
         let (Some(r), Some((_, sock, gate))) = (
             guard.as_ref(),
             self.routes.iter().find(|(a, _, _)| *a == server),
@@ -176,7 +177,7 @@ impl skua_xdp::worker::Resolution for Resolving {
     }
 
     fn refresh(&self, query: &[u8]) {
-        if let (Some(r), Some(job)) = (self.serving.resolver.load().as_ref(), Job::refresh(query)) {
+        if let (Some(r), Some(job)) = (self.serving.resolver().as_ref(), Job::refresh(query)) {
             let _ = r.submit(job);
         }
     }
@@ -196,7 +197,7 @@ impl skua_xdp::worker::Resolution for Resolving {
 
 impl EngineSource for Engines {
     fn current(&self) -> Arc<Engine> {
-        self.0.engine.load_full()
+        self.0.engine()
     }
 
     fn generation(&self) -> u64 {
@@ -204,7 +205,7 @@ impl EngineSource for Engines {
     }
 
     fn zones(&self) -> Arc<dyn skua_serve::Zones + Send + Sync> {
-        self.0.xfr.state.load_full()
+        self.0.zones()
     }
 
     fn report(&self, client: std::net::IpAddr, event: skua_serve::Event) {
@@ -1078,7 +1079,7 @@ fn try_start(
         plane.answers.store(true, Ordering::Relaxed);
         // The first load runs the answers' self-test (now, or after a reload that turns
         // rate limiting off).
-        plane.resume_answers(&shared.engine.load());
+        plane.resume_answers(&shared.engine());
     } else {
         log::info(format_args!(
             "xdp: answers in the program off (--xdp-answers 0)"

@@ -141,7 +141,7 @@ pub async fn run(serving: Arc<Serving>) {
     let mut running: HashMap<tokio::task::Id, Vec<u8>> = HashMap::new();
     loop {
         let now = clock::unix_secs();
-        let state = serving.xfr.state.load_full();
+        let state = serving.zones();
         zones.retain(|apex, _| state.secondaries.contains_key(apex));
         for (apex, sec) in &state.secondaries {
             zones
@@ -215,7 +215,7 @@ pub async fn run(serving: Arc<Serving>) {
 
 /// Checks one zone against its primaries, in order, until one answers.
 async fn check_zone(serving: &Serving, apex: &[u8]) -> Outcome {
-    let state = serving.xfr.state.load_full();
+    let state = serving.zones();
     let Some(sec) = state.secondaries.get(apex) else {
         return Outcome::Failed;
     };

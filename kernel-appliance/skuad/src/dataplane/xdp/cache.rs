@@ -183,10 +183,10 @@ impl Publisher {
         {
             return;
         }
-        let Some(resolver) = self.serving.resolver.load_full() else {
+        let Some(resolver) = self.serving.resolver() else {
             return;
         };
-        let engine = self.serving.engine.load_full();
+        let engine = self.serving.engine();
         let generation = self.serving.generation();
         if st.generation != generation || st.clients.is_none() {
             st.generation = generation;
@@ -436,7 +436,7 @@ impl Publisher {
         self.release_rested(&mut st);
         let now = clock::now_secs();
         st.rejected.retain(|_, until| *until > now);
-        let Some(resolver) = self.serving.resolver.load_full() else {
+        let Some(resolver) = self.serving.resolver() else {
             if !st.pushed.is_empty() {
                 self.forget(&mut st);
             }
